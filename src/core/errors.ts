@@ -1,0 +1,59 @@
+/**
+ * One error type for the whole gateway, rendered in the caller's own provider shape by each dialect's
+ * `encodeError`. Before the first byte it is an HTTP status; after it, an in-band stream event.
+ */
+export type ErrorKind =
+  | 'invalid-request'
+  | 'authentication'
+  | 'permission'
+  | 'not-found'
+  | 'rate-limited'
+  | 'overloaded'
+  | 'context-overflow'
+  | 'upstream'
+  | 'timeout'
+  | 'aborted'
+  | 'internal';
+
+const statusByKind: Record<ErrorKind, number> = {
+  'invalid-request': 400,
+  authentication: 401,
+  permission: 403,
+  'not-found': 404,
+  'rate-limited': 429,
+  overloaded: 529,
+  'context-overflow': 400,
+  upstream: 502,
+  timeout: 504,
+  aborted: 499,
+  internal: 500,
+};
+
+const retryableKinds = new Set<ErrorKind>(['rate-limited', 'overloaded', 'upstream', 'timeout']);
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly retryable: boolean;
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    readonly details: { status?: number; cause?: unknown; upstream?: { status: number; body: string }; param?: string } = {},
+  ) {
+    super(message, { cause: details.cause });
+    this.name = 'GatewayError';
+    this.status = details.status ?? statusByKind[kind];
+    this.retryable = retryableKinds.has(kind);
+  }
+}
+
+/** Wrap anything thrown into a GatewayError (unknown errors become `internal`). */
+export function toGatewayError(thrown: unknown): GatewayError {
+  if (thrown instanceof GatewayError) return thrown;
+  if (thrown instanceof Error && thrown.name === 'AbortError') return new GatewayError('aborted', 'request aborted', { cause: thrown });
+  const message = thrown instanceof Error ? thrown.message : String(thrown);
+  return new GatewayError('internal', `unexpected gateway failure: ${message}`, { cause: thrown });
+}
+
+export function assertNever(value: never): never {
+  throw new Error(`unexpected value: ${JSON.stringify(value)}`);
+}

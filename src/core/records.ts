@@ -1,0 +1,173 @@
+/**
+ * Core data that crosses process boundaries or is stored: TaskRequest, CompletionRecord, Trace, Trajectory,
+ * SessionResult. Field names are the field's standard snake_case terms (prompt_ids, loss_mask, num_samples, ...).
+ * Source: ARCHITECTURE.md §2.
+ */
+import type { DialectName, FinishReason, IRRequest, IRResponse } from './ir.ts';
+
+/** How an engine's logprobs relate to the sampling distribution (vLLM --logprobs-mode). */
+export type LogprobSemantics = 'raw' | 'processed' | 'unknown' | 'none';
+
+/**
+ * One proxied model call, stored the moment it completes and never dropped.
+ * Invariants: `logprobs.length === response_ids.length` unless `capture_error` says why not.
+ */
+export interface CompletionRecord {
+  completion_id: string;
+  session_id: string;
+  /** 0-based order of this completion within its session. */
+  seq: number;
+  dialect: DialectName;
+  /** The client's original request body (JSON). */
+  request_body: unknown;
+  /** The normalised IR request. */
+  ir_request: IRRequest;
+  /** The IR response (null when the engine failed before answering). */
+  ir_response: IRResponse | null;
+  finish_reason: FinishReason;
+  /** Token ids of the full prompt the engine saw (length = prompt tokens). */
+  prompt_ids: number[];
+  /** Sampled token ids, including the end-of-turn token when the turn ended on it. */
+  response_ids: number[];
+  /** One logprob per sampled id (natural log, ≤ 0), float32 precision. */
+  logprobs: number[];
+  /** Policy/weight version in force when the completion was sampled (null when unknown). */
+  policy_version: string | null;
+  /** Which engine answered, e.g. `vllm@http://127.0.0.1:8000`. */
+  engine_id: string;
+  logprob_semantics: LogprobSemantics;
+  /** Capture mode: chat (engine renders) or token (proxy renders). */
+  mode: 'chat' | 'token';
+  /** Why the token capture is incomplete or inconsistent (null when it is sound). */
+  capture_error: string | null;
+  warnings: string[];
+  /** Timings in ms. */
+  timings: { engine_ms: number; total_ms: number };
+  /** Unix ms when the record was committed. */
+  created_at: number;
+}
+
+/** One training sample. `loss_mask`, `response_logprobs` have the length of `response_ids`. */
+export interface Trace {
+  prompt_ids: number[];
+  response_ids: number[];
+  /** 1 on tokens the behaviour policy sampled, 0 on interstitial (template) tokens. */
+  loss_mask: number[];
+  /** Real logprobs on mask-1 tokens, 0.0 placeholders on mask-0 tokens; null when the engine gave none. */
+  response_logprobs: number[] | null;
+  prompt_messages: unknown[];
+  response_messages: unknown[];
+  tools: unknown[];
+  finish_reason: FinishReason;
+  reward: number;
+  metadata: TraceMetadata;
+}
+
+export interface TraceMetadata {
+  session_id: string;
+  task_id: string;
+  builder: BuilderName;
+  harness: string;
+  completion_ids: string[];
+  policy_versions: (string | null)[];
+  [key: string]: unknown;
+}
+
+export type BuilderName = 'per_request' | 'prefix_merging';
+export type TrajectoryStatus = 'COMPLETED' | 'TIMEOUT' | 'ERROR';
+
+export interface ReconstructionStats {
+  completions: number;
+  chains: number;
+  /** Completions merged into a chain after its first member. */
+  merged: number;
+  /** Chain breaks by reason, e.g. {prefix_break: 1, no_eot: 0}. */
+  breaks: Record<string, number>;
+}
+
+export interface Trajectory {
+  status: TrajectoryStatus;
+  traces: Trace[];
+  metadata: {
+    reconstruction_stats: ReconstructionStats;
+    evaluation: EvaluationResult | null;
+    training_filter: { trainable: boolean; reasons: string[] };
+    [key: string]: unknown;
+  };
+}
+
+export interface EvaluationResult {
+  /** Broadcast to every trace. */
+  outcome_reward?: number;
+  /** One reward per trace, in trace order (a length mismatch is an error). */
+  trace_rewards?: number[];
+  details?: Record<string, unknown>;
+}
+
+export type SessionStatus =
+  | 'REGISTERED'
+  | 'INITIALIZING'
+  | 'READY'
+  | 'RUNNING'
+  | 'POST_RUN'
+  | 'BUILDING'
+  | 'EVALUATING'
+  | 'COMPLETED'
+  | 'ERROR'
+  | 'TIMEOUT';
+
+export const TERMINAL_SESSION_STATUSES: ReadonlySet<SessionStatus> = new Set(['COMPLETED', 'ERROR', 'TIMEOUT']);
+
+/** Per-stage timings of a session, in ms. */
+export interface SessionTiming {
+  init_ms: number;
+  ready_queue_ms: number;
+  run_ms: number;
+  postrun_ms: number;
+  build_ms: number;
+  eval_ms: number;
+  e2e_ms: number;
+}
+
+export interface SessionResult {
+  session_id: string;
+  task_id: string;
+  status: 'COMPLETED' | 'ERROR' | 'TIMEOUT';
+  trajectory: Trajectory;
+  timing: SessionTiming;
+  node_id: string;
+  error: string | null;
+}
+
+/** The agent to run: a named harness adapter or a raw shell command. */
+export interface AgentSpec {
+  harness?: string;
+  command?: string;
+  model_name: string;
+  settings?: Record<string, unknown>;
+  env?: Record<string, string>;
+}
+
+export interface TaskRequest {
+  task_id: string;
+  instruction: string;
+  /** Samples (sessions) to run, ≥ 1. */
+  num_samples: number;
+  /** Total budget per session in seconds; starts at INIT. */
+  timeout_seconds: number;
+  agent: AgentSpec;
+  builder: { strategy: BuilderName; config?: Record<string, unknown> };
+  runtime?: { kind: string; [key: string]: unknown };
+  evaluator?: { strategy: string; config?: Record<string, unknown>; refresh_runtime?: boolean };
+  callback_url?: string;
+  dispatch_priority?: number;
+  early_stop_min_usable_sessions?: number;
+  metadata?: {
+    group_id?: string;
+    policy_version?: string;
+    rollout_step?: number;
+    /** Agent budget in seconds; starts at RUNNING. */
+    agent_timeout?: number;
+    [key: string]: unknown;
+  };
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bun
+/**
+ * `polar`: the single binary. Command contract: ARCHITECTURE.md §1. Exit codes: 0 success, 1 failed work,
+ * 2 bad usage (message on stderr).
+ */
+import { Command, CommanderError } from 'commander';
+import { EXIT_FAILED, EXIT_USAGE, UsageError } from './cli/common.ts';
+import * as versionCmd from './cli/version.ts';
+
+const program = new Command();
+program
+  .name('polar')
+  .description('Rollout substrate for agentic RL on unmodified agent harnesses (gateway proxy, simulator, rollout server)')
+  .showHelpAfterError()
+  .exitOverride();
+
+for (const command of [versionCmd]) command.register(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    // --help and --version end here with code 0; parse errors were already printed by commander.
+    process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE);
+  }
+  if (error instanceof UsageError) {
+    console.error(`polar: ${error.message}`);
+    process.exit(EXIT_USAGE);
+  }
+  console.error(`polar: ${error instanceof Error ? error.message : String(error)}`);
+  if (process.env.POLAR_DEBUG) console.error(error);
+  process.exit(EXIT_FAILED);
+}
