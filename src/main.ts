@@ -6,6 +6,7 @@
 import { Command, CommanderError } from 'commander';
 import { EXIT_FAILED, EXIT_USAGE, UsageError } from './cli/common.ts';
 import * as versionCmd from './cli/version.ts';
+import * as configCmd from './cli/config.ts';
 
 const program = new Command();
 program
@@ -14,7 +15,7 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-for (const command of [versionCmd]) command.register(program);
+for (const command of [versionCmd, configCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

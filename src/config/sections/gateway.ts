@@ -1,0 +1,72 @@
+/** `gateway`: gateway nodes (pools INIT → READY → RUNNING → POSTRUN, runtimes, harness cache). ARCHITECTURE.md §5. */
+import { z } from 'zod';
+
+/** Sandbox runtime of a node. One object for every kind; fields a kind does not use are ignored by it. */
+export const runtimeSchema = z
+  .strictObject({
+    /** Where sessions run. */
+    kind: z.enum(['local', 'docker', 'podman', 'apptainer']).default('local').describe('Sandbox kind: local (work dir + process group, bubblewrap when present), docker, podman or apptainer.'),
+    /** Container image for docker/podman/apptainer when the task names none. */
+    image: z.string().min(1).nullable().default(null).describe('Default container image (docker/podman) or SIF file (apptainer) when a task names none.'),
+    /** Path or name of the runtime CLI; null = the kind's own name on PATH. */
+    binary: z.string().min(1).nullable().default(null).describe('Runtime CLI to call; null uses the kind name (docker, podman, apptainer) from PATH.'),
+    /** local only: use bubblewrap isolation. */
+    bwrap: z.enum(['auto', 'always', 'never']).default('auto').describe('local only: bubblewrap isolation; auto uses it when `bwrap` is on PATH.'),
+    /** Extra CLI arguments for `run`/`exec` of container runtimes. */
+    extra_args: z.array(z.string()).default([]).describe('Extra arguments passed to the container CLI when a sandbox starts.'),
+  })
+  .describe('Sandbox runtime for the sessions of this node.');
+
+/** One gateway node. */
+export const gatewayNodeSchema = z
+  .strictObject({
+    /** Unique node name; `polar gateway --node-id` picks one. */
+    node_id: z.string().regex(/^[A-Za-z0-9._-]+$/, 'node_id may hold only letters, digits, ".", "_" and "-"').default('local').describe('Unique name of the node; `polar gateway --node-id ID` selects it.'),
+    /** Listen address of the node (sessions API + proxy). */
+    host: z.string().min(1).default('127.0.0.1').describe('Listen address of the node: the sessions API and the proxy the harnesses call.'),
+    /** Listen port; 0 picks a free one. */
+    port: z.number().int().min(0).max(65535).default(8090).describe('Listen port of the node; 0 picks a free port.'),
+    /** URL the rollout server and harnesses use to reach the node; null = http://host:port. */
+    public_url: z.url().nullable().default(null).describe('URL by which the rollout server reaches this node; null uses http://host:port.'),
+    /** Concurrent INIT workers (runtime start + prepare actions). */
+    init_workers: z.number().int().positive().default(4).describe('Sessions prepared at once in INIT (runtime start and prepare actions).'),
+    /** Prepared sessions kept waiting; INIT stops pulling when full. */
+    ready_buffer: z.number().int().min(0).default(4).describe('Prepared sessions kept in READY; INIT pauses while it is full.'),
+    /** Harnesses running at once; this sizes the engine load. */
+    max_run_workers: z.number().int().positive().default(8).describe('Harness runs at once (RUNNING); this sizes the load on the engine.'),
+    /** Concurrent POSTRUN workers (build, evaluate, callback, teardown). */
+    postrun_workers: z.number().int().positive().default(4).describe('Sessions finished at once in POSTRUN (build, evaluate, callback, teardown).'),
+    runtime: runtimeSchema.prefault({}),
+    /** npm install prefix for pinned harness CLIs (`<dir>/<pkg>@<version>`). */
+    harness_cache_dir: z.string().min(1).default('.polar/harnesses').describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each.'),
+    /** Parent of per-session work directories and HOMEs. */
+    work_root: z.string().min(1).default('.polar/work').describe('Parent directory of the per-session work directories and HOMEs.'),
+  })
+  .describe('One gateway node.');
+
+/** The `gateway` section. */
+export const gatewaySchema = z
+  .strictObject({
+    /** Nodes in this topology; `polar serve` runs the first one in-process. */
+    nodes: z
+      .array(gatewayNodeSchema)
+      .min(1)
+      .default([gatewayNodeSchema.parse({})])
+      .superRefine((nodes, ctx) => {
+        const seen = new Set<string>();
+        nodes.forEach((node, index) => {
+          if (seen.has(node.node_id)) ctx.addIssue({ code: 'custom', path: [index, 'node_id'], message: `duplicate node_id ${JSON.stringify(node.node_id)}` });
+          seen.add(node.node_id);
+        });
+      })
+      .describe('Gateway nodes of this topology; `polar serve` runs the first, `polar gateway --node-id` the named one.'),
+    /** Rollout server a node registers with; null = none (in-process use by `polar serve`/`polar run`). */
+    rollout_url: z.url().nullable().default(null).describe('Rollout server a standalone node registers with and heartbeats to; null for none (`polar serve` wires the local node in-process).'),
+    /** Seconds between heartbeats to the rollout server. */
+    heartbeat_interval_s: z.number().positive().default(5).describe('Seconds between a node\'s heartbeats to the rollout server.'),
+  })
+  .describe('Gateway nodes: sandboxes, harness runs and trajectory building.');
+
+export type RuntimeConfig = z.output<typeof runtimeSchema>;
+export type GatewayNodeConfig = z.output<typeof gatewayNodeSchema>;
+export type GatewayConfig = z.output<typeof gatewaySchema>;

@@ -1,0 +1,22 @@
+/** `rollout`: the rollout server (task intake, scheduling, callbacks, trainer API). ARCHITECTURE.md §6. */
+import { z } from 'zod';
+
+/** The `rollout` section. */
+export const rolloutSchema = z
+  .strictObject({
+    /** Listen address. */
+    host: z.string().min(1).default('127.0.0.1').describe('Listen address of the rollout server.'),
+    /** Listen port; 0 picks a free one. */
+    port: z.number().int().min(0).max(65535).default(8100).describe('Listen port of the rollout server; 0 picks a free port.'),
+    /** SQLite file of tasks, sessions, results and groups; null = `store.path`. */
+    db: z.string().min(1).nullable().default(null).describe('SQLite file for tasks, sessions, results and groups; null uses `store.path`.'),
+    /** A node without a heartbeat for this long is unhealthy and its sessions are re-dispatched. */
+    heartbeat_timeout_s: z.number().positive().default(30).describe('Seconds without a heartbeat after which a node is unhealthy and its unfinished sessions are re-dispatched.'),
+    /** Secret. Bearer token required on node, dispatch and callback calls; env POLAR_CONTROL_TOKEN fills it when unset. */
+    control_plane_token: z.string().min(1).nullable().default(null).describe('Secret: bearer token required on node, dispatch and callback calls; null disables the check. When null, the env var POLAR_CONTROL_TOKEN is used if set. Printed redacted.'),
+    /** Retries of a failed callback to a node or trainer (with backoff). */
+    callback_retries: z.number().int().min(0).default(5).describe('Retries, with exponential backoff, of a callback that failed.'),
+  })
+  .describe('The rollout server: task intake, node registry, scheduling, persistence and the trainer API.');
+
+export type RolloutConfig = z.output<typeof rolloutSchema>;

@@ -1,0 +1,24 @@
+/** `sim`: the built-in inference simulator (`polar sim`). ARCHITECTURE.md §7. */
+import { z } from 'zod';
+
+/** The `sim` section. */
+export const simSchema = z
+  .strictObject({
+    /** Listen address. */
+    host: z.string().min(1).default('127.0.0.1').describe('Listen address of the simulator.'),
+    /** Listen port; 0 picks a free one. */
+    port: z.number().int().min(0).max(65535).default(8000).describe('Listen port of the simulator; 0 picks a free port.'),
+    /** Hugging Face model dir with tokenizer.json + chat template; null = the Qwen3 files embedded in the binary. */
+    tokenizer: z.string().min(1).nullable().default(null).describe('Directory with tokenizer.json and tokenizer_config.json (or chat_template.jinja); null uses the Qwen3 tokenizer embedded in the binary.'),
+    /** Directory of `<task_id>.yaml` behaviour scripts; null = only scripts registered over HTTP. */
+    scripts: z.string().min(1).nullable().default(null).describe('Directory of behaviour scripts named `<task_id>.yaml`; null means scripts are only registered at run time.'),
+    /** Prompt processing speed in tokens/s; 0 = instant. */
+    prefill_tps: z.number().min(0).default(0).describe('Simulated prefill speed in tokens per second; 0 answers without delay.'),
+    /** Generation speed in tokens/s per request; 0 = instant. */
+    decode_tps: z.number().min(0).default(0).describe('Simulated decode speed in tokens per second per request; 0 answers without delay.'),
+    /** Requests served at once; the rest queue. */
+    max_concurrency: z.number().int().positive().default(64).describe('Requests the simulator serves at once (its batch size); further requests wait.'),
+  })
+  .describe('The built-in inference simulator: real engine contracts, scripted behaviour, a deterministic toy policy.');
+
+export type SimConfig = z.output<typeof simSchema>;

@@ -1,0 +1,90 @@
+/**
+ * The SQLite store (bun:sqlite, WAL): the only module that touches SQLite. Repositories for completion records, tasks,
+ * sessions, results and groups. Contract: /work notes contract 1; design: ARCHITECTURE.md §2, §6 (persistence).
+ */
+import { Database } from 'bun:sqlite';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { systemClock, type Clock } from '../core/clock.ts';
+import { CompletionRepository } from './completions.ts';
+import { migrate } from './migrations.ts';
+import { GroupRepository, ResultRepository } from './results.ts';
+import { SessionRepository, TaskRepository } from './tasks.ts';
+import { NodeRepository, TaskCallbackRepository } from './repos/rollout.ts';
+
+export { CompletionRepository } from './completions.ts';
+export { migrations, type Migration } from './migrations.ts';
+export { GROUP_EVALUATED, GroupRepository, ResultRepository, type GroupInput, type GroupRow } from './results.ts';
+export { SessionRepository, TaskRepository, type SessionInsert, type SessionPatch, type SessionRow, type TaskRow } from './tasks.ts';
+export { NodeRepository, TaskCallbackRepository, type NodeRecord, type TaskCallbackRecord } from './repos/rollout.ts';
+
+export interface StoreOptions {
+  /** Timestamps of tasks, sessions, results and groups (Unix ms); inject for tests. */
+  clock?: Clock;
+  /** How long a writer waits for another process's lock before SQLITE_BUSY, in ms (default 5000). */
+  busyTimeoutMs?: number;
+}
+
+export class Store {
+  readonly completions: CompletionRepository;
+  readonly tasks: TaskRepository;
+  readonly sessions: SessionRepository;
+  readonly results: ResultRepository;
+  readonly groups: GroupRepository;
+  /** Rollout server: gateway node registry (owner: rollout, repos/rollout.ts). */
+  readonly nodes: NodeRepository;
+  /** Rollout server: trainer callback delivery state (owner: rollout, repos/rollout.ts). */
+  readonly taskCallbacks: TaskCallbackRepository;
+  /** Schema version after migration. */
+  readonly schemaVersion: number;
+
+  /** Use openStore. */
+  constructor(private readonly db: Database, clock: Clock, schemaVersion: number) {
+    this.completions = new CompletionRepository(db);
+    this.tasks = new TaskRepository(db, clock);
+    this.sessions = new SessionRepository(db, clock);
+    this.results = new ResultRepository(db, clock);
+    this.groups = new GroupRepository(db, clock);
+    this.nodes = new NodeRepository(db);
+    this.taskCallbacks = new TaskCallbackRepository(db);
+    this.schemaVersion = schemaVersion;
+  }
+
+  /**
+   * Run `fn` in one IMMEDIATE transaction (a savepoint when nested): all its writes commit together when it returns, or
+   * none when it throws (the error is rethrown). `fn` must be synchronous.
+   */
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  /** Close the database (checkpoints the WAL when this is the last connection). */
+  close(): void {
+    this.db.close(false);
+  }
+}
+
+/**
+ * Open (creating when missing, with its parent directory) and migrate a store.
+ * Pragmas: journal_mode=WAL (readers never block the writer), synchronous=NORMAL (a committed transaction survives a
+ * process kill; only an OS crash may lose the last ones), busy_timeout.
+ * Source: https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous.
+ * @param path a file path, or ':memory:' for a private in-memory store (tests).
+ * @throws Error when the file is not a database or was migrated by a newer polar.
+ */
+export function openStore(path: string | ':memory:', options: StoreOptions = {}): Store {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path, { create: true });
+  try {
+    db.run(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
+    db.run('PRAGMA journal_mode = WAL');
+    db.run('PRAGMA synchronous = NORMAL');
+    const clock = options.clock ?? systemClock;
+    migrate(db, undefined, clock);
+    const { v } = db.query('SELECT MAX(version) AS v FROM schema_version').get() as { v: number };
+    return new Store(db, clock, v);
+  } catch (error) {
+    db.close(false);
+    throw error;
+  }
+}

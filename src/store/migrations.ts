@@ -1,0 +1,125 @@
+/**
+ * Numbered schema migrations. APPEND-ONLY: never edit or reorder a migration that has shipped; add a new one with the
+ * next version. Each runs once, in its own IMMEDIATE transaction together with its schema_version row.
+ */
+import type { Database } from 'bun:sqlite';
+import { ROLLOUT_MIGRATION_SQL } from './repos/rollout.ts';
+
+export interface Migration {
+  /** 1, 2, 3, … with no gaps. */
+  version: number;
+  /** Short description, stored in schema_version. */
+  name: string;
+  sql: string;
+}
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'completions, tasks, sessions, results, groups',
+    sql: `
+      CREATE TABLE completions (
+        completion_id     TEXT PRIMARY KEY,
+        session_id        TEXT NOT NULL,
+        seq               INTEGER NOT NULL,
+        dialect           TEXT NOT NULL,
+        request_body      TEXT NOT NULL,
+        ir_request        TEXT NOT NULL,
+        ir_response       TEXT,
+        finish_reason     TEXT NOT NULL,
+        prompt_ids        BLOB NOT NULL,  -- Int32 little-endian
+        response_ids      BLOB NOT NULL,  -- Int32 little-endian
+        logprobs          BLOB NOT NULL,  -- Float32 little-endian
+        policy_version    TEXT,
+        engine_id         TEXT NOT NULL,
+        logprob_semantics TEXT NOT NULL,
+        mode              TEXT NOT NULL,
+        capture_error     TEXT,
+        warnings          TEXT NOT NULL,
+        engine_ms         REAL NOT NULL,
+        total_ms          REAL NOT NULL,
+        created_at        INTEGER NOT NULL
+      );
+      CREATE INDEX completions_by_session ON completions (session_id, seq);
+
+      CREATE TABLE tasks (
+        task_id    TEXT PRIMARY KEY,
+        task       TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      );
+      CREATE INDEX tasks_by_status ON tasks (status);
+
+      CREATE TABLE sessions (
+        session_id   TEXT PRIMARY KEY,
+        task_id      TEXT NOT NULL,
+        sample_index INTEGER NOT NULL,
+        status       TEXT NOT NULL,
+        node_id      TEXT,
+        attempt      INTEGER NOT NULL DEFAULT 0,
+        error        TEXT,
+        metadata     TEXT NOT NULL DEFAULT '{}',
+        created_at   INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL
+      );
+      CREATE INDEX sessions_by_task ON sessions (task_id, sample_index);
+      CREATE INDEX sessions_by_status ON sessions (status);
+      CREATE INDEX sessions_by_node ON sessions (node_id);
+
+      CREATE TABLE results (
+        session_id TEXT PRIMARY KEY,
+        task_id    TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        node_id    TEXT NOT NULL,
+        result     TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+      CREATE INDEX results_by_task ON results (task_id);
+
+      CREATE TABLE groups (
+        group_id   TEXT PRIMARY KEY,
+        task_id    TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        data       TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        acked_at   INTEGER
+      );
+      CREATE INDEX groups_ready ON groups (status, acked_at);
+    `,
+  },
+  {
+    version: 2,
+    name: 'rollout nodes and trainer callbacks',
+    sql: ROLLOUT_MIGRATION_SQL,
+  },
+];
+
+/**
+ * Bring `db` to the latest schema version. Safe to call on every open and from several processes at once: the version
+ * is re-read inside an IMMEDIATE transaction, so a migration another process just applied is skipped.
+ * @returns the versions applied by this call (empty when the schema was current).
+ * @throws Error when the database has a newer schema than this binary knows, or `list` is not numbered 1..n.
+ */
+export function migrate(db: Database, list: readonly Migration[] = migrations, now: () => number = Date.now): number[] {
+  list.forEach((migration, index) => {
+    if (migration.version !== index + 1) throw new Error(`store migrations must be numbered 1..n; #${index} has version ${migration.version}`);
+  });
+  db.run('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+  const currentVersion = () => (db.query('SELECT MAX(version) AS v FROM schema_version').get() as { v: number | null }).v ?? 0;
+  const applied: number[] = [];
+  for (const migration of list) {
+    db.transaction(() => {
+      if (currentVersion() >= migration.version) return;
+      db.run(migration.sql);
+      db.query('INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)').run(migration.version, migration.name, now());
+      applied.push(migration.version);
+    }).immediate();
+  }
+  const version = currentVersion();
+  if (version > list.length) {
+    throw new Error(`database schema version ${version} is newer than this polar binary knows (${list.length}); upgrade polar`);
+  }
+  return applied;
+}

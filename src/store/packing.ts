@@ -1,0 +1,42 @@
+/**
+ * Token arrays as packed little-endian BLOBs: Int32 for token ids, Float32 for logprobs (4 bytes per element), so a
+ * 32k-token completion is 128 KiB instead of ~250 KiB of JSON text and decodes without parsing.
+ */
+
+// Typed arrays use the host byte order; every platform Bun ships for is little-endian, and the file format says LE.
+if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('polar store requires a little-endian host');
+
+/**
+ * Pack token ids (integers in int32 range) into bytes; length = 4 × ids.length.
+ * @throws TypeError naming the index of a non-integer or out-of-range id (stored silently, Int32Array would wrap it).
+ */
+export function packInt32(ids: readonly number[]): Uint8Array {
+  const packed = new Int32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i]!;
+    if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff) throw new TypeError(`token id at index ${i} is not an int32: ${id}`);
+    packed[i] = id;
+  }
+  return new Uint8Array(packed.buffer);
+}
+
+/** Pack logprobs as float32 (values are rounded as by Math.fround); length = 4 × values.length. */
+export function packFloat32(values: readonly number[]): Uint8Array {
+  return new Uint8Array(Float32Array.from(values).buffer);
+}
+
+/** Unpack an Int32 BLOB. @throws Error when the byte length is not a multiple of 4 (a corrupt row). */
+export function unpackInt32(bytes: Uint8Array): number[] {
+  return Array.from(new Int32Array(alignedCopy(bytes)));
+}
+
+/** Unpack a Float32 BLOB into numbers (each exactly the stored float32). */
+export function unpackFloat32(bytes: Uint8Array): number[] {
+  return Array.from(new Float32Array(alignedCopy(bytes)));
+}
+
+function alignedCopy(bytes: Uint8Array): ArrayBuffer {
+  if (bytes.byteLength % 4 !== 0) throw new Error(`packed token array has ${bytes.byteLength} bytes, not a multiple of 4`);
+  // SQLite hands back a view at an arbitrary offset; typed arrays need 4-byte alignment.
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}

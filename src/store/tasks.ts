@@ -1,0 +1,155 @@
+/** Tasks and their sessions (one session per sample), as the rollout server tracks them. */
+import type { Database } from 'bun:sqlite';
+import type { Clock } from '../core/clock.ts';
+import type { TaskRequest } from '../core/records.ts';
+
+/** A stored task. Times are Unix ms. */
+export interface TaskRow {
+  task: TaskRequest;
+  status: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export class TaskRepository {
+  constructor(private readonly db: Database, private readonly clock: Clock) {}
+
+  /** Insert or replace the task body and status; `created_at` of an existing task is kept. */
+  upsert(task: TaskRequest, status: string): void {
+    const now = this.clock();
+    this.db
+      .query(
+        `INSERT INTO tasks (task_id, task, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (task_id) DO UPDATE SET task = excluded.task, status = excluded.status, updated_at = excluded.updated_at`,
+      )
+      .run(task.task_id, JSON.stringify(task), status, now, now);
+  }
+
+  /** The task, or null when unknown. */
+  get(taskId: string): TaskRow | null {
+    const row = this.db.query('SELECT task, status, created_at, updated_at FROM tasks WHERE task_id = ?').get(taskId) as RawTask | null;
+    return row === null ? null : decodeTask(row);
+  }
+
+  /** Tasks in creation order, optionally only those with `status`. */
+  list(filter: { status?: string } = {}): TaskRow[] {
+    const rows =
+      filter.status === undefined
+        ? (this.db.query('SELECT task, status, created_at, updated_at FROM tasks ORDER BY created_at, rowid').all() as RawTask[])
+        : (this.db.query('SELECT task, status, created_at, updated_at FROM tasks WHERE status = ? ORDER BY created_at, rowid').all(filter.status) as RawTask[]);
+    return rows.map(decodeTask);
+  }
+
+  /** Set the status; returns false when the task is unknown. */
+  setStatus(taskId: string, status: string): boolean {
+    return this.db.query('UPDATE tasks SET status = ?, updated_at = ? WHERE task_id = ?').run(status, this.clock(), taskId).changes > 0;
+  }
+}
+
+interface RawTask {
+  task: string;
+  status: string;
+  created_at: number;
+  updated_at: number;
+}
+
+function decodeTask(row: RawTask): TaskRow {
+  return { task: JSON.parse(row.task) as TaskRequest, status: row.status, created_at: row.created_at, updated_at: row.updated_at };
+}
+
+/** Fields given when a session is created. */
+export interface SessionInsert {
+  session_id: string;
+  task_id: string;
+  /** 0-based sample number within the task. */
+  sample_index: number;
+  status: string;
+  node_id?: string | null;
+  /** Dispatch attempt, 0 for the first; re-dispatch after a node loss increments it. */
+  attempt?: number;
+}
+
+/** A stored session. Times are Unix ms. */
+export interface SessionRow {
+  session_id: string;
+  task_id: string;
+  sample_index: number;
+  status: string;
+  node_id: string | null;
+  attempt: number;
+  /** Why the session failed, when it did. */
+  error: string | null;
+  /** Free-form extras (e.g. callback_url, timings) so callers need no migration for small additions. */
+  metadata: Record<string, unknown>;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Fields `sessions.update` may change. */
+export type SessionPatch = Partial<Pick<SessionRow, 'status' | 'node_id' | 'attempt' | 'error' | 'metadata'>>;
+
+const sessionColumns = 'session_id, task_id, sample_index, status, node_id, attempt, error, metadata, created_at, updated_at';
+
+export class SessionRepository {
+  constructor(private readonly db: Database, private readonly clock: Clock) {}
+
+  /** Create a session. @throws SQLiteError (constraint) when `session_id` exists. */
+  insert(session: SessionInsert): void {
+    const now = this.clock();
+    this.db
+      .query(`INSERT INTO sessions (${sessionColumns}) VALUES (?, ?, ?, ?, ?, ?, NULL, '{}', ?, ?)`)
+      .run(session.session_id, session.task_id, session.sample_index, session.status, session.node_id ?? null, session.attempt ?? 0, now, now);
+  }
+
+  /** The session, or null when unknown. */
+  get(sessionId: string): SessionRow | null {
+    const row = this.db.query(`SELECT ${sessionColumns} FROM sessions WHERE session_id = ?`).get(sessionId) as RawSession | null;
+    return row === null ? null : decodeSession(row);
+  }
+
+  /** Apply `patch` (fields left out are kept; `metadata` replaces the whole object); returns the new row, or null when unknown. */
+  update(sessionId: string, patch: SessionPatch): SessionRow | null {
+    const sets: string[] = [];
+    const values: (string | number | null)[] = [];
+    for (const key of ['status', 'node_id', 'attempt', 'error'] as const) {
+      if (patch[key] !== undefined) {
+        sets.push(`${key} = ?`);
+        values.push(patch[key]);
+      }
+    }
+    if (patch.metadata !== undefined) {
+      sets.push('metadata = ?');
+      values.push(JSON.stringify(patch.metadata));
+    }
+    sets.push('updated_at = ?');
+    values.push(this.clock());
+    // The SET list has at most 6 shapes, so query()'s statement cache stays small.
+    const changed = this.db.query(`UPDATE sessions SET ${sets.join(', ')} WHERE session_id = ?`).run(...values, sessionId).changes;
+    return changed > 0 ? this.get(sessionId) : null;
+  }
+
+  /** Sessions of a task by sample_index. */
+  listByTask(taskId: string): SessionRow[] {
+    return this.list('task_id = ? ORDER BY sample_index, rowid', taskId);
+  }
+
+  /** Sessions with this status, oldest first. */
+  listByStatus(status: string): SessionRow[] {
+    return this.list('status = ? ORDER BY created_at, rowid', status);
+  }
+
+  /** Sessions assigned to this node, oldest first. */
+  listByNode(nodeId: string): SessionRow[] {
+    return this.list('node_id = ? ORDER BY created_at, rowid', nodeId);
+  }
+
+  private list(where: string, value: string): SessionRow[] {
+    return (this.db.query(`SELECT ${sessionColumns} FROM sessions WHERE ${where}`).all(value) as RawSession[]).map(decodeSession);
+  }
+}
+
+type RawSession = Omit<SessionRow, 'metadata'> & { metadata: string };
+
+function decodeSession(row: RawSession): SessionRow {
+  return { ...row, metadata: JSON.parse(row.metadata) as Record<string, unknown> };
+}
