@@ -3,7 +3,7 @@
 // inside a loopback-only network namespace (`unshare -n` as root, `unshare -rn` otherwise). Pinned harness CLIs that the
 // end-to-end tests use are installed first, while the registry is still reachable (POLAR_E2E=0 skips that).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,8 +17,12 @@ if (process.env.POLAR_E2E !== '0') {
   if (install.status !== 0) console.error('warning: installing harness CLIs for end-to-end tests failed; those tests will fail');
 }
 
+// /proc/self/net/dev is per network namespace (/sys/class/net is not, until sysfs is remounted).
 const onlyLoopback = () => {
-  try { return readdirSync('/sys/class/net').every((name) => name === 'lo'); } catch { return false; }
+  try {
+    const names = readFileSync('/proc/self/net/dev', 'utf8').split('\n').slice(2).filter((l) => l.includes(':')).map((l) => l.split(':')[0].trim());
+    return names.length > 0 && names.every((name) => name === 'lo');
+  } catch { return false; }
 };
 const inner = `ip link set lo up 2>/dev/null || true; exec "${bun}" test ${args.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ')}`;
 let result = { status: null };

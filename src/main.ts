@@ -6,7 +6,16 @@
 import { Command, CommanderError } from 'commander';
 import { EXIT_FAILED, EXIT_USAGE, UsageError } from './cli/common.ts';
 import * as versionCmd from './cli/version.ts';
+import * as simCmd from './cli/sim.ts';
 import * as configCmd from './cli/config.ts';
+import * as traceCmd from './cli/trace.ts';
+import * as rolloutCmd from './cli/rollout.ts';
+import * as submitCmd from './cli/submit.ts';
+import * as statusCmd from './cli/status.ts';
+import * as exportCmd from './cli/export.ts';
+import * as proxyCmd from './cli/proxy.ts';
+import * as gatewayCmd from './cli/gateway.ts';
+import * as harnessCmd from './cli/harness.ts';
 
 const program = new Command();
 program
@@ -15,7 +24,7 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-for (const command of [versionCmd, configCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

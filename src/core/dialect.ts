@@ -13,6 +13,15 @@ export interface CodecContext {
   newId: IdGenerator;
   /** Options from config (e.g. strip Claude Code's billing header). */
   options?: DialectOptions;
+  /**
+   * The decoded request a response answers. Set by the proxy for encodeResponse/createStreamEncoder so a dialect can
+   * map tool calls back to the client's own item types (Responses `custom` and `namespace` tools) and echo settings.
+   */
+  request?: IRRequest;
+  /** Model name taken from the URL path (Gemini `/v1beta/models/{model}:generateContent`); set before decodeRequest. */
+  pathModel?: string;
+  /** True when the URL path asks for a stream (Gemini `:streamGenerateContent`); set before decodeRequest. */
+  pathStream?: boolean;
 }
 
 export interface DialectOptions {

@@ -79,7 +79,7 @@ export type TrajectoryStatus = 'COMPLETED' | 'TIMEOUT' | 'ERROR';
 export interface ReconstructionStats {
   completions: number;
   chains: number;
-  /** Completions merged into a chain after its first member. */
+  /** Completions placed into traces (every one, since none is ever dropped; Polar's completions_merged). */
   merged: number;
   /** Chain breaks by reason, e.g. {prefix_break: 1, no_eot: 0}. */
   breaks: Record<string, number>;

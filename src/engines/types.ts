@@ -24,6 +24,8 @@ export interface TokenCapture {
 export interface EngineCallContext {
   /** Polar session id, forwarded to the engine (header `x-polar-session`, SGLang `rid` prefix) for attribution. */
   sessionId: string;
+  /** Polar task id, forwarded as header `x-polar-task` when known (the simulator picks its script by it). */
+  taskId?: string;
   /** Unique per call. */
   requestId: string;
   signal?: AbortSignal;
@@ -57,4 +59,21 @@ export interface EngineClient {
   complete(request: IRRequest, ctx: EngineCallContext): Promise<EngineCompletion>;
   /** Prompt length in tokens as the engine would render it (count_tokens). */
   countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number>;
+  /** What `probe()` found (null before a successful probe); optional for engines that have nothing to report. */
+  probeReport?(): EngineProbeReport | null;
+}
+
+/** The result of an engine's start-up feature probe. */
+export interface EngineProbeReport {
+  servedModel: string;
+  /** Model ids listed by GET /v1/models. */
+  models: string[];
+  /** Field under which prior reasoning is echoed to this engine. */
+  reasoningField: 'reasoning' | 'reasoning_content';
+  /** False on SGLang builds that reject `return_token_ids`. */
+  acceptsReturnTokenIds: boolean;
+  /** JSON paths the probe completion's prompt ids, sampled ids and logprobs were read from (null = missing). */
+  captureFields: { promptIds: string | null; responseIds: string | null; logprobs: string | null };
+  /** Why the probe completion's capture was unusable (null when sound or when the engine captures nothing). */
+  captureError: string | null;
 }

@@ -10,6 +10,10 @@ export const HARNESS_CACHE = process.env.POLAR_HARNESS_CACHE ?? join(process.env
 /** npm package → pinned version, the CLIs the e2e tests run. */
 export const HARNESS_CLIS: Record<string, string> = {
   '@mariozechner/pi-coding-agent': '0.73.1',
+  '@anthropic-ai/claude-code': '2.1.197',
+  '@qwen-code/qwen-code': '0.15.10',
+  '@openai/codex': '0.171.0',
+  '@google/gemini-cli': '0.61.0',
 };
 
 /** Directory holding node_modules/.bin for one pinned CLI. */

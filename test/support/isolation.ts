@@ -1,9 +1,13 @@
-/** True when this process can reach nothing but loopback (only `lo` in /sys/class/net): real harness CLIs may run. */
-import { readdirSync } from 'node:fs';
+/**
+ * True when this process can reach nothing but loopback: /proc/self/net/dev (per network namespace, unlike
+ * /sys/class/net, which shows the host's interfaces until sysfs is remounted) lists only `lo`. Real harness CLIs may run.
+ */
+import { readFileSync } from 'node:fs';
 
 export function networkIsolated(): boolean {
   try {
-    return readdirSync('/sys/class/net').every((name) => name === 'lo');
+    const lines = readFileSync('/proc/self/net/dev', 'utf8').split('\n').slice(2).filter((line) => line.includes(':'));
+    return lines.length > 0 && lines.every((line) => line.split(':')[0]!.trim() === 'lo');
   } catch {
     return false;
   }

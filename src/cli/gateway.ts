@@ -1,0 +1,69 @@
+/**
+ * `polar gateway --config FILE --node-id ID`: one gateway node (session API + proxy on one port) from the config's
+ * `gateway.nodes` entry, the `engine` and `store` sections; registers with `gateway.rollout_url` when set.
+ * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
+ */
+import type { Command } from 'commander';
+import { createEngineClient } from '../engines/index.ts';
+import { GatewayNode } from '../gateway/node.ts';
+import { createProxyApp } from '../proxy/app.ts';
+import { openStore } from '../store/index.ts';
+import { UsageError } from './common.ts';
+import { loadConfigForCli, untilSignal } from './rollout.ts';
+
+const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+
+export function register(program: Command): void {
+  program
+    .command('gateway')
+    .description('run one gateway node: sessions INIT → READY → RUNNING → POSTRUN, with the proxy on the same port')
+    .requiredOption('--config <file>', 'topology file (YAML or JSON)')
+    .requiredOption('--node-id <id>', 'which gateway.nodes entry to run')
+    .action(async (opts: { config: string; nodeId: string }) => {
+      const config = loadConfigForCli(opts.config);
+      const nodeConfig = config.gateway.nodes.find((n) => n.node_id === opts.nodeId);
+      if (!nodeConfig) {
+        throw new UsageError(`no gateway node ${JSON.stringify(opts.nodeId)} in ${opts.config}; nodes: ${config.gateway.nodes.map((n) => n.node_id).join(', ')}`);
+      }
+      const store = openStore(config.store.path);
+      const d = config.engine.default_sampling as Record<string, unknown>;
+      const engine = createEngineClient({
+        kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined,
+        servedModel: config.engine.served_model ?? undefined, mode: config.engine.mode, timeoutMs: config.engine.timeout_s * 1000,
+        defaults: {
+          ...(typeof d.temperature === 'number' ? { temperature: d.temperature } : {}),
+          ...(typeof d.top_p === 'number' ? { topP: d.top_p } : {}),
+          ...(typeof d.top_k === 'number' ? { topK: d.top_k } : {}),
+          ...(typeof d.min_p === 'number' ? { minP: d.min_p } : {}),
+          ...(typeof d.max_tokens === 'number' ? { maxTokens: d.max_tokens } : {}),
+        },
+      });
+      const rt = nodeConfig.runtime;
+      const node = new GatewayNode({
+        nodeId: nodeConfig.node_id,
+        capacity: {
+          init_workers: nodeConfig.init_workers, ready_buffer: nodeConfig.ready_buffer,
+          max_run_workers: nodeConfig.max_run_workers, postrun_workers: nodeConfig.postrun_workers,
+        },
+        store,
+        workRoot: nodeConfig.work_root,
+        harnessCacheDir: nodeConfig.harness_cache_dir,
+        host: nodeConfig.host,
+        port: nodeConfig.port,
+        publicUrl: nodeConfig.public_url ?? undefined,
+        runtimeDefaults: {
+          kind: rt.kind, ...(rt.image ? { image: rt.image } : {}), isolation: isolationByBwrap[rt.bwrap],
+          ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
+        },
+        proxy: (sessions) => createProxyApp({ engine, store, sessions }),
+        rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
+        controlPlaneToken: config.rollout.control_plane_token,
+        log: (line) => console.error(`polar gateway: ${line}`),
+      });
+      await node.start();
+      console.log(`polar gateway ${node.nodeId} listening on ${node.url}`);
+      await untilSignal();
+      await node.stop();
+      store.close();
+    });
+}

@@ -1,0 +1,128 @@
+/**
+ * `polar proxy --port P --engine KIND --engine-url URL [--mode chat] [--db FILE] [--host H] [--served-model NAME]`:
+ * the proxy alone, for capturing any harness run by hand (ARCHITECTURE.md §1). Every API key opens an ad-hoc session
+ * (no key → the session `default`); records go to the SQLite store in --db and are listed by
+ * `GET /sessions/{id}/completions`. Runs until SIGINT/SIGTERM. `--mode token` is not implemented yet (exit 2).
+ */
+import type { Command } from 'commander';
+import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
+import type { EngineKind } from '../engines/types.ts';
+import { createProxyApp } from '../proxy/app.ts';
+import { adHocSessions } from '../proxy/sessions.ts';
+import { openStore } from '../store/index.ts';
+import { parsePort, parsePositiveInt, UsageError } from './common.ts';
+
+interface ProxyFlags {
+  port: number;
+  host: string;
+  engine: string;
+  engineUrl: string;
+  engineApiKey?: string;
+  mode: string;
+  db: string;
+  servedModel?: string;
+  timeoutMs: number;
+  keepaliveMs: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  minP?: number;
+  maxTokens?: number;
+  policyVersion?: string;
+  abortOnDisconnect?: boolean;
+  keepBillingHeader?: boolean;
+}
+
+function parseNumber(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n)) throw new UsageError(`${flag} must be a number, got ${JSON.stringify(value)}`);
+    return n;
+  };
+}
+
+function parseInteger(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n)) throw new UsageError(`${flag} must be an integer, got ${JSON.stringify(value)}`);
+    return n;
+  };
+}
+
+export function register(program: Command): void {
+  program
+    .command('proxy')
+    .description('run the capturing proxy alone in front of an inference engine (ad-hoc session per API key)')
+    .requiredOption('--port <port>', 'port to listen on (0 = any free port)', parsePort)
+    .requiredOption('--engine <kind>', `engine kind: ${ENGINE_KINDS.join(', ')}`)
+    .requiredOption('--engine-url <url>', 'engine base URL without /v1, e.g. http://127.0.0.1:8000')
+    .option('--mode <mode>', 'capture mode: chat (token is not implemented yet)', 'chat')
+    .option('--db <file>', 'SQLite store for the completion records', 'polar.db')
+    .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option('--served-model <name>', 'model name to send to the engine (default: the first model it lists)')
+    .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
+    .option('--timeout-ms <ms>', 'engine call timeout in ms', parsePositiveInt('--timeout-ms'), 600_000)
+    .option('--keepalive-ms <ms>', 'keep-alive interval of synthetic streams in ms', parsePositiveInt('--keepalive-ms'), 5000)
+    .option('--temperature <t>', 'default temperature when the client sends none', parseNumber('--temperature'))
+    .option('--top-p <p>', 'default top_p', parseNumber('--top-p'))
+    .option('--top-k <k>', 'default top_k (-1 = off)', parseInteger('--top-k'))
+    .option('--min-p <p>', 'default min_p', parseNumber('--min-p'))
+    .option('--max-tokens <n>', 'default output cap in tokens', parsePositiveInt('--max-tokens'))
+    .option('--policy-version <v>', 'policy version stamped on records until POST /admin/policy_version')
+    .option('--abort-on-disconnect', 'abort the engine call when the client disconnects (default: finish and record it)')
+    .option('--keep-billing-header', "keep Claude Code's x-anthropic-billing-header system line (default: strip it)")
+    .action(async (flags: ProxyFlags) => {
+      if (flags.mode === 'token') throw new UsageError('--mode token is not implemented yet; use --mode chat');
+      if (flags.mode !== 'chat') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) {
+        throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
+      }
+      if (flags.engine === 'llamacpp') throw new UsageError('--engine llamacpp needs --mode token, which is not implemented yet');
+      const defaults: EngineConfig['defaults'] = {};
+      if (flags.temperature !== undefined) defaults.temperature = flags.temperature;
+      if (flags.topP !== undefined) defaults.topP = flags.topP;
+      if (flags.topK !== undefined) defaults.topK = flags.topK;
+      if (flags.minP !== undefined) defaults.minP = flags.minP;
+      if (flags.maxTokens !== undefined) defaults.maxTokens = flags.maxTokens;
+      let engine;
+      try {
+        engine = createEngineClient({
+          kind: flags.engine as EngineKind,
+          url: flags.engineUrl,
+          apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
+          servedModel: flags.servedModel,
+          mode: 'chat',
+          timeoutMs: flags.timeoutMs,
+          defaults,
+        });
+      } catch (error) {
+        throw new UsageError(error instanceof Error ? error.message : String(error));
+      }
+      await engine.probe(); // unreachable engine or unknown model: exit 1 with the reason
+      const report = engine.probeReport();
+      if (report?.captureError) console.error(`polar proxy: warning: the engine's token capture looks broken: ${report.captureError}`);
+      if (engine.kind === 'openai') console.error('polar proxy: warning: engine kind "openai" captures no token ids; records are not trainable');
+      const store = openStore(flags.db);
+      const app = createProxyApp({
+        engine,
+        store,
+        sessions: adHocSessions(),
+        options: {
+          keepaliveIntervalMs: flags.keepaliveMs,
+          abortOnClientDisconnect: flags.abortOnDisconnect === true,
+          initialPolicyVersion: flags.policyVersion ?? null,
+          dialectOptions: { stripBillingHeader: flags.keepBillingHeader !== true },
+        },
+      });
+      // idleTimeout 0: a synthetic stream may wait minutes on the engine between keep-alives.
+      const server = Bun.serve({ port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0 });
+      console.log(`polar proxy listening on http://${flags.host}:${server.port} → ${engine.id} (model ${engine.servedModel()}), records in ${flags.db}`);
+      await new Promise<void>((resolve) => {
+        const stop = () => resolve();
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      await server.stop();
+      store.close();
+    });
+}

@@ -1,0 +1,153 @@
+/**
+ * `polar trace verify` and `polar trace show` (ARCHITECTURE.md §1 command contract, §4 invariant).
+ * verify: exit 0 when every checked session is clean, 1 with a readable report on any violation, 2 on bad usage.
+ */
+import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import type { BuilderName, CompletionRecord, Trajectory } from '../core/records.ts';
+import { scoreLogprob } from '../sim/policy.ts';
+import { openStore, type Store } from '../store/index.ts';
+import { loadTokenizer } from '../tokenization/index.ts';
+import { BUILDER_NAMES, buildTrajectory, formatVerifyReport, renderTrace, verifyTraces } from '../trace/index.ts';
+import { EXIT_FAILED, UsageError } from './common.ts';
+
+type Rescore = 'auto' | 'on' | 'off';
+
+interface SourceOptions {
+  builder?: string;
+  eotIds?: string;
+  rebuild?: boolean;
+}
+
+function parseBuilder(value: string | undefined): BuilderName | undefined {
+  if (value === undefined) return undefined;
+  if (!(BUILDER_NAMES as string[]).includes(value)) {
+    throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join('|')}, got ${JSON.stringify(value)}`);
+  }
+  return value as BuilderName;
+}
+
+function parseEotIds(value: string | undefined): number[] | undefined {
+  if (value === undefined) return undefined;
+  const ids = value.split(',').map((s) => Number(s.trim()));
+  if (ids.length === 0 || !ids.every((n) => Number.isInteger(n) && n >= 0)) {
+    throw new UsageError(`--eot-ids must be comma-separated token ids, got ${JSON.stringify(value)}`);
+  }
+  return ids;
+}
+
+function openExisting(path: string): Store {
+  if (path !== ':memory:' && !existsSync(path)) throw new UsageError(`--db ${path}: no such file`);
+  return openStore(path);
+}
+
+/**
+ * The trajectory to check for a session: the stored SessionResult's when there is one (unless `--rebuild`), else
+ * one built now from the records with `--builder` (default prefix_merging).
+ */
+function trajectoryFor(store: Store, sessionId: string, records: CompletionRecord[], opts: SourceOptions): { trajectory: Trajectory; source: string } {
+  const builder = parseBuilder(opts.builder);
+  const stored = opts.rebuild ? null : store.results.get(sessionId);
+  if (stored?.trajectory) return { trajectory: stored.trajectory, source: `stored result (${stored.status})` };
+  const session = store.sessions.get(sessionId);
+  const taskId = session?.task_id ?? 'unknown';
+  const harness = (session ? store.tasks.get(session.task_id)?.task.agent.harness : undefined) ?? 'unknown';
+  const strategy = builder ?? 'prefix_merging';
+  const trajectory = buildTrajectory(records, {
+    strategy,
+    eotIds: parseEotIds(opts.eotIds),
+    session_id: sessionId,
+    task_id: taskId,
+    harness,
+    status: 'COMPLETED',
+  });
+  return { trajectory, source: `built now (${strategy})` };
+}
+
+export function register(program: Command): void {
+  const trace = program.command('trace').description('inspect and verify trajectories built from captured completions');
+
+  trace
+    .command('verify')
+    .description('check that every loss_mask=1 token is a sampled token with its recorded (and, under the simulator, re-scored) logprob')
+    .requiredOption('--db <file>', 'SQLite store written by polar')
+    .option('--session <id>', 'verify one session')
+    .option('--all', 'verify every session in the store')
+    .option('--builder <name>', `builder when no result is stored, or with --rebuild (${BUILDER_NAMES.join('|')}; default prefix_merging)`)
+    .option('--rebuild', 'build from the records even when a SessionResult is stored')
+    .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated (default: detected from the records)')
+    .option('--rescore <mode>', 'auto|on|off: re-score mask-1 logprobs with the simulator policy (auto: when records come from sim@)', 'auto')
+    .option('--json', 'print the reports as JSON')
+    .action((opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; json?: boolean }) => {
+      if (Boolean(opts.session) === Boolean(opts.all)) throw new UsageError('give exactly one of --session ID or --all');
+      if (!['auto', 'on', 'off'].includes(opts.rescore)) throw new UsageError(`--rescore must be auto|on|off, got ${JSON.stringify(opts.rescore)}`);
+      parseBuilder(opts.builder);
+      parseEotIds(opts.eotIds);
+      const rescore = opts.rescore as Rescore;
+      const store = openExisting(opts.db);
+      try {
+        const ids = opts.session
+          ? [opts.session]
+          : [...new Set([...store.completions.listSessionIds(), ...store.results.listAll().map((r) => r.session_id)])];
+        if (ids.length === 0) throw new Error(`${opts.db} holds no sessions`);
+        let failed = 0;
+        const reports: unknown[] = [];
+        for (const sessionId of ids) {
+          const records = store.completions.listBySession(sessionId);
+          if (records.length === 0 && !store.results.get(sessionId)) throw new Error(`session ${sessionId} has no records in ${opts.db}`);
+          const { trajectory, source } = trajectoryFor(store, sessionId, records, opts);
+          const fromSim = records.length > 0 && records.every((r) => r.engine_id.startsWith('sim@'));
+          const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
+          const report = verifyTraces(records, trajectory, useRescore ? { rescore: scoreLogprob } : {});
+          if (!report.ok) failed++;
+          if (opts.json) reports.push({ session_id: sessionId, source, ...report });
+          else console.log(formatVerifyReport(report, `session ${sessionId} [${source}]`));
+        }
+        if (opts.json) console.log(JSON.stringify(reports, null, 2));
+        else console.log(`${ids.length - failed}/${ids.length} session(s) verified clean`);
+        if (failed > 0) {
+          console.error(`polar: trace verify: ${failed} session(s) violate the trace invariant`);
+          process.exitCode = EXIT_FAILED;
+        }
+      } finally {
+        store.close();
+      }
+    });
+
+  trace
+    .command('show')
+    .description("print a session's traces decoded for humans; masked (loss_mask 0) spans are bracketed ⟦…⟧")
+    .requiredOption('--db <file>', 'SQLite store written by polar')
+    .requiredOption('--session <id>', 'the session to show')
+    .option('--builder <name>', `builder when no result is stored, or with --rebuild (${BUILDER_NAMES.join('|')}; default prefix_merging)`)
+    .option('--rebuild', 'build from the records even when a SessionResult is stored')
+    .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated')
+    .option('--tokenizer <dir>', 'model directory to decode with (default: the embedded Qwen3 tokenizer)')
+    .option('--ids', 'print token ids instead of decoded text')
+    .option('--prompt', 'print the prompt too')
+    .option('--color <mode>', 'auto|always|never', 'auto')
+    .action(async (opts: SourceOptions & { db: string; session: string; tokenizer?: string; ids?: boolean; prompt?: boolean; color: string }) => {
+      if (!['auto', 'always', 'never'].includes(opts.color)) throw new UsageError(`--color must be auto|always|never, got ${JSON.stringify(opts.color)}`);
+      parseBuilder(opts.builder);
+      parseEotIds(opts.eotIds);
+      const store = openExisting(opts.db);
+      try {
+        const records = store.completions.listBySession(opts.session);
+        if (records.length === 0 && !store.results.get(opts.session)) throw new Error(`session ${opts.session} has no records in ${opts.db}`);
+        const { trajectory, source } = trajectoryFor(store, opts.session, records, opts);
+        const tokenizer = opts.ids ? null : await loadTokenizer(opts.tokenizer);
+        const color = opts.color === 'always' || (opts.color === 'auto' && process.stdout.isTTY === true);
+        const stats = trajectory.metadata.reconstruction_stats;
+        console.log(
+          `session ${opts.session} [${source}]: status ${trajectory.status}, ${trajectory.traces.length} trace(s) from ` +
+            `${stats.completions} completion(s); breaks ${JSON.stringify(stats.breaks)}; ` +
+            `filter ${JSON.stringify(trajectory.metadata.training_filter)}`,
+        );
+        trajectory.traces.forEach((t, i) => {
+          console.log(renderTrace(t, i, { decode: tokenizer ? (ids) => tokenizer.decode(ids) : undefined, color, showPrompt: opts.prompt }));
+        });
+      } finally {
+        store.close();
+      }
+    });
+}

@@ -1,0 +1,261 @@
+/**
+ * Anthropic Messages request → IR. Handles what real clients send (PROTOCOL-NOTES §3): system as string or blocks,
+ * Claude Code's billing-header line (stripped by default), cache_control everywhere (dropped), thinking config and
+ * thinking/redacted_thinking history, tool_use/tool_result with string or block content and images, tool_choice,
+ * `$schema` in tool schemas, server tools (warned and dropped).
+ * Source: https://docs.anthropic.com/en/api/messages
+ */
+import type { CodecContext } from '../../core/dialect.ts';
+import type { IRContentPart, IRMessage, IRReasoning, IRRequest, IRTool, IRToolCall, IRToolChoice, Warning } from '../../core/ir.ts';
+import { IR_VERSION } from '../../core/ir.ts';
+import { GatewayError } from '../../core/errors.ts';
+import type { z } from 'zod';
+import { cleanToolSchema } from '../shared/json-schema.ts';
+import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
+import { argumentsFromToolInput } from '../shared/tool-input.ts';
+import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
+import {
+  AnyBlockSchema,
+  ImageBlockSchema,
+  KNOWN_REQUEST_FIELDS,
+  MessagesRequestSchema,
+  RedactedThinkingBlockSchema,
+  TextBlockSchema,
+  ThinkingBlockSchema,
+  ToolResultBlockSchema,
+  ToolUseBlockSchema,
+  type MessagesRequest,
+} from './schema.ts';
+
+/** Claude Code's per-request attribution line; it changes every turn, so it would break every prefix. */
+export const BILLING_HEADER_PREFIX = 'x-anthropic-billing-header:';
+
+type AnyBlock = z.output<typeof AnyBlockSchema>;
+
+/**
+ * Decode a `POST /v1/messages` body.
+ * @param body parsed JSON body.
+ * @param ctx `ctx.options.stripBillingHeader` (default true) removes Claude Code's billing-header line.
+ * @returns IR request; lossy or unsupported features are listed in `warnings`.
+ * @throws GatewayError('invalid-request') naming the failing path (e.g. `messages[1].content[0].tool_use_id: ...`).
+ */
+export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
+  const wire = parseWire(MessagesRequestSchema, body);
+  const warnings: Warning[] = unknownFieldWarnings(wire, KNOWN_REQUEST_FIELDS, 'request');
+  if (wire.context_management !== undefined) {
+    warnings.push({ code: 'unsupported-field', message: 'context_management is accepted but not applied (history is sent as given)' });
+  }
+  if (wire.output_config !== undefined) {
+    warnings.push({ code: 'unsupported-field', message: 'output_config is accepted but not applied' });
+  }
+
+  const messages: IRMessage[] = [];
+  const system = decodeSystem(wire.system, ctx.options?.stripBillingHeader !== false, warnings);
+  if (system.length > 0) messages.push({ role: 'system', content: system });
+  const toolNames = new Map<string, string>();
+  wire.messages.forEach((message, i) => {
+    const blocks: AnyBlock[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+    if (message.role === 'assistant') messages.push(decodeAssistant(blocks, `messages[${i}]`, toolNames, warnings));
+    else messages.push(...decodeUser(blocks, `messages[${i}]`, toolNames, warnings));
+  });
+
+  const tools = decodeTools(wire.tools ?? [], warnings);
+  const request: IRRequest = {
+    version: IR_VERSION,
+    model: wire.model,
+    messages,
+    tools,
+    sampling: decodeSampling(wire),
+    stream: wire.stream === true,
+    warnings,
+  };
+  const choice = decodeToolChoice(wire, tools.length > 0, warnings);
+  if (choice.toolChoice !== undefined) request.toolChoice = choice.toolChoice;
+  if (choice.parallelToolCalls !== undefined) request.parallelToolCalls = choice.parallelToolCalls;
+  if (wire.thinking) {
+    request.reasoning =
+      wire.thinking.type === 'disabled'
+        ? { enabled: false }
+        : wire.thinking.budget_tokens !== undefined && wire.thinking.type === 'enabled'
+          ? { enabled: true, budgetTokens: wire.thinking.budget_tokens }
+          : { enabled: true };
+  }
+  const user = wire.metadata?.user_id;
+  if (typeof user === 'string') request.user = user;
+  return request;
+}
+
+function decodeSampling(wire: MessagesRequest): IRRequest['sampling'] {
+  const sampling: IRRequest['sampling'] = {};
+  if (wire.max_tokens !== undefined) sampling.maxTokens = wire.max_tokens;
+  if (wire.temperature !== undefined) sampling.temperature = wire.temperature;
+  if (wire.top_p !== undefined) sampling.topP = wire.top_p;
+  if (wire.top_k !== undefined) sampling.topK = wire.top_k;
+  if (wire.stop_sequences !== undefined && wire.stop_sequences.length > 0) sampling.stop = [...wire.stop_sequences];
+  return sampling;
+}
+
+function decodeSystem(system: MessagesRequest['system'], stripBilling: boolean, warnings: Warning[]): IRContentPart[] {
+  if (system === undefined) return [];
+  const texts: string[] = [];
+  if (typeof system === 'string') texts.push(system);
+  else {
+    system.forEach((block, i) => {
+      if (block.type !== 'text') {
+        warnings.push({ code: 'unsupported-content', message: `system[${i}] of type ${block.type} was dropped` });
+        return;
+      }
+      texts.push(parseWire(TextBlockSchema, block, `system[${i}]`).text);
+    });
+  }
+  if (stripBilling && texts.length > 0 && texts[0]!.startsWith(BILLING_HEADER_PREFIX)) {
+    const first = texts[0]!;
+    const newline = first.indexOf('\n');
+    const remainder = newline === -1 ? '' : first.slice(newline + 1);
+    if (remainder === '') texts.shift();
+    else texts[0] = remainder;
+    warnings.push({ code: 'billing-header-stripped', message: 'removed the x-anthropic-billing-header system line' });
+  }
+  return texts.filter((text) => text !== '').map((text) => ({ type: 'text', text }));
+}
+
+function decodeImage(block: AnyBlock, where: string): IRContentPart {
+  const image = parseWire(ImageBlockSchema, block, where);
+  return image.source.type === 'base64'
+    ? { type: 'image', mediaType: image.source.media_type, data: image.source.data }
+    : { type: 'image', mediaType: UNKNOWN_IMAGE_MEDIA_TYPE, url: image.source.url };
+}
+
+function decodeUser(blocks: AnyBlock[], where: string, toolNames: Map<string, string>, warnings: Warning[]): IRMessage[] {
+  const out: IRMessage[] = [];
+  let pending: IRContentPart[] = [];
+  const flush = () => {
+    if (pending.length > 0) out.push({ role: 'user', content: pending });
+    pending = [];
+  };
+  blocks.forEach((block, j) => {
+    const at = `${where}.content[${j}]`;
+    switch (block.type) {
+      case 'text':
+        pending.push({ type: 'text', text: parseWire(TextBlockSchema, block, at).text });
+        break;
+      case 'image':
+        pending.push(decodeImage(block, at));
+        break;
+      case 'tool_result': {
+        flush();
+        const result = parseWire(ToolResultBlockSchema, block, at);
+        const content: IRContentPart[] = [];
+        if (typeof result.content === 'string') content.push({ type: 'text', text: result.content });
+        else {
+          (result.content ?? []).forEach((inner, k) => {
+            const innerAt = `${at}.content[${k}]`;
+            if (inner.type === 'text') content.push({ type: 'text', text: parseWire(TextBlockSchema, inner, innerAt).text });
+            else if (inner.type === 'image') content.push(decodeImage(inner, innerAt));
+            else warnings.push({ code: 'unsupported-content', message: `${innerAt} of type ${inner.type} was dropped` });
+          });
+        }
+        const message: Extract<IRMessage, { role: 'tool' }> = { role: 'tool', toolCallId: result.tool_use_id, content };
+        const name = toolNames.get(result.tool_use_id);
+        if (name !== undefined) message.name = name;
+        if (result.is_error === true) message.isError = true;
+        out.push(message);
+        break;
+      }
+      default:
+        warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type} in a user message was dropped` });
+    }
+  });
+  flush();
+  return out;
+}
+
+function decodeAssistant(blocks: AnyBlock[], where: string, toolNames: Map<string, string>, warnings: Warning[]): IRMessage {
+  const content: IRContentPart[] = [];
+  const toolCalls: IRToolCall[] = [];
+  let reasoning: IRReasoning | undefined;
+  blocks.forEach((block, j) => {
+    const at = `${where}.content[${j}]`;
+    switch (block.type) {
+      case 'text':
+        content.push({ type: 'text', text: parseWire(TextBlockSchema, block, at).text });
+        break;
+      case 'thinking': {
+        const thinking = parseWire(ThinkingBlockSchema, block, at);
+        if (reasoning) {
+          warnings.push({ code: 'merged-reasoning', message: `${at}: several thinking blocks in one turn were joined; the last signature is kept` });
+          reasoning.text += thinking.thinking;
+        } else reasoning = { text: thinking.thinking };
+        if (thinking.signature) reasoning.signature = thinking.signature;
+        break;
+      }
+      case 'redacted_thinking': {
+        const redacted = parseWire(RedactedThinkingBlockSchema, block, at);
+        reasoning ??= { text: '' };
+        reasoning.redacted = redacted.data;
+        break;
+      }
+      case 'tool_use': {
+        const use = parseWire(ToolUseBlockSchema, block, at);
+        toolNames.set(use.id, use.name);
+        toolCalls.push({ id: use.id, name: use.name, arguments: argumentsFromToolInput(use.input) });
+        break;
+      }
+      default:
+        warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type} in an assistant message was dropped` });
+    }
+  });
+  const message: Extract<IRMessage, { role: 'assistant' }> = { role: 'assistant', content };
+  if (reasoning) message.reasoning = reasoning;
+  if (toolCalls.length > 0) message.toolCalls = toolCalls;
+  return message;
+}
+
+function decodeTools(tools: NonNullable<MessagesRequest['tools']>, warnings: Warning[]): IRTool[] {
+  const out: IRTool[] = [];
+  tools.forEach((tool, i) => {
+    const isClientTool = tool.type === undefined || tool.type === 'custom';
+    if (!isClientTool || tool.input_schema === undefined) {
+      warnings.push({ code: 'unsupported-tool', message: `tools[${i}] ${tool.name} (type ${tool.type ?? 'custom'}) is not a client tool with an input_schema and was dropped` });
+      return;
+    }
+    const ir: IRTool = { name: tool.name, parameters: cleanToolSchema(tool.input_schema), origin: { kind: 'function' } };
+    if (tool.description !== undefined) ir.description = tool.description;
+    if (tool.eager_input_streaming !== undefined) ir.origin.extra = { eager_input_streaming: tool.eager_input_streaming };
+    out.push(ir);
+  });
+  return out;
+}
+
+function decodeToolChoice(
+  wire: MessagesRequest,
+  hasTools: boolean,
+  warnings: Warning[],
+): { toolChoice?: IRToolChoice; parallelToolCalls?: boolean } {
+  const choice = wire.tool_choice;
+  if (!choice) return {};
+  if (!hasTools) {
+    if (choice.type === 'any' || choice.type === 'tool') {
+      warnings.push({ code: 'tool-choice-dropped', message: `tool_choice ${choice.type} was dropped: the request has no tools` });
+    }
+    return {};
+  }
+  const out: { toolChoice?: IRToolChoice; parallelToolCalls?: boolean } = {};
+  switch (choice.type) {
+    case 'auto':
+      out.toolChoice = 'auto';
+      break;
+    case 'any':
+      out.toolChoice = 'required';
+      break;
+    case 'none':
+      out.toolChoice = 'none';
+      break;
+    case 'tool':
+      if (!choice.name) throw new GatewayError('invalid-request', 'tool_choice.name: required when tool_choice.type is "tool"', { param: 'tool_choice.name' });
+      out.toolChoice = { name: choice.name };
+      break;
+  }
+  if (choice.disable_parallel_tool_use !== undefined) out.parallelToolCalls = !choice.disable_parallel_tool_use;
+  return out;
+}

@@ -1,0 +1,95 @@
+/**
+ * IR stream events → Gemini `:streamGenerateContent?alt=sse` frames. Each frame is `data: <GenerateContentResponse>`
+ * holding only the new parts: a thought part per reasoning delta, a text part per text delta (never an empty one), and
+ * one frame per complete functionCall (arguments are buffered: Gemini sends a call whole). The last content frame is held
+ * back so that `finishReason` and the full `usageMetadata` ride on it, as Gemini does; a reply without content ends
+ * with a frame whose `parts` is empty. Errors after the first byte are `data: {"error": {code, message, status}}`,
+ * which @google/genai raises as an ApiError. Keep-alives (and the `start` event) are SSE comments.
+ * Source: https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
+ */
+import type { CodecContext } from '../../core/dialect.ts';
+import { SSE_COMMENT_KEEPALIVE, sseFrame, type IRStreamEvent, type StreamEncoder } from '../../core/stream.ts';
+import { encodeError } from './errors.ts';
+import { encodeFinishReason } from './finish-reason.ts';
+import { functionCallPart, type GenerateContentResponse, type WirePart } from './encode-response.ts';
+import { encodeUsage } from './usage.ts';
+
+/** A fresh SSE encoder for one streamed generateContent reply. */
+export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
+  let responseId = '';
+  let model = ctx.request?.model ?? '';
+  let held: GenerateContentResponse | null = null;
+  let done = false;
+  const calls = new Map<number, { id: string; name: string; args: string }>();
+
+  const chunk = (parts: WirePart[]): GenerateContentResponse => ({
+    candidates: [{ content: { role: 'model', parts }, index: 0 }],
+    modelVersion: model,
+    responseId,
+  });
+  // Emit the previously held frame and hold `next` instead.
+  const hold = (next: GenerateContentResponse): string => {
+    const out = held ? sseFrame(held) : '';
+    held = next;
+    return out;
+  };
+  const release = (): string => {
+    const out = held ? sseFrame(held) : '';
+    held = null;
+    return out;
+  };
+
+  return {
+    push(event: IRStreamEvent): string {
+      if (done) return '';
+      switch (event.type) {
+        case 'start':
+          responseId = event.id;
+          model = event.model;
+          return SSE_COMMENT_KEEPALIVE;
+        case 'keep-alive':
+          return SSE_COMMENT_KEEPALIVE;
+        case 'reasoning-delta':
+          return event.text ? hold(chunk([{ text: event.text, thought: true }])) : '';
+        case 'text-delta':
+          return event.text ? hold(chunk([{ text: event.text }])) : '';
+        case 'reasoning-end':
+        case 'text-end':
+          return '';
+        case 'tool-call-start':
+          calls.set(event.index, { id: event.id, name: event.name, args: '' });
+          return '';
+        case 'tool-call-delta': {
+          const call = calls.get(event.index);
+          if (call) call.args += event.argumentsDelta;
+          return '';
+        }
+        case 'tool-call-end': {
+          const call = calls.get(event.index);
+          if (!call) return '';
+          calls.delete(event.index);
+          return hold(chunk([functionCallPart({ id: call.id, name: call.name, arguments: call.args })]));
+        }
+        case 'finish': {
+          done = true;
+          let out = '';
+          for (const call of calls.values()) out += hold(chunk([functionCallPart({ id: call.id, name: call.name, arguments: call.args })]));
+          calls.clear();
+          if (!responseId) responseId = event.response.id;
+          if (!model) model = event.response.model;
+          const last: GenerateContentResponse = held ?? chunk([]);
+          held = null;
+          last.candidates[0]!.finishReason = encodeFinishReason(event.finishReason);
+          last.usageMetadata = encodeUsage(event.usage);
+          return out + sseFrame(last);
+        }
+        case 'error':
+          done = true;
+          return release() + sseFrame(encodeError(event.error).body);
+      }
+    },
+    end(): string {
+      return release();
+    },
+  };
+}

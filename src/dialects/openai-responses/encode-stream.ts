@@ -1,0 +1,329 @@
+/**
+ * IR stream events → the Responses API SSE sequence (PROTOCOL-NOTES §3):
+ * `response.created`, `response.in_progress`, then per output item `response.output_item.added` → content events →
+ * `response.output_item.done`, and last `response.completed` (or `response.incomplete` on truncation, `response.failed`
+ * on an error after the first byte). Every event carries `sequence_number` (0, 1, 2, … per response); keep-alives are
+ * SSE comments. Content events per item type:
+ * - reasoning: `content_part.added` (reasoning_text) / `reasoning_text.delta`* / `reasoning_text.done` / `content_part.done`;
+ * - message: `content_part.added` (output_text) / `output_text.delta`* / `output_text.done` / `content_part.done`;
+ * - function_call: `function_call_arguments.delta`* / `function_call_arguments.done`;
+ * - custom_tool_call: `custom_tool_call_input.delta` / `custom_tool_call_input.done` (the input is only known once the
+ *   `{"input": …}` arguments are complete, so it comes as one delta).
+ * `ResponseAssembler` is the state machine; `encodeResponse` runs the same machine, so the non-streaming body equals the
+ * stream's final `response` object (same item ids, same order).
+ * Source: https://platform.openai.com/docs/api-reference/responses-streaming
+ */
+import type { CodecContext } from '../../core/dialect.ts';
+import { GatewayError } from '../../core/errors.ts';
+import type { FinishReason, IRRequest, IRUsage } from '../../core/ir.ts';
+import { SSE_COMMENT_KEEPALIVE, sseFrame, type IRStreamEvent, type StreamEncoder } from '../../core/stream.ts';
+import { encodeResponseError } from './errors.ts';
+import { encodeFinishReason } from './finish-reason.ts';
+import { encodeReasoningPayload } from './reasoning-payload.ts';
+import { customInputFromArguments, encodeToolChoice, resolveCallTarget, type CallTarget } from './tools.ts';
+import { encodeUsage, type ResponsesUsage } from './usage.ts';
+
+/** One wire event before SSE framing (`sequence_number` is added by the assembler). */
+export interface WireEvent {
+  type: string;
+  [key: string]: unknown;
+}
+
+export type OutputItem = Record<string, unknown> & { id: string; type: string };
+
+export interface ResponseBody {
+  id: string;
+  object: 'response';
+  created_at: number;
+  status: 'in_progress' | 'completed' | 'incomplete' | 'failed';
+  error: { code: string; message: string } | null;
+  incomplete_details: { reason: string } | null;
+  model: string;
+  output: OutputItem[];
+  usage: ResponsesUsage | null;
+  [key: string]: unknown;
+}
+
+const ZERO_USAGE: IRUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
+
+/** `resp_…` as the Responses API spells response ids (engine ids like `chatcmpl-…` get the prefix). */
+export function responseId(id: string): string {
+  return id.startsWith('resp_') ? id : `resp_${id}`;
+}
+
+/**
+ * The response object around `output`. Echo fields (`temperature`, `tool_choice`, …) come from the decoded request when
+ * the proxy passes it in `ctx.request`; the openai SDK and Codex read only a few of them, but all are present.
+ */
+export function responseEnvelope(fields: {
+  id: string;
+  createdAt: number;
+  model: string;
+  status: ResponseBody['status'];
+  error: ResponseBody['error'];
+  incompleteDetails: ResponseBody['incomplete_details'];
+  output: OutputItem[];
+  usage: ResponsesUsage | null;
+  request: IRRequest | undefined;
+}): ResponseBody {
+  const request = fields.request;
+  return {
+    id: fields.id,
+    object: 'response',
+    created_at: Math.floor(fields.createdAt / 1000),
+    status: fields.status,
+    background: false,
+    error: fields.error,
+    incomplete_details: fields.incompleteDetails,
+    instructions: null,
+    max_output_tokens: request?.sampling.maxTokens ?? null,
+    model: fields.model,
+    output: fields.output,
+    parallel_tool_calls: request?.parallelToolCalls ?? true,
+    previous_response_id: null,
+    reasoning: { effort: request?.reasoning?.effort ?? null, summary: null },
+    store: false,
+    temperature: request?.sampling.temperature ?? null,
+    text: { format: { type: 'text' } },
+    tool_choice: encodeToolChoice(request?.toolChoice) ?? 'auto',
+    tools: [],
+    top_p: request?.sampling.topP ?? null,
+    truncation: 'disabled',
+    usage: fields.usage,
+    user: request?.user ?? null,
+    metadata: {},
+  };
+}
+
+interface OpenReasoning { item: OutputItem; index: number; text: string; partOpen: boolean }
+interface OpenMessage { item: OutputItem; index: number; text: string }
+interface OpenCall { item: OutputItem; index: number; args: string; target: CallTarget }
+
+/** The Responses stream state machine: IR events in, wire events out; `final` holds the finished response object. */
+export class ResponseAssembler {
+  private sequence = 0;
+  private started = false;
+  private id = '';
+  private createdAt = 0;
+  private model = '';
+  private readonly output: OutputItem[] = [];
+  private reasoning: OpenReasoning | null = null;
+  private message: OpenMessage | null = null;
+  private readonly calls = new Map<number, OpenCall>();
+  /** The finished response object (after `finish` or `error`). */
+  final: ResponseBody | null = null;
+
+  constructor(private readonly ctx: CodecContext) {}
+
+  /** Wire events for one IR event (empty after the response finished, and for keep-alives). */
+  push(event: IRStreamEvent): WireEvent[] {
+    if (this.final) return [];
+    const out: WireEvent[] = [];
+    if (event.type === 'keep-alive') return out;
+    if (event.type === 'start') {
+      this.start(event.id, event.model, event.createdAt, out);
+      return out;
+    }
+    if (!this.started) {
+      // Defensive: a producer that skipped `start` still yields a well-formed stream.
+      const response = event.type === 'finish' ? event.response : undefined;
+      this.start(response?.id ?? this.ctx.newId('resp'), response?.model ?? this.ctx.request?.model ?? '', response?.createdAt ?? this.ctx.now(), out);
+    }
+    switch (event.type) {
+      case 'reasoning-delta': {
+        const reasoning = this.openReasoning(out);
+        if (!reasoning.partOpen) {
+          reasoning.partOpen = true;
+          out.push(this.itemEvent('response.content_part.added', reasoning, { content_index: 0, part: { type: 'reasoning_text', text: '' } }));
+        }
+        reasoning.text += event.text;
+        out.push(this.itemEvent('response.reasoning_text.delta', reasoning, { content_index: 0, delta: event.text }));
+        break;
+      }
+      case 'reasoning-end':
+        this.closeReasoning(out, event.signature);
+        break;
+      case 'text-delta': {
+        const message = this.openMessage(out);
+        message.text += event.text;
+        out.push(this.itemEvent('response.output_text.delta', message, { content_index: 0, delta: event.text, logprobs: [] }));
+        break;
+      }
+      case 'text-end':
+        this.closeMessage(out);
+        break;
+      case 'tool-call-start': {
+        this.closeReasoning(out);
+        this.closeMessage(out);
+        const target = resolveCallTarget(event.name, this.ctx.request?.tools);
+        const ns = target.namespace ? { namespace: target.namespace } : {};
+        const item: OutputItem =
+          target.kind === 'custom'
+            ? { id: this.ctx.newId('ctc'), type: 'custom_tool_call', call_id: event.id, name: target.name, ...ns, input: '' }
+            : { id: this.ctx.newId('fc'), type: 'function_call', call_id: event.id, name: target.name, ...ns, arguments: '', status: 'in_progress' };
+        const call: OpenCall = { item, index: this.output.length, args: '', target };
+        this.output.push(item);
+        this.calls.set(event.index, call);
+        out.push(this.event('response.output_item.added', { output_index: call.index, item: { ...item } }));
+        break;
+      }
+      case 'tool-call-delta': {
+        const call = this.calls.get(event.index);
+        if (!call) break;
+        call.args += event.argumentsDelta;
+        if (call.target.kind === 'function') {
+          out.push(this.itemEvent('response.function_call_arguments.delta', call, { delta: event.argumentsDelta }));
+        }
+        break;
+      }
+      case 'tool-call-end':
+        this.closeCall(event.index, out);
+        break;
+      case 'finish':
+        this.finish(event.finishReason, event.usage, out);
+        break;
+      case 'error':
+        this.fail(event.error, out);
+        break;
+    }
+    return out;
+  }
+
+  private start(id: string, model: string, createdAt: number, out: WireEvent[]): void {
+    this.started = true;
+    this.id = responseId(id);
+    this.model = model;
+    this.createdAt = createdAt;
+    const response = this.envelope('in_progress', null, null, null);
+    out.push(this.event('response.created', { response }));
+    out.push(this.event('response.in_progress', { response }));
+  }
+
+  private envelope(status: ResponseBody['status'], error: ResponseBody['error'], incomplete: ResponseBody['incomplete_details'], usage: ResponsesUsage | null): ResponseBody {
+    return responseEnvelope({
+      id: this.id,
+      createdAt: this.createdAt,
+      model: this.model,
+      status,
+      error,
+      incompleteDetails: incomplete,
+      output: this.output.map((item) => ({ ...item })),
+      usage,
+      request: this.ctx.request,
+    });
+  }
+
+  private event(type: string, fields: Record<string, unknown>): WireEvent {
+    return { type, ...fields, sequence_number: this.sequence++ };
+  }
+
+  private itemEvent(type: string, open: { item: OutputItem; index: number }, fields: Record<string, unknown>): WireEvent {
+    return this.event(type, { item_id: open.item.id, output_index: open.index, ...fields });
+  }
+
+  private openReasoning(out: WireEvent[]): OpenReasoning {
+    if (this.reasoning) return this.reasoning;
+    this.closeMessage(out);
+    const item: OutputItem = { id: this.ctx.newId('rs'), type: 'reasoning', summary: [] };
+    this.reasoning = { item, index: this.output.length, text: '', partOpen: false };
+    this.output.push(item);
+    out.push(this.event('response.output_item.added', { output_index: this.reasoning.index, item: { ...item } }));
+    return this.reasoning;
+  }
+
+  private closeReasoning(out: WireEvent[], signature?: string): void {
+    // A signature-only reasoning (no text) still becomes an item, so it can be replayed.
+    if (!this.reasoning && signature === undefined) return;
+    const reasoning = this.openReasoning(out);
+    if (reasoning.partOpen) {
+      const text = reasoning.text;
+      out.push(this.itemEvent('response.reasoning_text.done', reasoning, { content_index: 0, text }));
+      out.push(this.itemEvent('response.content_part.done', reasoning, { content_index: 0, part: { type: 'reasoning_text', text } }));
+      reasoning.item.content = [{ type: 'reasoning_text', text }];
+    }
+    reasoning.item.encrypted_content = encodeReasoningPayload({ text: reasoning.text, ...(signature ? { signature } : {}) });
+    out.push(this.event('response.output_item.done', { output_index: reasoning.index, item: { ...reasoning.item } }));
+    this.reasoning = null;
+  }
+
+  private openMessage(out: WireEvent[]): OpenMessage {
+    if (this.message) return this.message;
+    this.closeReasoning(out);
+    const item: OutputItem = { id: this.ctx.newId('msg'), type: 'message', role: 'assistant', status: 'in_progress', content: [] };
+    this.message = { item, index: this.output.length, text: '' };
+    this.output.push(item);
+    out.push(this.event('response.output_item.added', { output_index: this.message.index, item: { ...item, content: [] } }));
+    out.push(this.itemEvent('response.content_part.added', this.message, { content_index: 0, part: outputText('') }));
+    return this.message;
+  }
+
+  private closeMessage(out: WireEvent[]): void {
+    const message = this.message;
+    if (!message) return;
+    const part = outputText(message.text);
+    out.push(this.itemEvent('response.output_text.done', message, { content_index: 0, text: message.text, logprobs: [] }));
+    out.push(this.itemEvent('response.content_part.done', message, { content_index: 0, part }));
+    message.item.status = 'completed';
+    message.item.content = [part];
+    out.push(this.event('response.output_item.done', { output_index: message.index, item: { ...message.item } }));
+    this.message = null;
+  }
+
+  private closeCall(index: number, out: WireEvent[]): void {
+    const call = this.calls.get(index);
+    if (!call) return;
+    this.calls.delete(index);
+    if (call.target.kind === 'custom') {
+      const input = customInputFromArguments(call.args);
+      if (input) out.push(this.itemEvent('response.custom_tool_call_input.delta', call, { delta: input }));
+      out.push(this.itemEvent('response.custom_tool_call_input.done', call, { input }));
+      call.item.input = input;
+    } else {
+      out.push(this.itemEvent('response.function_call_arguments.done', call, { name: call.target.name, arguments: call.args }));
+      call.item.arguments = call.args;
+      call.item.status = 'completed';
+    }
+    out.push(this.event('response.output_item.done', { output_index: call.index, item: { ...call.item } }));
+  }
+
+  private closeAll(out: WireEvent[]): void {
+    this.closeReasoning(out);
+    this.closeMessage(out);
+    for (const index of [...this.calls.keys()]) this.closeCall(index, out);
+  }
+
+  private finish(reason: FinishReason, usage: IRUsage, out: WireEvent[]): void {
+    this.closeAll(out);
+    const { status, incomplete_details } = encodeFinishReason(reason);
+    const error = status === 'failed' ? { code: 'server_error', message: `generation failed (${reason.raw ?? 'error'})` } : null;
+    this.final = this.envelope(status, error, incomplete_details, encodeUsage(usage));
+    const type = status === 'completed' ? 'response.completed' : status === 'incomplete' ? 'response.incomplete' : 'response.failed';
+    out.push(this.event(type, { response: this.final }));
+  }
+
+  private fail(error: GatewayError, out: WireEvent[]): void {
+    this.closeAll(out);
+    this.final = this.envelope('failed', encodeResponseError(error), null, encodeUsage(ZERO_USAGE));
+    out.push(this.event('response.failed', { response: this.final }));
+  }
+}
+
+function outputText(text: string): Record<string, unknown> {
+  return { type: 'output_text', text, annotations: [], logprobs: [] };
+}
+
+/** A fresh SSE encoder for one streamed Responses reply (`event: <type>` + `data: <json>` frames). */
+export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
+  const assembler = new ResponseAssembler(ctx);
+  return {
+    push(event: IRStreamEvent): string {
+      if (event.type === 'keep-alive') return SSE_COMMENT_KEEPALIVE;
+      let frames = '';
+      for (const wire of assembler.push(event)) frames += sseFrame(wire, wire.type);
+      return frames;
+    },
+    end(): string {
+      return '';
+    },
+  };
+}

@@ -1,0 +1,204 @@
+/**
+ * Reading an engine's OpenAI Chat answer: the IR response and the token capture (prompt ids, sampled ids, logprobs)
+ * from the engine's extension fields, with every length cross-checked. Field names drift between builds
+ * (PROTOCOL-NOTES §1.2: "field names changed during 2026"), so one tolerant reader looks in every known place and
+ * reports which it used; a missing or inconsistent field becomes `captureError`, never a silent gap.
+ * Sources: vLLM ≥ 0.10.2 `return_token_ids` (top-level `prompt_token_ids`, `choices[0].token_ids`,
+ * `choices[0].logprobs.content[k].logprob`); SGLang `return_prompt_token_ids` / `return_meta_info`
+ * (`choices[0].prompt_token_ids`, `meta_info.output_token_logprobs` = [[logprob, id, text|null], ...]).
+ */
+import type { Clock } from '../core/clock.ts';
+import type { IdGenerator } from '../core/ids.ts';
+import type { FinishReason, IRContentPart, IRResponse, IRToolCall } from '../core/ir.ts';
+import type { LogprobSemantics } from '../core/records.ts';
+import { GatewayError } from '../core/errors.ts';
+import type { TokenCapture } from './types.ts';
+
+type Json = Record<string, unknown>;
+
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && value.every((v) => Number.isInteger(v));
+
+// https://platform.openai.com/docs/api-reference/chat/object — finish_reason; SGLang/vLLM add `abort`.
+const unifiedByFinish: Readonly<Record<string, FinishReason['unified']>> = {
+  stop: 'stop',
+  eos: 'stop',
+  length: 'length',
+  tool_calls: 'tool-calls',
+  function_call: 'tool-calls',
+  content_filter: 'content-filter',
+  abort: 'error',
+  error: 'error',
+};
+
+/** Engine finish_reason → {unified, raw}; unknown values map to `other`. */
+export function decodeEngineFinishReason(raw: unknown, hasToolCalls: boolean): FinishReason {
+  const name = typeof raw === 'string' ? raw : isObject(raw) && typeof raw.type === 'string' ? raw.type : undefined;
+  let unified: FinishReason['unified'] = name !== undefined && Object.hasOwn(unifiedByFinish, name) ? unifiedByFinish[name]! : 'other';
+  // Some tool parsers report `stop` although they returned calls; the client must see a tool turn.
+  if (hasToolCalls && unified === 'stop') unified = 'tool-calls';
+  return name === undefined ? { unified } : { unified, raw: name };
+}
+
+/** The first choice of a chat completion, or an 'upstream' error when the body has none. */
+export function firstChoice(body: unknown): { body: Json; choice: Json } {
+  if (!isObject(body) || !Array.isArray(body.choices) || !isObject(body.choices[0])) {
+    throw new GatewayError('upstream', `engine answer has no choices[0]: ${JSON.stringify(body).slice(0, 200)}`);
+  }
+  return { body, choice: body.choices[0] };
+}
+
+/**
+ * Decode the engine's message into an IR response with the *requested* model name restored.
+ * @param requestedModel the model name the client asked for.
+ */
+export function decodeEngineResponse(raw: unknown, requestedModel: string, now: Clock, newId: IdGenerator): IRResponse {
+  const { body, choice } = firstChoice(raw);
+  const message = isObject(choice.message) ? choice.message : {};
+  const content: IRContentPart[] = typeof message.content === 'string' && message.content !== '' ? [{ type: 'text', text: message.content }] : [];
+  const reasoningText =
+    typeof message.reasoning === 'string' ? message.reasoning : typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
+  const toolCalls: IRToolCall[] = [];
+  if (Array.isArray(message.tool_calls)) {
+    for (const call of message.tool_calls) {
+      if (!isObject(call)) continue;
+      const fn = isObject(call.function) ? call.function : {};
+      toolCalls.push({
+        id: typeof call.id === 'string' && call.id !== '' ? call.id : newId('call'),
+        name: typeof fn.name === 'string' ? fn.name : '',
+        arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}),
+      });
+    }
+  }
+  const usage = isObject(body.usage) ? body.usage : {};
+  const meta = metaInfo(body, choice);
+  const num = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
+  const promptDetails = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
+  const completionDetails = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
+  return {
+    id: typeof body.id === 'string' && body.id !== '' ? body.id : newId('chatcmpl'),
+    model: requestedModel,
+    content,
+    ...(reasoningText !== '' ? { reasoning: { text: reasoningText } } : {}),
+    toolCalls,
+    finishReason: decodeEngineFinishReason(choice.finish_reason ?? meta?.finish_reason, toolCalls.length > 0),
+    usage: {
+      inputTokens: num(usage.prompt_tokens) ?? num(meta?.prompt_tokens) ?? 0,
+      outputTokens: num(usage.completion_tokens) ?? num(meta?.completion_tokens) ?? 0,
+      cachedInputTokens: num(promptDetails.cached_tokens) ?? num(meta?.cached_tokens) ?? 0,
+      reasoningTokens: num(completionDetails.reasoning_tokens) ?? 0,
+    },
+    warnings: [],
+    createdAt: now(),
+  };
+}
+
+function metaInfo(body: Json, choice: Json): Json | undefined {
+  if (isObject(choice.meta_info)) return choice.meta_info;
+  if (isObject(body.meta_info)) return body.meta_info;
+  return undefined;
+}
+
+/** Where each captured array came from (reported by `probe()` so an operator sees which build they talk to). */
+export interface CaptureSources {
+  promptIds: string | null;
+  responseIds: string | null;
+  logprobs: string | null;
+}
+
+/**
+ * Read prompt ids, sampled ids and logprobs from a chat completion and cross-check them:
+ * logprobs vs sampled ids, `usage.completion_tokens` vs sampled ids, `usage.prompt_tokens` vs prompt ids, and
+ * `choices[0].token_ids` vs the ids inside `meta_info.output_token_logprobs` when both exist.
+ * Logprobs are rounded to float32 (Math.fround) so they survive Float32 storage exactly.
+ * @returns the capture (arrays empty where a field was missing) with `captureError` naming every problem, and the
+ *   field paths used. Never throws.
+ */
+export function extractChatCapture(raw: unknown, semantics: LogprobSemantics): { capture: TokenCapture; sources: CaptureSources } {
+  const problems: string[] = [];
+  const sources: CaptureSources = { promptIds: null, responseIds: null, logprobs: null };
+  let body: Json = {};
+  let choice: Json = {};
+  try {
+    ({ body, choice } = firstChoice(raw));
+  } catch {
+    problems.push('no choices[0] in the engine answer');
+  }
+  const meta = metaInfo(body, choice);
+
+  let promptIds: number[] = [];
+  if (isIntArray(body.prompt_token_ids)) [promptIds, sources.promptIds] = [body.prompt_token_ids, 'prompt_token_ids'];
+  else if (isIntArray(choice.prompt_token_ids)) [promptIds, sources.promptIds] = [choice.prompt_token_ids, 'choices[0].prompt_token_ids'];
+  else problems.push('engine returned no prompt token ids');
+
+  // SGLang's meta_info entries are [logprob, token_id, text|null]; they carry ids and logprobs together.
+  let metaIds: number[] | null = null;
+  let metaLogprobs: number[] | null = null;
+  const entries = meta?.output_token_logprobs;
+  if (Array.isArray(entries)) {
+    const ids: number[] = [];
+    const lps: number[] = [];
+    let valid = true;
+    for (const entry of entries) {
+      if (!Array.isArray(entry) || typeof entry[0] !== 'number' || !Number.isInteger(entry[1])) {
+        valid = false;
+        break;
+      }
+      lps.push(entry[0]);
+      ids.push(entry[1] as number);
+    }
+    if (valid) [metaIds, metaLogprobs] = [ids, lps];
+    else problems.push('meta_info.output_token_logprobs has malformed entries');
+  }
+
+  let responseIds: number[] = [];
+  if (isIntArray(choice.token_ids)) [responseIds, sources.responseIds] = [choice.token_ids, 'choices[0].token_ids'];
+  else if (isIntArray(choice.output_ids)) [responseIds, sources.responseIds] = [choice.output_ids, 'choices[0].output_ids'];
+  else if (metaIds) [responseIds, sources.responseIds] = [metaIds, 'meta_info.output_token_logprobs[k][1]'];
+  else problems.push('engine returned no sampled token ids');
+  if (metaIds && sources.responseIds !== 'meta_info.output_token_logprobs[k][1]' && !sameIds(metaIds, responseIds)) {
+    problems.push(`${sources.responseIds} (${responseIds.length}) and meta_info.output_token_logprobs ids (${metaIds.length}) disagree`);
+  }
+
+  let logprobs: number[] = [];
+  const content = isObject(choice.logprobs) && Array.isArray(choice.logprobs.content) ? choice.logprobs.content : null;
+  // SGLang builds may truncate logprobs.content, so meta_info wins when present.
+  if (metaLogprobs) [logprobs, sources.logprobs] = [metaLogprobs, 'meta_info.output_token_logprobs[k][0]'];
+  else if (content) {
+    const values = content.map((entry) => (isObject(entry) ? entry.logprob : undefined));
+    if (values.every((v): v is number => typeof v === 'number')) [logprobs, sources.logprobs] = [values, 'choices[0].logprobs.content[k].logprob'];
+    else problems.push('choices[0].logprobs.content has entries without a numeric logprob');
+  } else problems.push('engine returned no logprobs');
+
+  logprobs = logprobs.map((lp) => Math.fround(lp));
+  if (logprobs.some((lp) => !Number.isFinite(lp) || lp > 1e-6)) problems.push('a logprob is not a finite number ≤ 0');
+  if (sources.logprobs && sources.responseIds && logprobs.length !== responseIds.length) {
+    problems.push(`${logprobs.length} logprobs for ${responseIds.length} sampled ids`);
+  }
+  const usage = isObject(body.usage) ? body.usage : {};
+  if (sources.responseIds && typeof usage.completion_tokens === 'number' && usage.completion_tokens !== responseIds.length) {
+    problems.push(`usage.completion_tokens is ${usage.completion_tokens} but ${responseIds.length} sampled ids came back`);
+  }
+  if (sources.promptIds && typeof usage.prompt_tokens === 'number' && usage.prompt_tokens !== promptIds.length) {
+    problems.push(`usage.prompt_tokens is ${usage.prompt_tokens} but ${promptIds.length} prompt ids came back`);
+  }
+  return {
+    capture: { promptIds, responseIds, logprobs, logprobSemantics: semantics, captureError: problems.length ? problems.join('; ') : null },
+    sources,
+  };
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** SGLang `meta_info.weight_version` (or a top-level `weight_version`) as the engine-reported policy version. */
+export function engineWeightVersion(raw: unknown): string | null {
+  if (!isObject(raw)) return null;
+  const choice = Array.isArray(raw.choices) && isObject(raw.choices[0]) ? raw.choices[0] : {};
+  const meta = metaInfo(raw, choice);
+  const version = meta?.weight_version ?? raw.weight_version;
+  return typeof version === 'string' || typeof version === 'number' ? String(version) : null;
+}

@@ -1,0 +1,211 @@
+/**
+ * The chat-mode engine client shared by vLLM, SGLang, the simulator and any OpenAI-compatible server: they differ
+ * only in a `ChatEngineProfile` (capture flags, where reasoning is echoed, logprob semantics). Source:
+ * ARCHITECTURE.md §3 (engines, chat mode), PROTOCOL-NOTES.md §1.
+ */
+import type { Clock } from '../core/clock.ts';
+import { systemClock } from '../core/clock.ts';
+import { GatewayError } from '../core/errors.ts';
+import type { IdGenerator } from '../core/ids.ts';
+import { randomId } from '../core/ids.ts';
+import type { IRRequest, Warning } from '../core/ir.ts';
+import type { LogprobSemantics } from '../core/records.ts';
+import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
+import { buildChatRequest, type ReasoningField, type SamplingDefaults } from './chat-request.ts';
+import { engineFetchJson } from './http.ts';
+import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport } from './types.ts';
+
+/** What distinguishes one chat-mode engine from another. */
+export interface ChatEngineProfile {
+  kind: EngineKind;
+  /** Whether the engine returns token ids at all (false for a generic OpenAI-compatible server). */
+  captures: boolean;
+  /** Body fields that ask for token ids and logprobs. `acceptsReturnTokenIds` comes from the probe. */
+  captureFlags(state: { acceptsReturnTokenIds: boolean }): Record<string, unknown>;
+  /** Per-call body fields (SGLang `rid`). */
+  perCallFields?(ctx: EngineCallContext): Record<string, unknown>;
+  defaultReasoningField: ReasoningField;
+  defaultLogprobSemantics: LogprobSemantics;
+  /** Whether to ask `GET /version` (vLLM) to choose the reasoning field. */
+  probeVersion?: boolean;
+  /** Whether the engine may reject `return_token_ids` (SGLang builds before it existed): probe retries without. */
+  optionalReturnTokenIds?: boolean;
+}
+
+export interface ChatEngineOptions {
+  url: string;
+  apiKey?: string;
+  /** Served model name; without it the first model of `GET /v1/models` is used. */
+  servedModel?: string;
+  /** Per-call limit in ms (0 = none). */
+  timeoutMs: number;
+  defaults: SamplingDefaults;
+  /** Overrides the probed/default reasoning echo field. */
+  reasoningField?: ReasoningField;
+  /** Overrides the default logprob semantics (vLLM `--logprobs-mode processed_logprobs` → 'processed'). */
+  logprobSemantics?: LogprobSemantics;
+  /** Engine id prefix; defaults to the profile kind (`sim@<url>` for the simulator). */
+  idPrefix?: string;
+  now?: Clock;
+  newId?: IdGenerator;
+}
+
+export class ChatModeEngine implements EngineClient {
+  readonly kind: EngineKind;
+  readonly id: string;
+  readonly mode: CaptureMode = 'chat';
+  private readonly url: string;
+  private served: string | undefined;
+  private reasoningField: ReasoningField;
+  private readonly semantics: LogprobSemantics;
+  private acceptsReturnTokenIds = true;
+  private probed: Promise<void> | null = null;
+  private report: EngineProbeReport | null = null;
+  private readonly now: Clock;
+  private readonly newId: IdGenerator;
+
+  constructor(
+    private readonly profile: ChatEngineProfile,
+    private readonly opts: ChatEngineOptions,
+  ) {
+    this.kind = profile.kind;
+    this.url = opts.url.replace(/\/+$/, '');
+    this.id = `${opts.idPrefix ?? profile.kind}@${this.url}`;
+    this.served = opts.servedModel;
+    this.reasoningField = opts.reasoningField ?? profile.defaultReasoningField;
+    this.semantics = profile.captures ? (opts.logprobSemantics ?? profile.defaultLogprobSemantics) : 'none';
+    this.now = opts.now ?? systemClock;
+    this.newId = opts.newId ?? randomId;
+  }
+
+  /**
+   * Feature probe, once at start-up: `GET /v1/models` for the served model, `GET /version` (vLLM) for the reasoning
+   * field, and one 1-token completion to see which token fields come back (retrying without `return_token_ids` on
+   * builds that reject it). A missing capture field does not fail the probe: it is reported, and every record then
+   * carries a capture error.
+   * @throws GatewayError 'upstream' when the engine is unreachable or the configured served model is not served.
+   */
+  probe(): Promise<void> {
+    this.probed ??= this.runProbe().catch((thrown) => {
+      this.probed = null; // a later call may probe again once the engine is up
+      throw thrown;
+    });
+    return this.probed;
+  }
+
+  /** What the probe found (null before a successful probe). */
+  probeReport(): EngineProbeReport | null {
+    return this.report;
+  }
+
+  servedModel(): string {
+    if (this.served === undefined) throw new GatewayError('internal', `engine ${this.id} has not been probed yet`);
+    return this.served;
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}), ...extra };
+  }
+
+  private async runProbe(): Promise<void> {
+    const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers() };
+    const models = (await engineFetchJson(`${this.url}/v1/models`, { method: 'GET' }, http, `engine ${this.id} GET /v1/models`)) as { data?: unknown };
+    const ids = Array.isArray(models.data) ? models.data.flatMap((m) => (m && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string' ? [(m as { id: string }).id] : [])) : [];
+    if (this.served === undefined) {
+      if (ids[0] === undefined) throw new GatewayError('upstream', `engine ${this.id} lists no models at /v1/models`);
+      this.served = ids[0];
+    } else if (ids.length > 0 && !ids.includes(this.served)) {
+      throw new GatewayError('upstream', `engine ${this.id} does not serve model "${this.served}" (it serves ${ids.map((m) => `"${m}"`).join(', ')})`);
+    }
+    if (this.profile.probeVersion && this.opts.reasoningField === undefined) {
+      try {
+        const info = (await engineFetchJson(`${this.url}/version`, { method: 'GET' }, http, 'version')) as { version?: unknown };
+        if (typeof info.version === 'string') this.reasoningField = versionAtLeast(info.version, 0, 10) ? 'reasoning' : 'reasoning_content';
+      } catch {
+        // no /version: keep the default field
+      }
+    }
+    let sources: CaptureSources = { promptIds: null, responseIds: null, logprobs: null };
+    let captureError: string | null = null;
+    if (this.profile.captures) {
+      const tiny: IRRequest = {
+        version: 1, model: this.served, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], tools: [],
+        sampling: { maxTokens: 1, temperature: 0 }, stream: false, warnings: [],
+      };
+      let raw: unknown;
+      try {
+        raw = await this.post(tiny, { sessionId: 'polar-probe', requestId: 'probe' });
+      } catch (thrown) {
+        if (!(this.profile.optionalReturnTokenIds && thrown instanceof GatewayError && thrown.kind === 'invalid-request')) throw thrown;
+        this.acceptsReturnTokenIds = false;
+        raw = await this.post(tiny, { sessionId: 'polar-probe', requestId: 'probe' });
+      }
+      ({ sources, capture: { captureError } } = extractChatCapture(raw, this.semantics));
+    }
+    this.report = {
+      servedModel: this.served,
+      models: ids,
+      reasoningField: this.reasoningField,
+      acceptsReturnTokenIds: this.acceptsReturnTokenIds,
+      captureFields: sources,
+      captureError,
+    };
+  }
+
+  private post(request: IRRequest, ctx: EngineCallContext, warnings: Warning[] = []): Promise<unknown> {
+    const { body, warnings: built } = buildChatRequest(request, {
+      servedModel: this.served ?? request.model,
+      defaults: this.opts.defaults,
+      reasoningField: this.reasoningField,
+      extra: { ...this.profile.captureFlags({ acceptsReturnTokenIds: this.acceptsReturnTokenIds }), ...this.profile.perCallFields?.(ctx) },
+    });
+    warnings.push(...built);
+    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
+    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', body }, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, `engine ${this.id}`);
+  }
+
+  /**
+   * One non-streaming chat completion with token capture.
+   * @throws GatewayError 'upstream' (unreachable, 5xx, no choices), 'timeout', 'context-overflow', 'invalid-request', 'aborted'.
+   */
+  async complete(request: IRRequest, ctx: EngineCallContext): Promise<EngineCompletion> {
+    await this.probe();
+    // The injected clock (not performance.now) so records are reproducible in tests.
+    const started = this.now();
+    const warnings: Warning[] = [];
+    const raw = await this.post(request, ctx, warnings);
+    const engineMs = this.now() - started;
+    const response = decodeEngineResponse(raw, request.model, this.now, this.newId);
+    let capture = null;
+    if (this.profile.captures) capture = extractChatCapture(raw, this.semantics).capture;
+    else warnings.push({ code: 'no-token-capture', message: `engine kind "${this.kind}" returns no token ids or logprobs; this completion cannot be trained on` });
+    return { response, capture, policyVersion: engineWeightVersion(raw), warnings, engineMs };
+  }
+
+  /**
+   * Prompt length in tokens as the engine renders it: `POST /tokenize` with the chat messages and tools and
+   * `add_generation_prompt: true` (vLLM and the simulator; returns `{count, tokens}`).
+   * @throws GatewayError 'upstream' when the engine has no /tokenize or fails.
+   */
+  async countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number> {
+    await this.probe();
+    const { body } = buildChatRequest(request, { servedModel: this.servedModel(), defaults: this.opts.defaults, reasoningField: this.reasoningField });
+    const tokenize: Record<string, unknown> = { model: body.model, messages: body.messages, add_generation_prompt: true };
+    if (body.tools) tokenize.tools = body.tools;
+    if (body.chat_template_kwargs) tokenize.chat_template_kwargs = body.chat_template_kwargs;
+    const headers = this.headers({ 'x-polar-session': ctx.sessionId });
+    const answer = (await engineFetchJson(`${this.url}/tokenize`, { method: 'POST', body: tokenize }, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, `engine ${this.id} /tokenize`)) as {
+      count?: unknown;
+      tokens?: unknown;
+    };
+    if (typeof answer.count === 'number') return answer.count;
+    if (Array.isArray(answer.tokens)) return answer.tokens.length;
+    throw new GatewayError('upstream', `engine ${this.id} /tokenize answered without count or tokens`);
+  }
+}
+
+function versionAtLeast(version: string, major: number, minor: number): boolean {
+  const [a, b] = version.split('.').map((n) => Number.parseInt(n, 10));
+  if (a === undefined || Number.isNaN(a)) return true;
+  return a > major || (a === major && (b ?? 0) >= minor);
+}

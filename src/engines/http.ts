@@ -1,0 +1,89 @@
+/**
+ * One HTTP call to an engine with the error mapping every engine client shares: connection failures and 5xx →
+ * `upstream` (502), the configured timeout → `timeout` (504), a prompt over the context window → `context-overflow`,
+ * any other 4xx → `invalid-request` carrying the engine's own message. Source: ARCHITECTURE.md §3, STYLE.md §6.
+ */
+import { GatewayError } from '../core/errors.ts';
+
+/** vLLM: "This model's maximum context length is N tokens…"; SGLang: "The input (N tokens) is longer than the model's context length (M tokens)". */
+const CONTEXT_OVERFLOW = /maximum context length|longer than the model's context length|context length is only|exceeds the (?:model's )?(?:maximum )?context/i;
+
+export interface EngineHttpOptions {
+  /** Per-call limit in ms; 0 = none. */
+  timeoutMs: number;
+  headers?: Record<string, string>;
+  /** The caller's abort (client disconnect when configured to abort); not a timeout. */
+  signal?: AbortSignal;
+}
+
+/** Pull the human-readable message out of an OpenAI-style, FastAPI-style or plain-text error body. */
+export function engineErrorMessage(text: string): string {
+  try {
+    const body = JSON.parse(text) as Record<string, unknown>;
+    const error = body.error;
+    if (typeof error === 'string') return error;
+    if (error && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') return (error as { message: string }).message;
+    if (typeof body.message === 'string') return body.message;
+    if (typeof body.detail === 'string') return body.detail;
+    if (body.detail !== undefined) return JSON.stringify(body.detail);
+  } catch {
+    // not JSON: the text itself is the message
+  }
+  return text.slice(0, 2000);
+}
+
+/**
+ * Map an engine's non-2xx answer to a GatewayError.
+ * @param status the engine's HTTP status; @param text its body.
+ */
+export function classifyEngineError(status: number, text: string, what: string): GatewayError {
+  const message = engineErrorMessage(text);
+  const upstream = { status, body: text.slice(0, 4000) };
+  if (CONTEXT_OVERFLOW.test(message) && status < 500) return new GatewayError('context-overflow', message, { upstream });
+  if (status >= 500) return new GatewayError('upstream', `${what} failed with HTTP ${status}: ${message}`, { upstream });
+  if (status === 429) return new GatewayError('rate-limited', message, { upstream });
+  if (status === 401 || status === 403) return new GatewayError('upstream', `${what} rejected the proxy's credentials (HTTP ${status}): ${message}`, { upstream });
+  if (status === 404) return new GatewayError('upstream', `${what} answered 404 (wrong engine URL or model?): ${message}`, { upstream });
+  return new GatewayError('invalid-request', message, { upstream });
+}
+
+/**
+ * POST/GET JSON to an engine and parse the JSON answer.
+ * @throws GatewayError 'upstream' (refused, reset, 5xx, non-JSON body), 'timeout' (after `timeoutMs`), 'aborted'
+ *   (caller's signal), 'context-overflow' / 'invalid-request' (engine 4xx).
+ */
+export async function engineFetchJson(
+  url: string,
+  init: { method: 'GET' | 'POST'; body?: unknown },
+  opts: EngineHttpOptions,
+  what: string,
+): Promise<unknown> {
+  const timeout = opts.timeoutMs > 0 ? AbortSignal.timeout(opts.timeoutMs) : undefined;
+  const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
+  const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
+  let response: Response;
+  let text: string;
+  try {
+    response = await fetch(url, {
+      method: init.method,
+      headers: { ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers },
+      body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
+      signal,
+    });
+    text = await response.text();
+  } catch (thrown) {
+    if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });
+    if (opts.signal?.aborted) throw new GatewayError('aborted', `${what} aborted by the caller`, { cause: thrown });
+    const reason = thrown instanceof Error ? thrown.message : String(thrown);
+    throw new GatewayError('upstream', `${what} unreachable at ${url}: ${reason}`, { cause: thrown });
+  }
+  if (!response.ok) throw classifyEngineError(response.status, text, what);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (thrown) {
+    throw new GatewayError('upstream', `${what} answered HTTP ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`, {
+      cause: thrown,
+      upstream: { status: response.status, body: text.slice(0, 4000) },
+    });
+  }
+}

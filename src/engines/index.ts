@@ -1,0 +1,81 @@
+/**
+ * Engine client factory (cross-module contract 4). Chat mode only for now; token mode and llama.cpp (which has no
+ * chat-mode capture) are a later issue and are rejected with a clear error.
+ */
+import type { Clock } from '../core/clock.ts';
+import type { IdGenerator } from '../core/ids.ts';
+import type { LogprobSemantics } from '../core/records.ts';
+import type { ChatModeEngine } from './chat-engine.ts';
+import { DEFAULT_SAMPLING, type ReasoningField, type SamplingDefaults } from './chat-request.ts';
+import { createOpenAIEngine } from './openai.ts';
+import { createSglangEngine } from './sglang.ts';
+import { createSimEngine } from './sim.ts';
+import type { CaptureMode, EngineClient, EngineKind } from './types.ts';
+import { createVllmEngine } from './vllm.ts';
+
+export type { EngineClient, EngineKind, CaptureMode, EngineCompletion, EngineCallContext, TokenCapture, EngineProbeReport } from './types.ts';
+export { DEFAULT_SAMPLING, type SamplingDefaults, type ReasoningField } from './chat-request.ts';
+export { ChatModeEngine } from './chat-engine.ts';
+
+export const ENGINE_KINDS: readonly EngineKind[] = ['sim', 'vllm', 'sglang', 'llamacpp', 'openai'];
+
+export interface EngineConfig {
+  kind: EngineKind;
+  /** Base URL without `/v1`, e.g. `http://127.0.0.1:8000`. */
+  url: string;
+  /** Sent as `Authorization: Bearer` to the engine. */
+  apiKey?: string;
+  /** Model name to send; default: the first model listed by the engine. */
+  servedModel?: string;
+  mode: CaptureMode;
+  /** Per-call limit in ms (0 = none). */
+  timeoutMs: number;
+  /** Sampling values sent when the client gave none (partial: the rest from DEFAULT_SAMPLING). */
+  defaults?: Partial<SamplingDefaults>;
+  /** Force the reasoning echo field instead of probing. */
+  reasoningField?: ReasoningField;
+  logprobSemantics?: LogprobSemantics;
+  now?: Clock;
+  newId?: IdGenerator;
+}
+
+/**
+ * Create the engine client for a configuration. Call `probe()` on it once before serving.
+ * @throws Error when the kind is unknown, the URL is not http(s), or the mode/kind pair is not supported yet.
+ */
+export function createEngineClient(config: EngineConfig): EngineClient & Pick<ChatModeEngine, 'probeReport'> {
+  if (config.mode === 'token') throw new Error('capture mode "token" is not implemented yet; use --mode chat');
+  if (config.mode !== 'chat') throw new Error(`unknown capture mode ${JSON.stringify(config.mode)} (expected chat or token)`);
+  let url: URL;
+  try {
+    url = new URL(config.url);
+  } catch {
+    throw new Error(`engine URL ${JSON.stringify(config.url)} is not a valid URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`engine URL must be http(s), got ${JSON.stringify(config.url)}`);
+  const opts = {
+    url: config.url,
+    apiKey: config.apiKey,
+    servedModel: config.servedModel,
+    timeoutMs: config.timeoutMs,
+    defaults: { ...DEFAULT_SAMPLING, ...config.defaults },
+    reasoningField: config.reasoningField,
+    logprobSemantics: config.logprobSemantics,
+    now: config.now,
+    newId: config.newId,
+  };
+  switch (config.kind) {
+    case 'vllm':
+      return createVllmEngine(opts);
+    case 'sglang':
+      return createSglangEngine(opts);
+    case 'sim':
+      return createSimEngine(opts);
+    case 'openai':
+      return createOpenAIEngine(opts);
+    case 'llamacpp':
+      throw new Error('engine kind "llamacpp" has no chat-mode capture; it arrives with token mode');
+    default:
+      throw new Error(`unknown engine kind ${JSON.stringify(config.kind)} (expected one of ${ENGINE_KINDS.join(', ')})`);
+  }
+}

@@ -1,0 +1,20 @@
+/** The evaluator registry: names as TaskRequest.evaluator.strategy spells them. */
+import { sessionCompletedEvaluator } from './session-completed.ts';
+import { swebenchHarnessEvaluator } from './swebench-harness.ts';
+import { testOnOutputEvaluator } from './test-on-output.ts';
+import type { Evaluator } from './types.ts';
+
+export const EVALUATORS: Readonly<Record<string, Evaluator>> = {
+  session_completed: sessionCompletedEvaluator,
+  test_on_output: testOnOutputEvaluator,
+  swebench_harness: swebenchHarnessEvaluator,
+};
+
+/** The evaluator for a strategy name. Throws Error listing the known names. */
+export function getEvaluator(name: string): Evaluator {
+  const evaluator = EVALUATORS[name];
+  if (!evaluator) throw new Error(`unknown evaluator ${JSON.stringify(name)}; known: ${Object.keys(EVALUATORS).join(', ')}`);
+  return evaluator;
+}
+
+export type { EvaluationContext, Evaluator } from './types.ts';

@@ -1,0 +1,47 @@
+/**
+ * `test_on_output`: run a test command and compare with the expectation: `{command, expect_exit_code?: number
+ * (default 0 when no output match is given), expect_output?: string (substring of stdout+stderr),
+ * expect_output_regex?: string, timeout_s?: number (default 600)}`. Runs in the session's work tree, or with
+ * refresh_runtime in a fresh runtime after applying the session's diff (so the agent cannot tamper with the tests'
+ * environment). Reward 1 when every given expectation holds, else 0.
+ */
+import { z } from 'zod';
+import { applyDiff } from '../prepare.ts';
+import type { Evaluator } from './types.ts';
+
+const ConfigSchema = z.object({
+  command: z.string().min(1),
+  expect_exit_code: z.number().int().optional(),
+  expect_output: z.string().optional(),
+  expect_output_regex: z.string().optional(),
+  timeout_s: z.number().positive().default(600),
+}).passthrough();
+
+export const testOnOutputEvaluator: Evaluator = {
+  name: 'test_on_output',
+  needsDiff: (_config, refresh) => refresh,
+  async evaluate(ctx) {
+    const parsed = ConfigSchema.safeParse(ctx.config);
+    if (!parsed.success) throw new Error(`test_on_output config: ${z.prettifyError(parsed.error)}`);
+    const cfg = parsed.data;
+    const refresh = ctx.task.evaluator?.refresh_runtime === true;
+    let runtime = ctx.runtime;
+    if (refresh) {
+      const diff = await ctx.diff();
+      runtime = await ctx.freshRuntime();
+      await applyDiff(runtime, diff, ctx.signal);
+    }
+    const result = await runtime.exec(cfg.command, { timeoutMs: cfg.timeout_s * 1000, signal: ctx.signal });
+    const output = `${result.stdout}${result.stderr}`;
+    const checks: Record<string, boolean> = {};
+    const expectExit = cfg.expect_exit_code ?? (cfg.expect_output === undefined && cfg.expect_output_regex === undefined ? 0 : undefined);
+    if (expectExit !== undefined) checks.exit_code = result.exitCode === expectExit;
+    if (cfg.expect_output !== undefined) checks.output = output.includes(cfg.expect_output);
+    if (cfg.expect_output_regex !== undefined) checks.output_regex = new RegExp(cfg.expect_output_regex, 'm').test(output);
+    const passed = !result.timedOut && Object.values(checks).every(Boolean);
+    return {
+      outcome_reward: passed ? 1 : 0,
+      details: { exit_code: result.exitCode, timed_out: result.timedOut, checks, fresh_runtime: refresh, output_tail: output.slice(-2000) },
+    };
+  },
+};

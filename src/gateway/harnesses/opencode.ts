@@ -1,0 +1,59 @@
+/**
+ * `opencode` (opencode-ai, a Bun-compiled binary): a `polar` openai-compatible provider in the config file named by
+ * OPENCODE_CONFIG; model list fetch off; its own HOME/XDG dirs; `@opencode-ai/plugin` (same version) pre-installed
+ * into `$XDG_CONFIG_HOME/opencode` (linked from the harness install) so it never reaches for the registry.
+ * `run --format json --title polar <words…>`: the instruction goes as separate words (one quoted argument reaches
+ * the model wrapped in quotes). `error` events or a non-zero exit mean failure. Source: PROTOCOL-NOTES.md §4.
+ */
+import { jsonLines, type HarnessAdapter } from './types.ts';
+
+const VERSION = '1.18.33';
+
+export const opencodeAdapter: HarnessAdapter = {
+  name: 'opencode',
+  package: { name: 'opencode-ai', version: VERSION, bin: 'opencode', companions: [{ name: '@opencode-ai/plugin', version: VERSION }] },
+  launch(ctx) {
+    const xdgConfig = `${ctx.home}/.config`;
+    const configPath = `${xdgConfig}/opencode/polar.json`;
+    const config = {
+      model: `polar/${ctx.modelName}`,
+      enabled_providers: ['polar'],
+      autoupdate: false,
+      share: 'disabled',
+      provider: {
+        polar: {
+          npm: '@ai-sdk/openai-compatible',
+          options: { baseURL: `${ctx.gatewayUrl}/v1`, apiKey: '{env:POLAR_API_KEY}' },
+          models: { [ctx.modelName]: {} },
+        },
+      },
+    };
+    const words = ctx.instruction.split(/\s+/).filter((w) => w !== '');
+    return {
+      argv: [ctx.binPath ?? 'opencode', 'run', '--format', 'json', '--title', 'polar', ...words],
+      env: {
+        OPENCODE_CONFIG: configPath,
+        OPENCODE_DISABLE_MODELS_FETCH: '1',
+        POLAR_API_KEY: ctx.sessionId,
+        XDG_CONFIG_HOME: xdgConfig,
+        XDG_DATA_HOME: `${ctx.home}/.local/share`,
+        XDG_CACHE_HOME: `${ctx.home}/.cache`,
+        XDG_STATE_HOME: `${ctx.home}/.local/state`,
+      },
+      files: [
+        { path: configPath, content: `${JSON.stringify(config, null, 2)}\n` },
+        { path: `${xdgConfig}/opencode/package.json`, content: `${JSON.stringify({ dependencies: { '@opencode-ai/plugin': VERSION } }, null, 2)}\n` },
+      ],
+      links: ctx.installDir ? [{ path: `${xdgConfig}/opencode/node_modules`, target: ctx.installDir }] : [],
+    };
+  },
+  outcome(run) {
+    const events = jsonLines(run.stdout);
+    const error = events.find((e) => e.type === 'error');
+    if (error) return { success: false, reason: `error event: ${JSON.stringify(error.error ?? error).slice(0, 200)}` };
+    if (run.exitCode !== 0) return { success: false, reason: `exit ${run.exitCode}` };
+    const finalText = events.filter((e) => e.type === 'text').map((e) => String((e.part as { text?: string } | undefined)?.text ?? '')).at(-1);
+    if (!events.some((e) => e.type === 'step_finish')) return { success: false, reason: 'no step_finish event', finalText };
+    return { success: true, reason: 'step_finish without error', finalText };
+  },
+};

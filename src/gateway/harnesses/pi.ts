@@ -1,0 +1,69 @@
+/**
+ * `pi` (@mariozechner/pi-coding-agent): a `polar` provider in `$PI_CODING_AGENT_DIR/models.json` whose apiKey names
+ * the env var holding the session id; `--mode json` prints every agent event, and the last assistant message's
+ * `stopReason` decides success (pi -p alone prints only the final text).
+ * Sources: PROTOCOL-NOTES.md §4; pi docs/models.md, docs/json.md (pi-mono packages/coding-agent).
+ */
+import { jsonLines, type HarnessAdapter } from './types.ts';
+
+export const PI_APIS = ['anthropic-messages', 'openai-completions', 'openai-responses', 'google-generative-ai'] as const;
+type PiApi = (typeof PI_APIS)[number];
+
+/** The base URL pi wants per API: bare host for Anthropic, /v1 for OpenAI, /v1beta for Gemini. */
+export function piBaseUrl(api: PiApi, gatewayUrl: string): string {
+  if (api === 'anthropic-messages') return gatewayUrl;
+  if (api === 'google-generative-ai') return `${gatewayUrl}/v1beta`;
+  return `${gatewayUrl}/v1`;
+}
+
+export const piAdapter: HarnessAdapter = {
+  name: 'pi',
+  package: { name: '@mariozechner/pi-coding-agent', version: '0.73.1', bin: 'pi' },
+  launch(ctx) {
+    const api = (ctx.settings.api ?? 'anthropic-messages') as PiApi;
+    if (!PI_APIS.includes(api)) throw new Error(`harness pi: settings.api must be one of ${PI_APIS.join(', ')}, got ${JSON.stringify(api)}`);
+    const agentDir = `${ctx.home}/.pi/agent`;
+    const models = {
+      providers: {
+        polar: {
+          baseUrl: piBaseUrl(api, ctx.gatewayUrl),
+          api,
+          apiKey: 'POLAR_API_KEY',
+          models: [{
+            id: ctx.modelName,
+            reasoning: ctx.settings.reasoning === true,
+            contextWindow: Number(ctx.settings.context_window ?? 32768),
+            maxTokens: Number(ctx.settings.max_tokens ?? 4096),
+          }],
+        },
+      },
+    };
+    return {
+      argv: [ctx.binPath ?? 'pi', '--mode', 'json', '--provider', 'polar', '--model', ctx.modelName, '--no-session', ctx.instruction],
+      env: {
+        PI_CODING_AGENT_DIR: agentDir,
+        POLAR_API_KEY: ctx.sessionId,
+        PI_OFFLINE: '1',
+        PI_SKIP_VERSION_CHECK: '1',
+        PI_TELEMETRY: '0',
+      },
+      files: [{ path: `${agentDir}/models.json`, content: `${JSON.stringify(models, null, 2)}\n` }],
+    };
+  },
+  outcome(run) {
+    const events = jsonLines(run.stdout);
+    const end = events.filter((e) => e.type === 'agent_end').at(-1);
+    if (!end) return { success: false, reason: `no agent_end event (exit ${run.exitCode})` };
+    const messages = Array.isArray(end.messages) ? (end.messages as Record<string, unknown>[]) : [];
+    const last = messages.filter((m) => m.role === 'assistant').at(-1);
+    if (!last) return { success: false, reason: 'agent_end without an assistant message' };
+    const content = Array.isArray(last.content) ? (last.content as Record<string, unknown>[]) : [];
+    const finalText = content.filter((p) => p.type === 'text').map((p) => String(p.text ?? '')).join('');
+    const stop = String(last.stopReason ?? '');
+    if (stop === 'error' || stop === 'aborted') {
+      return { success: false, reason: `stopReason ${stop}: ${String(last.errorMessage ?? '').slice(0, 200)}`, finalText };
+    }
+    if (run.exitCode !== 0) return { success: false, reason: `stopReason ${stop} but exit ${run.exitCode}`, finalText };
+    return { success: true, reason: `agent_end: stopReason ${stop}`, finalText };
+  },
+};

@@ -1,0 +1,73 @@
+/**
+ * The node's HTTP surface (contract 7) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
+ * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
+ * `POST /sessions` → 202 {session_id, status}; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
+ * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open).
+ * Bun routes: https://bun.com/docs/api/http#routing
+ */
+import type { DispatchSpec, GatewayNode } from './node.ts';
+import { DispatchError } from './node.ts';
+
+export type FetchHandler = (request: Request, server: Bun.Server<undefined>) => Response | Promise<Response>;
+
+export interface SessionServerOptions {
+  host: string;
+  /** 0 = a free port. */
+  port: number;
+  token: string | null;
+  /** Everything that is not the session API (the proxy). Default: 404 JSON. */
+  fallback?: FetchHandler;
+}
+
+const json = (body: unknown, status = 200) => Response.json(body, { status });
+
+/** Start the server for `node`. Throws when the port is taken. */
+export function startSessionServer(node: GatewayNode, opts: SessionServerOptions): Bun.Server<undefined> {
+  const authorized = (req: Request) => opts.token === null || req.headers.get('authorization') === `Bearer ${opts.token}`;
+  const guard = (handler: (req: Bun.BunRequest) => Response | Promise<Response>) => (req: Bun.BunRequest) =>
+    authorized(req) ? handler(req) : json({ error: 'missing or wrong control-plane token' }, 401);
+  return Bun.serve({
+    hostname: opts.host,
+    port: opts.port,
+    idleTimeout: 255,
+    routes: {
+      '/sessions': {
+        POST: guard(async (req) => {
+          let body: unknown;
+          try {
+            body = await req.json();
+          } catch {
+            return json({ error: 'body must be JSON' }, 400);
+          }
+          try {
+            return json(node.dispatch(body as DispatchSpec), 202);
+          } catch (error) {
+            if (error instanceof DispatchError) return json({ error: error.message }, error.status);
+            throw error;
+          }
+        }),
+      },
+      '/sessions/:id': {
+        GET: guard((req) => {
+          const view = node.get((req as Bun.BunRequest<'/sessions/:id'>).params.id);
+          return view ? json(view) : json({ error: 'unknown session' }, 404);
+        }),
+        DELETE: guard((req) => {
+          const id = (req as Bun.BunRequest<'/sessions/:id'>).params.id;
+          const view = node.get(id);
+          if (!view) return json({ error: 'unknown session' }, 404);
+          const cancelled = node.cancel(id);
+          return json({ session_id: id, cancelled, status: node.get(id)?.status ?? view.status });
+        }),
+      },
+      '/health': {
+        GET: () => json({ node_id: node.nodeId, ok: true, stages: node.stageCounts(), capacity: node.capacity }),
+      },
+      '/events': {
+        GET: guard((req) => node.events.sseResponse(req.signal)),
+      },
+    },
+    fetch: opts.fallback ?? (() => json({ error: 'not found' }, 404)),
+    error: (error) => json({ error: `internal error: ${error.message}` }, 500),
+  });
+}

@@ -1,0 +1,34 @@
+/**
+ * Prometheus metrics of the rollout server, on a registry of its own (so several servers in one process never clash).
+ * Exposition format via prom-client: https://github.com/siimp/prom-client
+ */
+import { Counter, Gauge, Registry } from 'prom-client';
+
+export interface RolloutMetrics {
+  registry: Registry;
+  tasksSubmitted: Counter;
+  sessionsDispatched: Counter;
+  sessionsRedispatched: Counter;
+  sessionResults: Counter<'status'>;
+  duplicateResults: Counter;
+  sessionsByStatus: Gauge<'status'>;
+  nodes: Gauge<'state'>;
+  groupsReady: Gauge;
+}
+
+/** A fresh registry with the rollout server's metrics (names prefixed `polar_rollout_`). */
+export function createRolloutMetrics(): RolloutMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  return {
+    registry,
+    tasksSubmitted: new Counter({ name: 'polar_rollout_tasks_submitted_total', help: 'TaskRequests accepted', registers }),
+    sessionsDispatched: new Counter({ name: 'polar_rollout_sessions_dispatched_total', help: 'Session dispatches to gateway nodes (re-dispatches included)', registers }),
+    sessionsRedispatched: new Counter({ name: 'polar_rollout_sessions_redispatched_total', help: 'Sessions put back in the queue after their node failed or forgot them', registers }),
+    sessionResults: new Counter({ name: 'polar_rollout_session_results_total', help: 'Session results stored, by status', labelNames: ['status'], registers }),
+    duplicateResults: new Counter({ name: 'polar_rollout_duplicate_results_total', help: 'Session results acknowledged and ignored because the session already had one', registers }),
+    sessionsByStatus: new Gauge({ name: 'polar_rollout_sessions', help: 'Sessions by status', labelNames: ['status'], registers }),
+    nodes: new Gauge({ name: 'polar_rollout_nodes', help: 'Gateway nodes by state (healthy, unhealthy, draining)', labelNames: ['state'], registers }),
+    groupsReady: new Gauge({ name: 'polar_rollout_groups_ready', help: 'Evaluated groups not yet acknowledged by a trainer', registers }),
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The one table of client dialects the proxy serves: route → dialect object. Adding a dialect (OpenAI Responses,
+ * Gemini) is one entry here. The dialect is chosen by route *before* the body is parsed, so every error — malformed
+ * JSON included — renders in the caller's own provider shape. Source: ARCHITECTURE.md §3 (dialect detection).
+ */
+import type { Dialect } from '../core/dialect.ts';
+import { anthropicMessages } from '../dialects/anthropic-messages/index.ts';
+import { openaiChat } from '../dialects/openai-chat/index.ts';
+import { encodeCountTokensResponse, encodeModel, encodeModelList, gemini, parseGeminiPath, unwrapCountTokensBody } from '../dialects/gemini/index.ts';
+import { openaiResponses } from '../dialects/openai-responses/index.ts';
+
+export interface DialectRoute {
+  dialect: Dialect;
+  /** Hono path patterns of the completion endpoint (POST), without the `/s/{session_id}` prefix. */
+  paths: string[];
+  /**
+   * Stream flag and model from the URL, for wire formats that put them there (Gemini `:streamGenerateContent`,
+   * `/models/{model}`); undefined = take them from the decoded body.
+   */
+  fromUrl?(url: URL): { stream?: boolean; model?: string };
+  /** The dialect's token-count endpoint (POST) and its response body. */
+  countTokens?: { paths: string[]; encode(inputTokens: number): unknown; prepareBody?(body: unknown): unknown };
+  /** The dialect's own model endpoints (GET): `list` paths answer every served model, `one` paths the `:model` param. */
+  models?: { list: string[]; one: string[]; encodeList(served: string): unknown; encodeOne(model: string): unknown };
+}
+
+/** Every dialect the proxy serves, in match order. */
+export function defaultDialectRoutes(): DialectRoute[] {
+  return [
+    {
+      dialect: anthropicMessages,
+      paths: ['/v1/messages'],
+      countTokens: {
+        paths: ['/v1/messages/count_tokens'],
+        // https://docs.anthropic.com/en/api/messages-count-tokens — {input_tokens}
+        encode: (inputTokens) => ({ input_tokens: inputTokens }),
+        // count_tokens bodies carry no max_tokens, which a Messages body requires.
+        prepareBody: (body) => (body && typeof body === 'object' && !Array.isArray(body) && !('max_tokens' in body) ? { ...body, max_tokens: 1 } : body),
+      },
+    },
+    { dialect: openaiChat, paths: ['/v1/chat/completions', '/chat/completions'] },
+    { dialect: openaiResponses, paths: ['/v1/responses', '/responses'] },
+    {
+      dialect: gemini,
+      // https://ai.google.dev/api/generate-content — the model and the method are one path segment.
+      paths: ['/v1beta/models/:action{[^/]+:(?:generateContent|streamGenerateContent)}'],
+      fromUrl: (url) => {
+        const call = parseGeminiPath(url.pathname);
+        return call ? { model: call.model, stream: call.method === 'streamGenerateContent' } : {};
+      },
+      countTokens: { paths: ['/v1beta/models/:action{[^/]+:countTokens}'], encode: encodeCountTokensResponse, prepareBody: unwrapCountTokensBody },
+      models: {
+        list: ['/v1beta/models'],
+        one: ['/v1beta/models/:model'],
+        encodeList: (served) => encodeModelList([{ id: served }]),
+        encodeOne: (model) => encodeModel({ id: model }),
+      },
+    },
+  ];
+}
+
+/** The dialect that renders errors of routes outside the table (unknown paths). */
+export const fallbackDialect: Dialect = openaiChat;

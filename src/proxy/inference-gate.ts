@@ -1,0 +1,72 @@
+/**
+ * Pause/resume of inference for weight updates, and the policy version in force. `pause()` holds new calls and
+ * resolves once the in-flight ones have drained; every call is stamped with the version in force when it entered,
+ * and a call that was in flight across a pause or a version change is reported as straddling it.
+ * Source: ARCHITECTURE.md §3 (Admin), PROTOCOL-NOTES.md §1.4.
+ */
+export interface GateTicket {
+  /** Policy version in force when the call entered (null when none was ever set). */
+  policyVersion: string | null;
+  readonly epoch: number;
+}
+
+export class InferenceGate {
+  private paused = false;
+  private inFlight = 0;
+  /** Bumped on every pause and every version change; a ticket from an older epoch straddled one. */
+  private epoch = 0;
+  private resumeWaiters: Array<() => void> = [];
+  private drainWaiters: Array<() => void> = [];
+
+  constructor(private version: string | null = null) {}
+
+  get policyVersion(): string | null {
+    return this.version;
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight;
+  }
+
+  /** Wait while paused, then count the call in flight. Always pair with `leave`. */
+  async enter(): Promise<GateTicket> {
+    while (this.paused) await new Promise<void>((resolve) => this.resumeWaiters.push(resolve));
+    this.inFlight++;
+    return { policyVersion: this.version, epoch: this.epoch };
+  }
+
+  /** The call finished (or failed). @returns whether it straddled a pause or version change. */
+  leave(ticket: GateTicket): { straddled: boolean } {
+    this.inFlight--;
+    if (this.inFlight === 0) for (const done of this.drainWaiters.splice(0)) done();
+    return { straddled: ticket.epoch !== this.epoch };
+  }
+
+  /** Hold new calls; resolves when the in-flight ones have finished. @returns how many were in flight. */
+  async pause(): Promise<{ drained: number }> {
+    const drained = this.inFlight;
+    if (!this.paused) {
+      this.paused = true;
+      this.epoch++;
+    }
+    if (this.inFlight > 0) await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+    return { drained };
+  }
+
+  /** Release held calls. */
+  resume(): void {
+    this.paused = false;
+    for (const release of this.resumeWaiters.splice(0)) release();
+  }
+
+  setPolicyVersion(version: string): void {
+    if (version !== this.version) {
+      this.version = version;
+      this.epoch++;
+    }
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Session attribution (ARCHITECTURE.md §3), checked in this order: the path prefix `/s/{session_id}/…`, the header
+ * `x-polar-session`, then the API key (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `?key=`).
+ */
+import type { ProxySessionInfo, SessionDirectory } from './types.ts';
+
+/**
+ * The key a caller presented, in attribution order.
+ * @param pathSession the `{session_id}` of a `/s/{session_id}/…` path, if any.
+ * @returns the key, or `''` when the caller presented none.
+ */
+export function sessionKeyOf(headers: Headers, url: URL, pathSession: string | undefined): string {
+  if (pathSession) return decodeURIComponent(pathSession);
+  const header = headers.get('x-polar-session');
+  if (header) return header.trim();
+  const authorization = headers.get('authorization');
+  if (authorization) {
+    const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
+    if (match?.[1]) return match[1].trim();
+  }
+  return headers.get('x-api-key')?.trim() || headers.get('x-goog-api-key')?.trim() || url.searchParams.get('key')?.trim() || '';
+}
+
+const SAFE_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/**
+ * The directory of `polar proxy`: every key opens (or re-joins) an ad-hoc session, so a harness run by hand is
+ * captured without registration. A key that is safe as an id is the session id itself (so
+ * `GET /sessions/{key}/completions` finds it); anything else is hashed so a real secret is never stored verbatim.
+ * No key → the one session `defaultSession`.
+ */
+export function adHocSessions(opts: { defaultSession?: string; taskId?: string } = {}): SessionDirectory {
+  const defaultSession = opts.defaultSession ?? 'default';
+  const cache = new Map<string, ProxySessionInfo>();
+  return {
+    resolve(key: string): ProxySessionInfo {
+      let info = cache.get(key);
+      if (!info) {
+        const session_id = key === '' ? defaultSession : SAFE_KEY.test(key) ? key : `key-${new Bun.CryptoHasher('sha256').update(key).digest('hex').slice(0, 24)}`;
+        info = { session_id, ...(opts.taskId ? { task_id: opts.taskId } : {}) };
+        cache.set(key, info);
+      }
+      return info;
+    },
+  };
+}
+
+/** A fixed directory (tests, embedding): known keys map to sessions, anything else is unknown (→ 401). */
+export function staticSessions(sessions: Record<string, ProxySessionInfo>): SessionDirectory {
+  return { resolve: (key) => (Object.hasOwn(sessions, key) ? sessions[key]! : null) };
+}

@@ -1,0 +1,86 @@
+/**
+ * The proxy's dependencies and options (cross-module contract 4). The gateway mounts `createProxyApp(deps)` as the
+ * `fetch` fallback of its own Bun.serve; `polar proxy` serves it alone.
+ */
+import type { Clock } from '../core/clock.ts';
+import type { DialectOptions } from '../core/dialect.ts';
+import type { IdGenerator } from '../core/ids.ts';
+import type { CompletionRecord } from '../core/records.ts';
+import type { EngineClient } from '../engines/types.ts';
+
+/** What the proxy needs of the store; `Store` from src/store (openStore) satisfies it. */
+export interface ProxyStore {
+  completions: {
+    /** Synchronous; committed when it returns. */
+    insert(rec: CompletionRecord): void;
+    /** A session's records in `seq` order. */
+    listBySession(sessionId: string): CompletionRecord[];
+    /** The next 0-based seq of a session. */
+    nextSeq(sessionId: string): number;
+  };
+}
+
+/** A session the proxy may attribute calls to. */
+export interface ProxySessionInfo {
+  session_id: string;
+  task_id?: string;
+  /** The task's policy version (used when no admin version and no engine-reported version exists). */
+  policy_version?: string;
+}
+
+/**
+ * Resolves the key a caller presented (path prefix, `x-polar-session`, or API key, ARCHITECTURE §3) to a session.
+ * `key` is `''` when the caller presented none. Null = unknown session → 401 in the caller's dialect.
+ */
+export interface SessionDirectory {
+  resolve(key: string): ProxySessionInfo | null;
+}
+
+export interface ProxyOptions {
+  /** Interval of keep-alive events on a synthetic stream while the engine works, ms (default 5000). */
+  keepaliveIntervalMs?: number;
+  /**
+   * Abort the engine call when the client disconnects (default false: let it finish and record it, because a
+   * captured completion is never dropped).
+   */
+  abortOnClientDisconnect?: boolean;
+  /** Dialect codec options (e.g. strip Claude Code's billing header; default on). */
+  dialectOptions?: DialectOptions;
+  /** Policy version in force at start-up (default null until `POST /admin/policy_version`). */
+  initialPolicyVersion?: string | null;
+  /** When set, `/admin/*` requires `Authorization: Bearer <adminToken>`. */
+  adminToken?: string;
+}
+
+/** Counters the proxy keeps (exposed for metrics). */
+export interface ProxyCounters {
+  /** Records committed. */
+  completions: number;
+  /** Records committed with a capture error. */
+  captureErrors: number;
+  /** Engine calls that failed (no record). */
+  engineErrors: number;
+  /** Records flagged because sampling straddled a pause or a policy version change. */
+  straddled: number;
+  /** Client requests rejected before reaching the engine (bad JSON, invalid request, unknown session). */
+  rejected: number;
+  /** `onRecord` hooks that threw (the record was committed anyway). */
+  hookErrors: number;
+}
+
+export interface ProxyDeps {
+  engine: EngineClient;
+  store: ProxyStore;
+  sessions: SessionDirectory;
+  clock?: Clock;
+  newId?: IdGenerator;
+  options?: ProxyOptions;
+  /** Called after a record is committed; errors are counted, never surfaced to the client. */
+  onRecord?: (rec: CompletionRecord) => void;
+  /** Pass an object to read the counters from outside (the app mutates it). */
+  counters?: ProxyCounters;
+}
+
+export function newProxyCounters(): ProxyCounters {
+  return { completions: 0, captureErrors: 0, engineErrors: 0, straddled: 0, rejected: 0, hookErrors: 0 };
+}

@@ -1,0 +1,66 @@
+/**
+ * The rollout server's side of the gateway node HTTP contract (contract 7): dispatch a session, cancel it, ask for it.
+ * Every call carries `authorization: Bearer <control_plane_token>` when one is configured.
+ */
+import type { TaskRequest } from '../core/records.ts';
+
+/** Body of `POST {node}/sessions` (contract 7). */
+export interface DispatchSpec {
+  session_id: string;
+  task: TaskRequest;
+  sample_index: number;
+  callback_url?: string;
+  attempt?: number;
+}
+
+/** How the server reaches one node. HTTP for every node; tests may pass their own. */
+export interface NodeClient {
+  /** Hand the session to the node. @throws Error when the node refuses it or cannot be reached. */
+  dispatch(spec: DispatchSpec): Promise<void>;
+  /** Cancel a session on the node; false when the node does not know it. Never throws for a 404. */
+  cancel(sessionId: string): Promise<boolean>;
+  /** The node's view of a session: its status, or null when the node does not know it (404). */
+  getSession(sessionId: string): Promise<{ status: string } | null>;
+}
+
+export interface HttpNodeClientOptions {
+  controlPlaneToken?: string | null;
+  /** Per-call timeout in ms (default 10 000). */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** A NodeClient over HTTP for the node at `baseUrl` (scheme://host:port). */
+export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions = {}): NodeClient {
+  const base = baseUrl.replace(/\/+$/, '');
+  const doFetch = options.fetch ?? fetch;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (options.controlPlaneToken) headers.authorization = `Bearer ${options.controlPlaneToken}`;
+  const call = (path: string, init: RequestInit) =>
+    doFetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) });
+  return {
+    async dispatch(spec) {
+      const response = await call('/sessions', { method: 'POST', body: JSON.stringify(spec) });
+      if (!response.ok) throw new Error(`node ${base} refused session: HTTP ${response.status} ${(await response.text()).slice(0, 300)}`);
+      await response.body?.cancel();
+    },
+    async cancel(sessionId) {
+      const response = await call(`/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' });
+      await response.body?.cancel();
+      if (response.status === 404) return false;
+      if (!response.ok) throw new Error(`node ${base} cancel failed: HTTP ${response.status}`);
+      return true;
+    },
+    async getSession(sessionId) {
+      const response = await call(`/sessions/${encodeURIComponent(sessionId)}`, { method: 'GET' });
+      if (response.status === 404) {
+        await response.body?.cancel();
+        return null;
+      }
+      if (!response.ok) throw new Error(`node ${base} session lookup failed: HTTP ${response.status}`);
+      const body = (await response.json()) as { status?: unknown };
+      return { status: typeof body.status === 'string' ? body.status : 'UNKNOWN' };
+    },
+  };
+}

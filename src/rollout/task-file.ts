@@ -1,0 +1,158 @@
+/**
+ * Task files (contract 8): `examples/tasks/<name>/task.yaml` holds TaskRequest fields except those `polar run` flags
+ * give (num_samples, agent, builder), plus `sim_script: <file>`. Relative `src` paths of prepare actions and the
+ * sim_script path are resolved against the task file's directory.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import type { AgentSpec, BuilderName, TaskRequest } from '../core/records.ts';
+import { formatIssues, parseTaskRequest, simScriptSchema, taskRequestSchema, type SimScript } from './schemas.ts';
+
+const TASK_FILE_NAMES = ['task.yaml', 'task.yml', 'task.json'];
+
+const prepareActionSchema = z.union([
+  z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: z.string().min(1) }) }),
+  z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: z.string().min(1) }) }),
+  z.strictObject({
+    exec: z.strictObject({
+      command: z.string().min(1),
+      timeout_s: z.number().positive().optional(),
+      retries: z.number().int().min(0).optional(),
+      backoff_ms: z.number().int().min(0).optional(),
+    }),
+  }),
+]);
+
+const taskFileSchema = taskRequestSchema
+  .extend({
+    num_samples: taskRequestSchema.shape.num_samples.optional(),
+    agent: taskRequestSchema.shape.agent.optional(),
+    builder: taskRequestSchema.shape.builder.optional(),
+    runtime: z.looseObject({ kind: z.string().min(1), prepare: z.array(prepareActionSchema).optional() }).optional(),
+    sim_script: z.string().min(1).optional(),
+  })
+  .strict();
+
+export type PrepareAction = z.infer<typeof prepareActionSchema>;
+
+/** One task file, validated, with every relative path made absolute. */
+export interface LoadedTask {
+  /** TaskRequest fields from the file; num_samples, agent and builder only when the file gave them. */
+  task: Omit<TaskRequest, 'num_samples' | 'agent' | 'builder'> & Partial<Pick<TaskRequest, 'num_samples' | 'agent' | 'builder'>>;
+  /** Absolute path of the task file. */
+  file: string;
+  /** Absolute directory of the task file. */
+  dir: string;
+  /** Absolute path of the behaviour script, or null. */
+  simScriptPath: string | null;
+  /** The parsed behaviour script (contract 9), or null. */
+  simScript: SimScript | null;
+}
+
+/**
+ * Load tasks from `path`: a task file (task.yaml / .yml / .json, or any .yaml/.json file), a directory holding one
+ * task file, or a directory of such task directories (sorted by name).
+ * @throws Error naming the file when a path does not exist, a file is invalid, or two tasks share a task_id.
+ */
+export function loadTaskDir(path: string): LoadedTask[] {
+  const abs = resolve(path);
+  if (!existsSync(abs)) throw new Error(`task path not found: ${path}`);
+  let files: string[];
+  if (statSync(abs).isFile()) files = [abs];
+  else {
+    const own = findTaskFile(abs);
+    if (own) files = [own];
+    else {
+      files = readdirSync(abs)
+        .sort()
+        .map((name) => join(abs, name))
+        .filter((p) => statSync(p).isDirectory())
+        .map(findTaskFile)
+        .filter((p): p is string => p !== null);
+      if (files.length === 0) throw new Error(`no task.yaml found in ${path} or its subdirectories`);
+    }
+  }
+  const tasks = files.map(loadTaskFile);
+  const seen = new Map<string, string>();
+  for (const t of tasks) {
+    const other = seen.get(t.task.task_id);
+    if (other) throw new Error(`duplicate task_id ${JSON.stringify(t.task.task_id)} in ${other} and ${t.file}`);
+    seen.set(t.task.task_id, t.file);
+  }
+  return tasks;
+}
+
+function findTaskFile(dir: string): string | null {
+  for (const name of TASK_FILE_NAMES) if (existsSync(join(dir, name))) return join(dir, name);
+  return null;
+}
+
+/** Load and validate one task file. @throws Error naming the file on bad YAML/JSON or schema violations. */
+export function loadTaskFile(file: string): LoadedTask {
+  const abs = resolve(file);
+  const dir = dirname(abs);
+  let raw: unknown;
+  try {
+    const text = readFileSync(abs, 'utf8');
+    raw = abs.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const parsed = taskFileSchema.safeParse(raw);
+  if (!parsed.success) throw new Error(`${file}: invalid task file: ${formatIssues(parsed.error)}`);
+  const { sim_script, ...task } = parsed.data;
+  const at = (p: string) => (isAbsolute(p) ? p : resolve(dir, p));
+  if (task.runtime?.prepare) {
+    task.runtime.prepare = task.runtime.prepare.map((action) => {
+      if ('upload_dir' in action) return { upload_dir: { ...action.upload_dir, src: at(action.upload_dir.src) } };
+      if ('upload_file' in action) return { upload_file: { ...action.upload_file, src: at(action.upload_file.src) } };
+      return action;
+    });
+    for (const action of task.runtime.prepare) {
+      const src = 'upload_dir' in action ? action.upload_dir.src : 'upload_file' in action ? action.upload_file.src : null;
+      if (src !== null && !existsSync(src)) throw new Error(`${file}: prepare source not found: ${src}`);
+    }
+  }
+  let simScriptPath: string | null = null;
+  let simScript: SimScript | null = null;
+  if (sim_script !== undefined) {
+    simScriptPath = at(sim_script);
+    simScript = loadSimScript(simScriptPath);
+  }
+  return { task: task as LoadedTask['task'], file: abs, dir, simScriptPath, simScript };
+}
+
+/** Parse a behaviour script file (contract 9). @throws Error naming the file. */
+export function loadSimScript(file: string): SimScript {
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new Error(`${file}: cannot read sim script: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const parsed = simScriptSchema.safeParse(raw);
+  if (!parsed.success) throw new Error(`${basename(file)}: invalid sim script: ${formatIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/** What `polar run` / `polar submit` flags supply on top of a task file. */
+export interface TaskOverrides {
+  num_samples?: number;
+  agent?: AgentSpec;
+  builder?: { strategy: BuilderName; config?: Record<string, unknown> };
+}
+
+/**
+ * A full TaskRequest from a loaded task plus overrides (overrides win over the file's own values).
+ * @throws Error when num_samples, agent or builder is missing from both, or the result is not a valid TaskRequest.
+ */
+export function toTaskRequest(loaded: LoadedTask, overrides: TaskOverrides = {}): TaskRequest {
+  return parseTaskRequest({
+    ...loaded.task,
+    num_samples: overrides.num_samples ?? loaded.task.num_samples ?? 1,
+    agent: overrides.agent ?? loaded.task.agent,
+    builder: overrides.builder ?? loaded.task.builder ?? { strategy: 'prefix_merging' },
+  });
+}

@@ -1,0 +1,208 @@
+/**
+ * Behaviour scripts: what the simulated model says. A script has weighted variants (`solve`, `wrong_fix`, `give_up`,
+ * ...), each a list of steps (`shell: cmd` → a call to the harness's shell-like tool, `say: text` → a final answer,
+ * optional `think`). The variant of a session comes from a seeded hash of its id; the step from the number of tool
+ * results already in the conversation, so the simulator keeps no per-session state.
+ * Source: ARCHITECTURE.md §7, contracts §9, PROTOCOL-NOTES.md §4 (shell-like tools per harness).
+ */
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { pythonJsonDumps } from '../tokenization/json.ts';
+import type { ChatTool } from '../tokenization/chat-messages.ts';
+
+const stepSchema = z.union([
+  z.strictObject({ think: z.string().optional(), shell: z.string().min(1) }),
+  z.strictObject({ think: z.string().optional(), say: z.string() }),
+]);
+const variantSchema = z.strictObject({ weight: z.number().nonnegative().default(1), steps: z.array(stepSchema) });
+export const behaviourScriptSchema = z.strictObject({
+  variants: z.record(z.string(), variantSchema).refine((v) => Object.keys(v).length > 0, 'needs at least one variant'),
+  /** Seed mixed into the variant hash, so one task can be re-drawn. */
+  seed: z.union([z.string(), z.number()]).optional(),
+}).refine((s) => Object.values(s.variants).some((v) => v.weight > 0), 'at least one variant needs a weight > 0');
+
+export type ScriptStep = z.infer<typeof stepSchema>;
+export type BehaviourScript = z.infer<typeof behaviourScriptSchema>;
+
+/**
+ * Validate a behaviour script given as a parsed object or YAML/JSON text.
+ * @throws Error listing every schema violation (path: message).
+ */
+export function parseBehaviourScript(input: unknown): BehaviourScript {
+  let value = input;
+  if (typeof input === 'string') {
+    try {
+      value = parseYaml(input);
+    } catch (error) {
+      throw new Error(`behaviour script is not valid YAML: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  const result = behaviourScriptSchema.safeParse(value);
+  if (!result.success) {
+    const issues = result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    throw new Error(`invalid behaviour script: ${issues}`);
+  }
+  return result.data;
+}
+
+/** A 32-bit FNV-1a hash of a string's UTF-16 code units, finalised; deterministic across runs and machines. */
+export function hashString(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** Pick a session's variant by a seeded hash of its id: weights are relative probabilities. Returns the variant name. */
+export function chooseVariant(script: BehaviourScript, sessionId: string): string {
+  const entries = Object.entries(script.variants).filter(([, v]) => v.weight > 0);
+  const total = entries.reduce((sum, [, v]) => sum + v.weight, 0);
+  let point = (hashString(`${script.seed ?? ''}\u0000${sessionId}`) / 4294967296) * total;
+  for (const [name, variant] of entries) {
+    if (point < variant.weight) return name;
+    point -= variant.weight;
+  }
+  return entries[entries.length - 1]![0];
+}
+
+/** The shell-like tool of a request and how to fill its command argument. */
+export interface ShellTool {
+  name: string;
+  /** Property that takes the command. */
+  commandArg: string;
+  /** `string`: the command line; `argv`: `["bash", "-lc", cmd]`. */
+  commandKind: 'string' | 'argv';
+  parameters: Record<string, unknown>;
+}
+
+// PROTOCOL-NOTES §4: Claude Code Bash, pi bash, Codex exec_command, Qwen Code / Gemini CLI run_shell_command, OpenCode bash.
+const KNOWN_SHELL_TOOLS: Record<string, string> = { Bash: 'command', bash: 'command', exec_command: 'cmd', run_shell_command: 'command', shell: 'command' };
+
+type Schema = { type?: unknown; properties?: Record<string, Schema>; required?: unknown; items?: Schema; enum?: unknown[]; default?: unknown; minimum?: number; [key: string]: unknown };
+
+function schemaType(schema: Schema | undefined): string | undefined {
+  const type = schema?.type;
+  if (Array.isArray(type)) return type.find((t) => t !== 'null') as string | undefined;
+  return typeof type === 'string' ? type : undefined;
+}
+
+function commandKindOf(schema: Schema | undefined): 'string' | 'argv' | null {
+  const type = schemaType(schema);
+  if (type === 'string') return 'string';
+  if (type === 'array' && (schemaType(schema?.items) ?? 'string') === 'string') return 'argv';
+  return null;
+}
+
+/**
+ * Find the harness's shell-like tool: a known name (Bash, bash, exec_command, run_shell_command, shell) whose schema
+ * has the expected command property, else any tool whose only required property is a string (or argv array) named
+ * `command` or `cmd`. Returns null when the request has none.
+ */
+export function findShellTool(tools: readonly ChatTool[]): ShellTool | null {
+  const functions = tools.filter((t) => t && typeof t.function?.name === 'string').map((t) => t.function);
+  for (const fn of functions) {
+    const arg = KNOWN_SHELL_TOOLS[fn.name];
+    const parameters = (fn.parameters ?? {}) as Schema;
+    const kind = arg ? commandKindOf(parameters.properties?.[arg]) : null;
+    if (arg && kind) return { name: fn.name, commandArg: arg, commandKind: kind, parameters };
+  }
+  for (const fn of functions) {
+    const parameters = (fn.parameters ?? {}) as Schema;
+    const required = Array.isArray(parameters.required) ? (parameters.required as string[]) : [];
+    if (required.length !== 1) continue;
+    const arg = required[0]!;
+    if (arg !== 'command' && arg !== 'cmd') continue;
+    const kind = commandKindOf(parameters.properties?.[arg]);
+    if (kind) return { name: fn.name, commandArg: arg, commandKind: kind, parameters };
+  }
+  return null;
+}
+
+/** A value for a required property other than the command, from its schema (default, enum, or a plain value). */
+function fillValue(name: string, schema: Schema | undefined, command: string): unknown {
+  if (schema?.default !== undefined) return schema.default;
+  if (Array.isArray(schema?.enum) && schema.enum.length > 0) return schema.enum[0];
+  switch (schemaType(schema)) {
+    case 'string':
+      return /desc|title|summary|reason|explanation/i.test(name) ? `Run: ${command.length > 60 ? `${command.slice(0, 57)}...` : command}` : '';
+    case 'integer':
+    case 'number':
+      return /timeout/i.test(name) ? 120_000 : (schema?.minimum ?? 0);
+    case 'boolean':
+      return false;
+    case 'array':
+      return [];
+    case 'object':
+      return {};
+    default:
+      return '';
+  }
+}
+
+/** Arguments object for a call of the shell tool running `command`, with every other required property filled. */
+export function shellArguments(tool: ShellTool, command: string): Record<string, unknown> {
+  const args: Record<string, unknown> = {};
+  const props = (tool.parameters as Schema).properties ?? {};
+  const required = Array.isArray((tool.parameters as Schema).required) ? ((tool.parameters as Schema).required as string[]) : [];
+  // Keep the schema's property order, as a model trained on the schema would.
+  for (const name of Object.keys(props)) {
+    if (name === tool.commandArg) args[name] = tool.commandKind === 'argv' ? ['bash', '-lc', command] : command;
+    else if (required.includes(name)) args[name] = fillValue(name, props[name], command);
+  }
+  if (!(tool.commandArg in args)) args[tool.commandArg] = tool.commandKind === 'argv' ? ['bash', '-lc', command] : command;
+  for (const name of required) if (!(name in args)) args[name] = fillValue(name, props[name], command);
+  return args;
+}
+
+/** Where the chat template left the think block at the end of the prompt. */
+export type ThinkingState = 'none' | 'opened' | 'disabled';
+
+export interface TurnPlan {
+  /** The assistant text to sample, in Qwen3's format (without the end-of-turn token). */
+  text: string;
+  variant: string | null;
+  step: number;
+  kind: 'tool_call' | 'say' | 'done' | 'default';
+}
+
+/** The answer when no script is registered for the task. */
+export const DEFAULT_ANSWER = 'Hello! This is the Polar simulator: no behaviour script is registered for this task.';
+/** The answer once a variant's steps are exhausted. */
+export const DONE_ANSWER = 'Done.';
+
+/**
+ * Plan one assistant turn.
+ * @param toolResults number of tool results already in the conversation (= step index).
+ * @param thinking whether the prompt opened (`<think>\n`) or disabled (`<think>\n\n</think>\n\n`) the think block.
+ */
+export function planTurn(input: {
+  script: BehaviourScript | null;
+  sessionId: string;
+  toolResults: number;
+  tools: readonly ChatTool[];
+  thinking: ThinkingState;
+}): TurnPlan {
+  const { script, toolResults, thinking } = input;
+  const withThink = (think: string | undefined, body: string) => {
+    if (think === undefined || thinking === 'disabled') return thinking === 'opened' ? `\n</think>\n\n${body}` : body;
+    return thinking === 'opened' ? `${think}\n</think>\n\n${body}` : `<think>\n${think}\n</think>\n\n${body}`;
+  };
+  if (!script) return { text: withThink(undefined, DEFAULT_ANSWER), variant: null, step: toolResults, kind: 'default' };
+  const variant = chooseVariant(script, input.sessionId);
+  const step = script.variants[variant]!.steps[toolResults];
+  if (!step) return { text: withThink(undefined, DONE_ANSWER), variant, step: toolResults, kind: 'done' };
+  if ('say' in step) return { text: withThink(step.think, step.say), variant, step: toolResults, kind: 'say' };
+  const tool = findShellTool(input.tools);
+  if (!tool) {
+    return { text: withThink(step.think, `I would run this command, but no shell tool is available:\n${step.shell}`), variant, step: toolResults, kind: 'say' };
+  }
+  const call = `<tool_call>\n${pythonJsonDumps({ name: tool.name, arguments: shellArguments(tool, step.shell) })}\n</tool_call>`;
+  return { text: withThink(step.think, call), variant, step: toolResults, kind: 'tool_call' };
+}

@@ -1,0 +1,118 @@
+/**
+ * The builder registry and `buildTrajectory` (contract 6; ARCHITECTURE.md §4). A builder turns one session's
+ * CompletionRecords into traces; adding a strategy is one entry in `BUILDERS`.
+ */
+import type { BuilderName, CompletionRecord, ReconstructionStats, Trace, Trajectory, TrajectoryStatus } from '../core/records.ts';
+import { applyTrainingFilter } from './filter.ts';
+import { buildPrefixMerged } from './prefix-merging.ts';
+import { BREAK_REASONS, type BuildContext, singleTrace } from './trace-parts.ts';
+
+export interface BuilderOutput {
+  traces: Trace[];
+  stats: ReconstructionStats;
+  /** End-of-turn ids the builder used (configured or detected; empty when it needs none or found none). */
+  eotIds: number[];
+}
+
+/** A trajectory builder: records of one session, in seq order → traces. Must place every record in one trace. */
+export interface TraceBuilder {
+  readonly name: BuilderName;
+  build(records: readonly CompletionRecord[], ctx: BuildContext): BuilderOutput;
+}
+
+const perRequest: TraceBuilder = {
+  name: 'per_request',
+  build(records, ctx) {
+    const breaks: Record<string, number> = {};
+    for (const reason of BREAK_REASONS) breaks[reason] = 0;
+    const traces = records.map((rec, i) => {
+      const trace = singleTrace(rec, 'per_request', ctx, i, 'first');
+      if (typeof trace.metadata.capture_error === 'string') {
+        trace.metadata.started_by = 'capture_error';
+        breaks.capture_error = (breaks.capture_error ?? 0) + 1;
+      }
+      return trace;
+    });
+    return { traces, stats: { completions: records.length, chains: traces.length, merged: records.length, breaks }, eotIds: [] };
+  },
+};
+
+const prefixMerging: TraceBuilder = {
+  name: 'prefix_merging',
+  build: (records, ctx) => buildPrefixMerged(records, ctx),
+};
+
+/** Every registered builder by name. */
+export const BUILDERS: Readonly<Record<BuilderName, TraceBuilder>> = {
+  per_request: perRequest,
+  prefix_merging: prefixMerging,
+};
+
+/** The names `--builder` and `TaskRequest.builder.strategy` accept. */
+export const BUILDER_NAMES = Object.keys(BUILDERS) as BuilderName[];
+
+/** Look up a builder. @throws Error naming the valid strategies when `name` is unknown. */
+export function getBuilder(name: string): TraceBuilder {
+  if (!Object.hasOwn(BUILDERS, name)) {
+    throw new Error(`unknown builder strategy ${JSON.stringify(name)}; expected one of ${BUILDER_NAMES.join(', ')}`);
+  }
+  return BUILDERS[name as BuilderName];
+}
+
+export interface BuildTrajectoryOptions {
+  strategy: BuilderName;
+  /** End-of-turn ids from the tokenizer config (e.g. Qwen3 [151645, 151643]); default: detect from the records. */
+  eotIds?: number[];
+  session_id: string;
+  task_id: string;
+  harness: string;
+  status: TrajectoryStatus;
+  /** Which budget ran out when status is TIMEOUT: `agent` (agent_timeout during the run) stays trainable. */
+  timeoutKind?: 'agent' | 'total';
+}
+
+/**
+ * Build a session's trajectory: traces with reward 0 (rewards come from `applyRewards`), the training filter for
+ * its status applied, and `metadata.reconstruction_stats`. Records are sorted by seq; none is ever dropped.
+ * @param records CompletionRecords of this one session (any order)
+ * @returns Trajectory with metadata {reconstruction_stats, evaluation: null, training_filter, builder, session_id,
+ *   task_id, eot_ids, timeout_kind}
+ * @throws Error on an unknown strategy, a record of another session, or a duplicate completion_id
+ */
+export function buildTrajectory(records: readonly CompletionRecord[], opts: BuildTrajectoryOptions): Trajectory {
+  const builder = getBuilder(opts.strategy);
+  if (!Array.isArray(records)) throw new Error('records must be an array of CompletionRecords');
+  if (opts.eotIds !== undefined && (!Array.isArray(opts.eotIds) || !opts.eotIds.every((id) => Number.isInteger(id)))) {
+    throw new Error('eotIds must be an array of integer token ids');
+  }
+  const seen = new Set<string>();
+  for (const rec of records) {
+    if (rec.session_id !== opts.session_id) {
+      throw new Error(`record ${rec.completion_id} belongs to session ${rec.session_id}, not ${opts.session_id}`);
+    }
+    if (seen.has(rec.completion_id)) throw new Error(`duplicate completion_id ${rec.completion_id}`);
+    seen.add(rec.completion_id);
+  }
+  const ordered = records.slice().sort((a, b) => a.seq - b.seq);
+  const ctx: BuildContext = {
+    session_id: opts.session_id,
+    task_id: opts.task_id,
+    harness: opts.harness,
+    eotIds: opts.eotIds && opts.eotIds.length > 0 ? opts.eotIds : null,
+  };
+  const out = builder.build(ordered, ctx);
+  return applyTrainingFilter({
+    status: opts.status,
+    traces: out.traces,
+    metadata: {
+      reconstruction_stats: out.stats,
+      evaluation: null,
+      training_filter: { trainable: true, reasons: [] },
+      builder: builder.name,
+      session_id: opts.session_id,
+      task_id: opts.task_id,
+      eot_ids: out.eotIds,
+      timeout_kind: opts.status === 'TIMEOUT' ? (opts.timeoutKind ?? 'total') : null,
+    },
+  });
+}

@@ -1,0 +1,210 @@
+/**
+ * The `prefix_merging` builder (paper §3.4.2, ARCHITECTURE.md §4): the completions of one agent conversation become
+ * one trace `a_1 ‖ u_1 ‖ a_2 ‖ … ‖ a_K`, sampled answers `a` (mask 1, real logprobs) joined by the canonical
+ * interstitials `u` (tool results, template glue; mask 0, logprob 0.0) cut from the next prompt.
+ *
+ * Beyond Polar: a failed split or a prefix break opens a new chain from that completion, so no completion is ever
+ * dropped, and a record with an unsound capture gets a chain of its own (masked), so it is never silently merged.
+ * Sources: "Polar: Agentic RL on Any Harness at Scale" (arXiv 2605.24220) §3.4.2; Polar's
+ * `src/polar/trajectory/builder/prefix_merging.py` (NVIDIA-NeMo/ProRL-Agent-Server), which this follows for the split.
+ */
+import type { CompletionRecord, ReconstructionStats, Trace } from '../core/records.ts';
+import {
+  BREAK_REASONS,
+  type BreakReason,
+  type BuildContext,
+  type ChainStart,
+  assistantMessage,
+  captureProblem,
+  singleTrace,
+  traceMetadata,
+} from './trace-parts.ts';
+
+/** Finish reasons whose last sampled id is the model's own end-of-turn token (vLLM reports tool calls separately). */
+const NATURAL_STOPS = new Set(['stop', 'tool-calls']);
+
+interface Chain {
+  index: number;
+  members: CompletionRecord[];
+  startedBy: ChainStart;
+  /** prompt_ids of the last member: a later completion joins when this is a strict prefix of its prompt. */
+  tip: number[];
+  lastResponse: number[];
+  /** Sequence number of the last member (ties between equal tips go to the most recent chain). */
+  lastSeq: number;
+  responseIds: number[];
+  lossMask: number[];
+  logprobs: number[];
+  responseMessages: unknown[];
+  /** Request messages already accounted for (the prompt plus every turn merged so far). */
+  messagesSeen: number;
+  interstitialTokens: number;
+  /** Set for a closed single-record chain (capture error): built at once, never extended. */
+  closed: Trace | null;
+}
+
+/**
+ * The end-of-turn id detected from the records: the last sampled id of the first sound completion (seq order) that
+ * finished naturally (`stop`, or `tool-calls`, which ends on the same template token). Null when there is none.
+ */
+export function detectEotId(records: readonly CompletionRecord[]): number | null {
+  for (const rec of records) {
+    if (!NATURAL_STOPS.has(rec.finish_reason?.unified) || captureProblem(rec) !== null) continue;
+    const last = rec.response_ids[rec.response_ids.length - 1];
+    if (last !== undefined) return last;
+  }
+  return null;
+}
+
+/**
+ * True when `tip` is a strict prefix of `ids`. Cheap probes (last, first, middle) reject most non-matching tips in
+ * O(1); a match costs one pass over the tip, which no exact check can avoid.
+ */
+export function isStrictPrefix(tip: readonly number[], ids: readonly number[]): boolean {
+  const n = tip.length;
+  if (n === 0 || n >= ids.length) return false;
+  if (tip[n - 1] !== ids[n - 1] || tip[0] !== ids[0] || tip[n >> 1] !== ids[n >> 1]) return false;
+  for (let i = 0; i < n; i++) if (tip[i] !== ids[i]) return false;
+  return true;
+}
+
+/**
+ * Build prefix-merged traces for one session's records (already in seq order).
+ * @returns one trace per chain, in order of each chain's first completion, and the reconstruction stats
+ *   (`merged` counts completions placed into traces, which is all of them).
+ */
+export function buildPrefixMerged(
+  records: readonly CompletionRecord[],
+  ctx: BuildContext,
+): { traces: Trace[]; stats: ReconstructionStats; eotIds: number[] } {
+  const breaks: Record<string, number> = {};
+  for (const reason of BREAK_REASONS) breaks[reason] = 0;
+  const detected = ctx.eotIds === null ? detectEotId(records) : null;
+  const eotIds: number[] = ctx.eotIds !== null ? [...ctx.eotIds] : detected === null ? [] : [detected];
+  const eotSet = new Set(eotIds);
+  const singleEot = eotIds.length === 1 ? eotIds[0]! : null;
+
+  const chains: Chain[] = [];
+  const open: Chain[] = [];
+
+  const openChain = (rec: CompletionRecord, startedBy: ChainStart): Chain => {
+    if (startedBy !== 'first') breaks[startedBy] = (breaks[startedBy] ?? 0) + 1;
+    const assistant = assistantMessage(rec);
+    const chain: Chain = {
+      index: chains.length,
+      members: [rec],
+      startedBy,
+      tip: rec.prompt_ids,
+      lastResponse: rec.response_ids,
+      lastSeq: rec.seq,
+      responseIds: rec.response_ids.slice(),
+      lossMask: new Array<number>(rec.response_ids.length).fill(1),
+      logprobs: rec.logprobs.slice(),
+      responseMessages: assistant ? [assistant] : [],
+      messagesSeen: (rec.ir_request?.messages?.length ?? 0) + 1,
+      interstitialTokens: 0,
+      closed: null,
+    };
+    chains.push(chain);
+    open.push(chain);
+    return chain;
+  };
+
+  for (const rec of records) {
+    if (captureProblem(rec) !== null) {
+      const index = chains.length;
+      breaks.capture_error = (breaks.capture_error ?? 0) + 1;
+      chains.push({
+        index, members: [rec], startedBy: 'capture_error', tip: [], lastResponse: [], lastSeq: rec.seq,
+        responseIds: [], lossMask: [], logprobs: [], responseMessages: [], messagesSeen: 0, interstitialTokens: 0,
+        closed: singleTrace(rec, 'prefix_merging', ctx, index, 'capture_error'),
+      });
+      continue;
+    }
+    const prompt = rec.prompt_ids;
+    const chain = findChain(open, prompt);
+    if (chain === null) {
+      openChain(rec, open.length === 0 ? 'first' : 'prefix_break');
+      continue;
+    }
+    // The canonical tail is prompt[tip.length:]; only it is scanned, so a turn costs O(new tokens) here.
+    const start = chain.tip.length;
+    let eotAt = -1;
+    if (singleEot !== null) {
+      for (let i = start; i < prompt.length; i++) if (prompt[i] === singleEot) { eotAt = i; break; }
+    } else if (eotSet.size > 0) {
+      for (let i = start; i < prompt.length; i++) if (eotSet.has(prompt[i]!)) { eotAt = i; break; }
+    }
+    if (eotAt < 0) {
+      openChain(rec, eotSet.size === 0 ? 'eot_unknown' : 'no_eot');
+      continue;
+    }
+    const prevLast = chain.lastResponse[chain.lastResponse.length - 1];
+    // A truncated answer has no EOT of its own: the interstitial then starts at the canonical EOT that closes it.
+    const from = prevLast !== undefined && eotSet.has(prevLast) ? eotAt + 1 : eotAt;
+    const { responseIds, lossMask, logprobs } = chain;
+    for (let i = from; i < prompt.length; i++) {
+      responseIds.push(prompt[i]!);
+      lossMask.push(0);
+      logprobs.push(0);
+    }
+    chain.interstitialTokens += prompt.length - from;
+    const sampled = rec.response_ids;
+    const lps = rec.logprobs;
+    for (let i = 0; i < sampled.length; i++) {
+      responseIds.push(sampled[i]!);
+      lossMask.push(1);
+      logprobs.push(lps[i]!);
+    }
+    const messages = rec.ir_request?.messages ?? [];
+    for (let i = chain.messagesSeen; i < messages.length; i++) chain.responseMessages.push(messages[i]);
+    const assistant = assistantMessage(rec);
+    if (assistant) chain.responseMessages.push(assistant);
+    chain.messagesSeen = messages.length + 1;
+    chain.members.push(rec);
+    chain.tip = prompt;
+    chain.lastResponse = sampled;
+    chain.lastSeq = rec.seq;
+  }
+
+  const traces = chains.map((chain) => chain.closed ?? finishChain(chain, ctx));
+  const stats: ReconstructionStats = {
+    completions: records.length,
+    chains: chains.length,
+    merged: chains.reduce((n, c) => n + c.members.length, 0),
+    breaks,
+  };
+  return { traces, stats, eotIds };
+}
+
+/** The open chain with the longest tip that is a strict prefix of `prompt` (ties: the most recently extended). */
+function findChain(open: readonly Chain[], prompt: readonly number[]): Chain | null {
+  const candidates: Chain[] = [];
+  for (const chain of open) if (chain.tip.length < prompt.length) candidates.push(chain);
+  candidates.sort((a, b) => b.tip.length - a.tip.length || b.lastSeq - a.lastSeq);
+  for (const chain of candidates) if (isStrictPrefix(chain.tip, prompt)) return chain;
+  return null;
+}
+
+function finishChain(chain: Chain, ctx: BuildContext): Trace {
+  const first = chain.members[0]!;
+  const last = chain.members[chain.members.length - 1]!;
+  return {
+    prompt_ids: first.prompt_ids.slice(),
+    response_ids: chain.responseIds,
+    loss_mask: chain.lossMask,
+    response_logprobs: chain.logprobs,
+    prompt_messages: first.ir_request?.messages?.slice() ?? [],
+    response_messages: chain.responseMessages,
+    tools: first.ir_request?.tools?.slice() ?? [],
+    finish_reason: last.finish_reason,
+    reward: 0,
+    metadata: traceMetadata(chain.members, 'prefix_merging', ctx, {
+      chain_index: chain.index,
+      started_by: chain.startedBy,
+      interstitial_tokens: chain.interstitialTokens,
+    }),
+  };
+}
+
+export type { BreakReason };

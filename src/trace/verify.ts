@@ -1,0 +1,272 @@
+/**
+ * `verifyTraces`: check the builder invariant of ARCHITECTURE.md §4 against the stored records. Every token with
+ * loss_mask=1 must be a token the behaviour policy sampled, in order, with its recorded logprob (and, under the
+ * simulator, the logprob its scoring function gives in the context the engine really saw); no completion may be
+ * dropped or used twice.
+ */
+import type { CompletionRecord, Trace, Trajectory } from '../core/records.ts';
+import { captureProblem } from './trace-parts.ts';
+
+export type ViolationKind =
+  | 'shape'
+  | 'unknown_completion'
+  | 'duplicate_completion'
+  | 'dropped_completion'
+  | 'empty_trace'
+  | 'prompt_mismatch'
+  | 'token_mismatch'
+  | 'extra_sampled_token'
+  | 'missing_sampled_tokens'
+  | 'logprob_mismatch'
+  | 'missing_logprobs'
+  | 'interstitial_logprob'
+  | 'rescore_mismatch'
+  | 'masked_trace';
+
+export interface VerifyViolation {
+  kind: ViolationKind;
+  /** Index of the trace in trajectory.traces (null for a violation of the whole trajectory). */
+  trace: number | null;
+  completion_id?: string;
+  /** Position in the trace's response_ids, when the violation is about one token. */
+  position?: number;
+  message: string;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  traces: number;
+  completions: number;
+  /** Mask-1 tokens checked against the records. */
+  sampled_tokens: number;
+  /** Mask-1 logprobs re-scored (0 without a rescore function). */
+  rescored_tokens: number;
+  violations: VerifyViolation[];
+  /** Violations not listed because a trace had more than `maxPerTrace`. */
+  suppressed: number;
+}
+
+export interface VerifyOptions {
+  /**
+   * Re-score a token: logprob of `token` after `contextIds` (the completion's prompt ids followed by the ids it had
+   * sampled before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts).
+   */
+  rescore?: (contextIds: ArrayLike<number>, token: number) => number;
+  /** Token-level violations listed per trace before the rest are only counted (default 5). */
+  maxPerTrace?: number;
+}
+
+const same = (a: number, b: number): boolean => Math.fround(a) === Math.fround(b);
+
+/**
+ * Verify a trajectory's traces against the session's records. Logprobs compare at float32 precision (the store
+ * keeps Float32). A trace masked by the training filter (`metadata.training_filter.masked`) or built from an unsound
+ * capture must have an all-zero mask and still contain its completions' sampled ids in order.
+ * @param records every CompletionRecord of the session (any order)
+ * @returns a report; `ok` is true when `violations` is empty and nothing was suppressed
+ */
+export function verifyTraces(records: readonly CompletionRecord[], trajectory: Trajectory, opts: VerifyOptions = {}): VerifyReport {
+  const maxPerTrace = opts.maxPerTrace ?? 5;
+  const byId = new Map<string, CompletionRecord>();
+  for (const rec of records) byId.set(rec.completion_id, rec);
+  const usedIn = new Map<string, number>();
+  const violations: VerifyViolation[] = [];
+  let suppressed = 0;
+  let sampledTokens = 0;
+  let rescoredTokens = 0;
+
+  const traces: readonly Trace[] = Array.isArray(trajectory?.traces) ? trajectory.traces : [];
+  if (!Array.isArray(trajectory?.traces)) {
+    violations.push({ kind: 'shape', trace: null, message: 'trajectory has no traces array' });
+  }
+
+  traces.forEach((trace, t) => {
+    let tokenViolations = 0;
+    const push = (v: VerifyViolation, tokenLevel = false): void => {
+      if (tokenLevel && ++tokenViolations > maxPerTrace) {
+        suppressed++;
+        return;
+      }
+      violations.push(v);
+    };
+
+    const ids = trace.metadata?.completion_ids;
+    if (!Array.isArray(ids) || ids.length === 0) {
+      push({ kind: 'empty_trace', trace: t, message: `trace ${t} names no completions (metadata.completion_ids)` });
+      return;
+    }
+    const members: CompletionRecord[] = [];
+    for (const id of ids) {
+      const prior = usedIn.get(id);
+      if (prior !== undefined) {
+        push({ kind: 'duplicate_completion', trace: t, completion_id: id, message: `completion ${id} is in trace ${prior} and trace ${t}` });
+      } else usedIn.set(id, t);
+      const rec = byId.get(id);
+      if (rec) members.push(rec);
+      else push({ kind: 'unknown_completion', trace: t, completion_id: id, message: `trace ${t} names completion ${id}, which is not in the records` });
+    }
+
+    const { response_ids: resp, loss_mask: mask, response_logprobs: lps } = trace;
+    if (!Array.isArray(resp) || !Array.isArray(mask) || resp.length !== mask.length) {
+      push({ kind: 'shape', trace: t, message: `trace ${t}: loss_mask has ${mask?.length} entries for ${resp?.length} response ids` });
+      return;
+    }
+    if (lps !== null && (!Array.isArray(lps) || lps.length !== resp.length)) {
+      push({ kind: 'shape', trace: t, message: `trace ${t}: response_logprobs has ${lps?.length} entries for ${resp.length} response ids` });
+      return;
+    }
+    const badMask = mask.findIndex((m) => m !== 0 && m !== 1);
+    if (badMask >= 0) {
+      push({ kind: 'shape', trace: t, position: badMask, message: `trace ${t}: loss_mask[${badMask}] is ${mask[badMask]}, not 0 or 1` });
+      return;
+    }
+
+    const first = members[0];
+    if (first && captureProblem(first) === null) {
+      const at = firstDifference(trace.prompt_ids, first.prompt_ids);
+      if (at >= 0) {
+        push({ kind: 'prompt_mismatch', trace: t, completion_id: first.completion_id, position: at,
+          message: `trace ${t}: prompt_ids differ from completion ${first.completion_id}'s prompt at index ${at}` });
+      }
+    }
+
+    const sound = members.filter((m) => captureProblem(m) === null);
+    const filterNote = trace.metadata.training_filter as { masked?: boolean } | undefined;
+    if (filterNote?.masked === true || sound.length === 0) {
+      const on = mask.indexOf(1);
+      if (on >= 0) {
+        push({ kind: 'masked_trace', trace: t, position: on,
+          message: `trace ${t} is masked (${filterNote?.masked ? 'training filter' : 'capture error'}) but loss_mask[${on}] is 1` });
+      }
+      checkSubsequence(trace, t, sound, push);
+      return;
+    }
+
+    // Walk mask-1 positions against the concatenated samples of the sound members.
+    let m = 0;
+    let j = 0;
+    let context: Int32Array | null = null;
+    let missingLogprobsReported = false;
+    const nextMember = (): CompletionRecord | undefined => {
+      while (m < sound.length && j >= sound[m]!.response_ids.length) {
+        m++;
+        j = 0;
+        context = null;
+      }
+      return sound[m];
+    };
+    for (let pos = 0; pos < resp.length; pos++) {
+      if (mask[pos] === 0) {
+        if (lps !== null && lps[pos] !== 0) {
+          push({ kind: 'interstitial_logprob', trace: t, position: pos,
+            message: `trace ${t} pos ${pos}: masked token has logprob ${lps[pos]}, expected the 0.0 placeholder` }, true);
+        }
+        continue;
+      }
+      const rec = nextMember();
+      if (!rec) {
+        push({ kind: 'extra_sampled_token', trace: t, position: pos,
+          message: `trace ${t} pos ${pos}: token ${resp[pos]} has loss_mask 1 but every sampled token is already accounted for` }, true);
+        continue;
+      }
+      const expected = rec.response_ids[j]!;
+      sampledTokens++;
+      if (resp[pos] !== expected) {
+        push({ kind: 'token_mismatch', trace: t, completion_id: rec.completion_id, position: pos,
+          message: `trace ${t} pos ${pos}: token ${resp[pos]} has loss_mask 1, but completion ${rec.completion_id} sampled ${expected} (its token ${j})` }, true);
+        j++;
+        continue;
+      }
+      if (lps === null) {
+        if (!missingLogprobsReported) {
+          push({ kind: 'missing_logprobs', trace: t, message: `trace ${t}: response_logprobs is null but its completions recorded logprobs` });
+          missingLogprobsReported = true;
+        }
+      } else {
+        const recorded = rec.logprobs[j]!;
+        if (!same(lps[pos]!, recorded)) {
+          push({ kind: 'logprob_mismatch', trace: t, completion_id: rec.completion_id, position: pos,
+            message: `trace ${t} pos ${pos}: logprob ${lps[pos]} ≠ recorded ${recorded} (completion ${rec.completion_id}, token ${j})` }, true);
+        } else if (opts.rescore) {
+          context ??= contextOf(rec);
+          const scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected);
+          rescoredTokens++;
+          if (!same(lps[pos]!, scored)) {
+            push({ kind: 'rescore_mismatch', trace: t, completion_id: rec.completion_id, position: pos,
+              message: `trace ${t} pos ${pos}: logprob ${lps[pos]} ≠ re-scored ${scored} (completion ${rec.completion_id}, token ${j})` }, true);
+          }
+        }
+      }
+      j++;
+    }
+    if (nextMember() !== undefined) {
+      let left = 0;
+      for (let k = m; k < sound.length; k++) left += sound[k]!.response_ids.length - (k === m ? j : 0);
+      push({ kind: 'missing_sampled_tokens', trace: t, completion_id: sound[m]!.completion_id,
+        message: `trace ${t}: ${left} sampled token(s) from completion ${sound[m]!.completion_id} on never appear with loss_mask 1` });
+    }
+  });
+
+  for (const rec of records) {
+    if (!usedIn.has(rec.completion_id)) {
+      violations.push({ kind: 'dropped_completion', trace: null, completion_id: rec.completion_id,
+        message: `completion ${rec.completion_id} (seq ${rec.seq}) appears in no trace` });
+    }
+  }
+  return {
+    ok: violations.length === 0 && suppressed === 0,
+    traces: traces.length,
+    completions: records.length,
+    sampled_tokens: sampledTokens,
+    rescored_tokens: rescoredTokens,
+    violations,
+    suppressed,
+  };
+}
+
+/** Human-readable report, one violation a line. */
+export function formatVerifyReport(report: VerifyReport, label = 'trajectory'): string {
+  const head = `${label}: ${report.ok ? 'OK' : 'FAILED'} — ${report.traces} trace(s), ${report.completions} completion(s), ` +
+    `${report.sampled_tokens} sampled token(s) checked, ${report.rescored_tokens} re-scored`;
+  const lines = [head];
+  for (const v of report.violations) lines.push(`  ✗ [${v.kind}] ${v.message}`);
+  if (report.suppressed > 0) lines.push(`  … and ${report.suppressed} more token-level violation(s)`);
+  return lines.join('\n');
+}
+
+/** The prompt followed by the sampled ids: what the engine had seen before each sampled token. */
+function contextOf(rec: CompletionRecord): Int32Array {
+  const buf = new Int32Array(rec.prompt_ids.length + rec.response_ids.length);
+  buf.set(rec.prompt_ids, 0);
+  buf.set(rec.response_ids, rec.prompt_ids.length);
+  return buf;
+}
+
+function firstDifference(a: readonly number[] | undefined, b: readonly number[]): number {
+  if (!Array.isArray(a)) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return a.length === b.length ? -1 : n;
+}
+
+function checkSubsequence(
+  trace: Trace,
+  t: number,
+  sound: readonly CompletionRecord[],
+  push: (v: VerifyViolation, tokenLevel?: boolean) => void,
+): void {
+  const resp = trace.response_ids;
+  let pos = 0;
+  for (const rec of sound) {
+    for (let j = 0; j < rec.response_ids.length; j++) {
+      const want = rec.response_ids[j];
+      while (pos < resp.length && resp[pos] !== want) pos++;
+      if (pos >= resp.length) {
+        push({ kind: 'missing_sampled_tokens', trace: t, completion_id: rec.completion_id,
+          message: `trace ${t}: masked trace lacks sampled token ${j} (${want}) of completion ${rec.completion_id}` });
+        return;
+      }
+      pos++;
+    }
+  }
+}
