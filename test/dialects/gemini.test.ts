@@ -270,8 +270,9 @@ describe('stream encoder', () => {
   test('data-only frames; parallel calls in separate parts; finishReason and usage on the last frame; reassembly equals the non-streaming body', () => {
     const response = full();
     const text = stream([start(response), { type: 'keep-alive' }, ...responseToStreamEvents(response)]);
-    expect(text.startsWith(': keep-alive\n\n')).toBe(true);
-    expect(text).not.toContain('event:');
+    // No SSE comments at all: gemini-cli's bundled @google/genai cannot skip them (see encode-stream.ts).
+    expect(text.startsWith('data: ')).toBe(true);
+    expect(text.split('\n\n').filter(Boolean).every((frame) => frame.startsWith('data: '))).toBe(true);
     const frames = dataFrames(text);
     expect(frames.length).toBe(4);
     for (const frame of frames) {

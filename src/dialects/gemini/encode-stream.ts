@@ -4,11 +4,15 @@
  * one frame per complete functionCall (arguments are buffered: Gemini sends a call whole). The last content frame is held
  * back so that `finishReason` and the full `usageMetadata` ride on it, as Gemini does; a reply without content ends
  * with a frame whose `parts` is empty. Errors after the first byte are `data: {"error": {code, message, status}}`,
- * which @google/genai raises as an ApiError. Keep-alives (and the `start` event) are SSE comments.
+ * which @google/genai raises as an ApiError.
+ * Keep-alives and the `start` event write NOTHING: the @google/genai 1.30 bundled in gemini-cli 0.61 only parses a buffer
+ * that begins with `data:` (its regex is anchored), so one SSE comment stalls the parse and the CLI fails with
+ * "Incomplete JSON segment at the end" (seen with the real CLI, test/e2e/proxy2-cli.test.ts). Real Gemini streams send
+ * no bytes before the first chunk either; the response headers still go out at once.
  * Source: https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
  */
 import type { CodecContext } from '../../core/dialect.ts';
-import { SSE_COMMENT_KEEPALIVE, sseFrame, type IRStreamEvent, type StreamEncoder } from '../../core/stream.ts';
+import { sseFrame, type IRStreamEvent, type StreamEncoder } from '../../core/stream.ts';
 import { encodeError } from './errors.ts';
 import { encodeFinishReason } from './finish-reason.ts';
 import { functionCallPart, type GenerateContentResponse, type WirePart } from './encode-response.ts';
@@ -46,9 +50,9 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
         case 'start':
           responseId = event.id;
           model = event.model;
-          return SSE_COMMENT_KEEPALIVE;
+          return '';
         case 'keep-alive':
-          return SSE_COMMENT_KEEPALIVE;
+          return '';
         case 'reasoning-delta':
           return event.text ? hold(chunk([{ text: event.text, thought: true }])) : '';
         case 'text-delta':
