@@ -83,6 +83,19 @@ describe('buildChatRequest', () => {
     expect(body.tools).toBeUndefined();
     expect(body.tool_choice).toBeUndefined();
   });
+
+  test('whitespace-only text next to tool calls is echoed as null content (keeps the next prompt an extension)', () => {
+    const call = { id: 'c1', name: 'bash', arguments: '{"command":"ls"}' };
+    const messages = (text: string) => [
+      { role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] },
+      { role: 'assistant' as const, content: [{ type: 'text' as const, text }], toolCalls: [call] },
+    ];
+    const opts = { servedModel: 'm', defaults: DEFAULT_SAMPLING, reasoningField: 'reasoning' as const };
+    const assistant = (text: string) => (buildChatRequest(irRequest({ messages: messages(text) }), opts).body.messages as { content: unknown }[])[1]!;
+    expect(assistant('\n\n').content).toBeNull();
+    expect(assistant('').content).toBeNull();
+    expect(assistant('Running ls.').content).toBe('Running ls.');
+  });
 });
 
 describe('chat-mode engines against the fake engine', () => {

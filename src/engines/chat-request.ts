@@ -132,7 +132,10 @@ function encodeMessage(message: IRMessage, reasoningField: ReasoningField, warni
       return { role: 'user', content: encodeContent(message.content) };
     case 'assistant': {
       const text = textOf(message.content);
-      const out: EngineChatMessage = { role: 'assistant', content: text === '' && message.toolCalls?.length ? null : text };
+      // The engine's parsers hand back the whitespace between </think> and <tool_call> as content ("\n\n"); echoed
+      // as content, the template renders it again plus its own separator, and the next prompt no longer extends
+      // what was sampled. Whitespace-only content next to tool calls goes back as null, as most harnesses do.
+      const out: EngineChatMessage = { role: 'assistant', content: text.trim() === '' && message.toolCalls?.length ? null : text };
       if (message.content.some((p) => p.type === 'image')) {
         warnings.push({ code: 'assistant-image-dropped', message: 'images in assistant turns are not sent to the engine' });
       }

@@ -1,0 +1,125 @@
+/**
+ * End to end: the real pi CLI in each of its four API modes (`anthropic-messages`, `openai-completions`,
+ * `openai-responses`, `google-generative-ai`) completes a two-turn tool loop through the proxy with the simulator as
+ * engine (kind `sim`, a registered two-step script: run `ls`, then answer). Both calls of each run are captured, and
+ * their logprobs re-score exactly with the simulator's policy. Runs only in a loopback-only network namespace
+ * (`node scripts/test.mjs test/e2e/pi-modes.test.ts`). pi's models.json: PROTOCOL-NOTES.md §4.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DialectName } from '../../src/core/ir.ts';
+import { PI_APIS, piBaseUrl } from '../../src/gateway/harnesses/pi.ts';
+import { staticSessions } from '../../src/proxy/sessions.ts';
+import { rescoreCompletion } from '../../src/sim/policy.ts';
+import { SimServer } from '../../src/sim/server.ts';
+import { harnessBin, HARNESS_CLIS } from '../support/install-harnesses.ts';
+import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
+import { startTestProxy, type TestProxy } from '../support/proxy-harness.ts';
+
+const PI = '@mariozechner/pi-coding-agent';
+const TASK_ID = 'pi-modes-ls';
+const FINAL = 'The directory holds README.txt and main.py.';
+/** The proxy dialect each pi API mode speaks. */
+const DIALECT_OF: Record<(typeof PI_APIS)[number], DialectName> = {
+  'anthropic-messages': 'anthropic-messages',
+  'openai-completions': 'openai-chat',
+  'openai-responses': 'openai-responses',
+  'google-generative-ai': 'gemini',
+};
+
+const isolated = networkIsolated();
+let sim: SimServer;
+let proxy: TestProxy;
+let root: string;
+
+beforeAll(async () => {
+  if (!isolated) return;
+  root = mkdtempSync(join(tmpdir(), 'polar-pi-modes-'));
+  sim = await SimServer.start({
+    prefillTps: 0,
+    decodeTps: 0,
+    scripts: { [TASK_ID]: { variants: { solve: { weight: 1, steps: [{ think: 'List the files first.', shell: 'ls' }, { say: FINAL }] } } } },
+  });
+  proxy = await startTestProxy({
+    engineUrl: sim.url,
+    kind: 'sim',
+    timeoutMs: 30_000,
+    // The session key is pi's API key; every mode gets its own session of the same task.
+    sessions: staticSessions(Object.fromEntries(PI_APIS.map((api) => [`ps_${api}`, { session_id: `ps_${api}`, task_id: TASK_ID }]))),
+    options: { keepaliveIntervalMs: 1000 },
+  });
+});
+afterAll(async () => {
+  await proxy?.stop();
+  await sim?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+for (const api of PI_APIS) {
+  test.skipIf(!isolated)(`pi (${api}) completes a two-turn tool loop through the proxy; both calls captured and re-scorable ${NEEDS_ISOLATION}`, async () => {
+    const bin = harnessBin(PI, HARNESS_CLIS[PI]!, 'pi');
+    expect(bin).not.toBeNull();
+    const dir = join(root, api);
+    const work = join(dir, 'work');
+    const home = join(dir, 'home');
+    const agentDir = join(dir, 'agent');
+    for (const d of [work, home, agentDir]) mkdirSync(d, { recursive: true });
+    writeFileSync(join(work, 'README.txt'), 'hello\n');
+    writeFileSync(join(work, 'main.py'), 'print("hi")\n');
+    writeFileSync(
+      join(agentDir, 'models.json'),
+      JSON.stringify({
+        providers: {
+          polar: {
+            baseUrl: piBaseUrl(api, proxy.url),
+            api,
+            apiKey: 'POLAR_API_KEY',
+            models: [{ id: 'qwen3-sim', reasoning: false, contextWindow: 32768, maxTokens: 4096 }],
+          },
+        },
+      }),
+    );
+    const session = `ps_${api}`;
+    const proc = Bun.spawn([bin!, '-p', '--provider', 'polar', '--model', 'qwen3-sim', '--no-session', 'List the files in the current directory'], {
+      cwd: work,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, PI_CODING_AGENT_DIR: agentDir, POLAR_API_KEY: session, PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0' },
+      stdin: 'ignore',
+      stdout: 'pipe',
+      stderr: 'pipe',
+    });
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 50_000);
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    clearTimeout(timer);
+    if (code !== 0 || !stdout.includes(FINAL)) console.error(`pi (${api}) exited ${code}\nstdout:\n${stdout.slice(-3000)}\nstderr:\n${stderr.slice(-3000)}`);
+    expect(code).toBe(0);
+    expect(stdout).toContain(FINAL);
+
+    const records = proxy.store.completions.listBySession(session);
+    expect(records.length).toBeGreaterThanOrEqual(2);
+    const toolTurn = records.find((r) => r.ir_response?.toolCalls.some((c) => c.name === 'bash'));
+    const finalTurn = records.find((r) => r.ir_request.messages.some((m) => m.role === 'tool'));
+    expect(toolTurn).toBeDefined();
+    expect(finalTurn).toBeDefined();
+    expect(finalTurn!.seq).toBeGreaterThan(toolTurn!.seq);
+    expect(JSON.parse(toolTurn!.ir_response!.toolCalls[0]!.arguments)).toEqual({ command: 'ls' });
+    // pi replays the call and sends back the real `ls` output, paired with the replayed call's id.
+    const call = toolTurn!.ir_response!.toolCalls[0]!;
+    const replayed = finalTurn!.ir_request.messages.flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []) : []));
+    expect(replayed.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([[call.name, JSON.parse(call.arguments)]]);
+    const toolMessage = finalTurn!.ir_request.messages.find((m) => m.role === 'tool')!;
+    expect(toolMessage.role === 'tool' && toolMessage.toolCallId).toBe(replayed[0]!.id);
+    // pi sends Gemini calls back without ids (the proxy mints them and pairs by order); the other APIs echo our id.
+    if (api !== 'google-generative-ai') expect(replayed[0]!.id).toBe(call.id);
+    expect(JSON.stringify(toolMessage)).toContain('README.txt');
+    for (const rec of records) {
+      expect(rec.dialect).toBe(DIALECT_OF[api]);
+      expect(rec.engine_id).toBe(`sim@${sim.url}`);
+      expect(rec.capture_error).toBeNull();
+      expect(rec.prompt_ids.length).toBeGreaterThan(0);
+      expect(rec.response_ids.length).toBeGreaterThan(0);
+      expect(rec.logprobs).toEqual(rescoreCompletion(rec.prompt_ids, rec.response_ids));
+    }
+  }, 60_000);
+}
