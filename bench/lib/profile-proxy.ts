@@ -1,0 +1,47 @@
+/**
+ * CPU profile of `polar proxy --engine vllm` serving N sequential 100 KB Claude-Code-shaped Messages calls against
+ * the instant mock engine: where our own per-call cost goes. Writes Bun's markdown CPU profile
+ * (`--cpu-prof-md`) to DIR and prints its head. Usage: bun bench/lib/profile-proxy.ts [DIR] [N=300]
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { messagesBodies } from './requests.ts';
+import { freePort, startServer, stopAll, type ServerProcess } from './servers.ts';
+
+const ROOT = join(import.meta.dir, '..', '..');
+const outDir = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'polar-profile-')));
+const calls = Number(process.argv[3] ?? 300);
+if (!Number.isInteger(calls) || calls < 1) {
+  console.error('usage: bun bench/lib/profile-proxy.ts [DIR] [N]');
+  process.exit(2);
+}
+mkdirSync(outDir, { recursive: true });
+const servers: ServerProcess[] = [];
+try {
+  const mockPort = freePort();
+  const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+  servers.push(mock);
+  const port = freePort();
+  const proxy = await startServer({
+    name: 'polar proxy',
+    cmd: [process.execPath, '--cpu-prof-md', `--cpu-prof-dir=${outDir}`, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(outDir, 'polar.db')],
+    port,
+  });
+  servers.push(proxy);
+  const body = JSON.stringify({ ...messagesBodies().large, stream: false });
+  for (let i = 0; i < calls; i++) {
+    const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, body });
+    if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
+    await response.arrayBuffer();
+  }
+} finally {
+  await stopAll(servers);
+}
+const profile = readdirSync(outDir).find((f) => f.endsWith('.md'));
+if (!profile) {
+  console.error(`no profile written to ${outDir}`);
+  process.exit(1);
+}
+console.log(`profile: ${join(outDir, profile)}`);
+console.log(readFileSync(join(outDir, profile), 'utf8').split('\n').slice(0, 60).join('\n'));
