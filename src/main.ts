@@ -16,6 +16,8 @@ import * as exportCmd from './cli/export.ts';
 import * as proxyCmd from './cli/proxy.ts';
 import * as gatewayCmd from './cli/gateway.ts';
 import * as harnessCmd from './cli/harness.ts';
+import * as runCmd from './cli/run.ts';
+import * as serveCmd from './cli/serve.ts';
 
 const program = new Command();
 program
@@ -24,7 +26,7 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

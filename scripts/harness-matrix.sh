@@ -1,0 +1,74 @@
+#!/bin/sh
+# Harness matrix (issue 8): run the example task set with each real harness CLI through `polar run` (built-in
+# simulator, loopback-only network namespace) and print harness × (sessions completed, pass@1, completions, traces).
+#
+#   scripts/harness-matrix.sh                      # every harness, 2 samples per task
+#   SAMPLES=4 HARNESSES="pi codex" scripts/harness-matrix.sh
+#
+# Each CLI is installed first with `polar harness install` (the only step that uses the network: the npm registry),
+# then runs inside `unshare -n` with only `lo` up, so nothing it sends can leave the machine. Needs root (or
+# unprivileged user namespaces, then `unshare -rn` is used). Results: $OUT/<harness>/{results.db,summary.json,run.log}.
+# Exit status: 0 when every harness completed every session, 1 otherwise.
+set -u
+cd "$(dirname "$0")/.."
+HARNESSES=${HARNESSES:-"pi claude_code codex qwen_code gemini_cli opencode"}
+SAMPLES=${SAMPLES:-2}
+TASKS=${TASKS:-examples/tasks}
+RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-600}
+OUT=${OUT:-out/harness-matrix-$(date -u +%Y%m%dT%H%M%SZ)}
+if command -v bun >/dev/null 2>&1; then BUN=$(command -v bun); else BUN=$PWD/node_modules/.bin/bun; fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+if unshare -n true 2>/dev/null; then NS="unshare -n"; elif unshare -rn true 2>/dev/null; then NS="unshare -rn"; else
+  echo "harness-matrix: cannot create a loopback-only network namespace (unshare -n); refusing to run real CLIs" >&2
+  exit 2
+fi
+
+status=0
+for h in $HARNESSES; do
+  dir="$OUT/$h"
+  mkdir -p "$dir"
+  echo "== $h: install" >&2
+  if ! "$BUN" src/main.ts harness install "$h" >"$dir/install.log" 2>&1; then
+    echo "harness-matrix: installing $h failed (see $dir/install.log)" >&2
+    echo "install failed" >"$dir/failure"
+    status=1
+    continue
+  fi
+  echo "== $h: polar run $TASKS --samples $SAMPLES (loopback-only namespace)" >&2
+  start=$(date +%s)
+  $NS sh -c 'ip link set lo up; exec "$0" src/main.ts run "$1" --harness "$2" --samples "$3" --out "$4" --timeout-s "$5"' \
+    "$BUN" "$TASKS" "$h" "$SAMPLES" "$dir" "$RUN_TIMEOUT_S" >"$dir/run.log" 2>&1
+  rc=$?
+  echo "$rc $(( $(date +%s) - start ))" >"$dir/exit"
+  [ "$rc" -eq 0 ] || status=1
+done
+
+# The matrix, from each run's summary.json.
+"$BUN" -e '
+const [out, ...names] = process.argv.slice(1);
+const { existsSync, readFileSync } = require("node:fs");
+const rows = [["harness", "sessions completed", "harness ok", "pass@1", "completions", "traces per_request", "traces prefix_merging", "trainer tokens per_req/prefix", "exit", "wall"]];
+for (const h of names) {
+  const dir = `${out}/${h}`;
+  const [rc, secs] = existsSync(`${dir}/exit`) ? readFileSync(`${dir}/exit`, "utf8").trim().split(" ") : ["-", "-"];
+  if (!existsSync(`${dir}/summary.json`)) { rows.push([h, "no summary (see run.log / install.log)", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
+  const s = JSON.parse(readFileSync(`${dir}/summary.json`, "utf8"));
+  const x = s.harnesses.find((r) => r.harness === h) ?? s.harnesses[0];
+  if (!x) { rows.push([h, "0/0", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
+  rows.push([h, `${x.completed}/${x.sessions}`, `${x.sessions - (x.harness_failures ?? 0)}/${x.sessions}`, x.pass_at_1.toFixed(3), String(x.completions), String(x.traces.per_request), String(x.traces.prefix_merging), `${x.trainer_tokens.per_request}/${x.trainer_tokens.prefix_merging}`, rc, `${secs}s`]);
+}
+const w = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
+for (const [i, r] of rows.entries()) {
+  console.log(r.map((c, j) => String(c).padEnd(w[j])).join(" | "));
+  if (i === 0) console.log(w.map((n) => "-".repeat(n)).join("-|-"));
+}
+for (const h of names) {
+  const f = `${out}/${h}/summary.json`;
+  if (!existsSync(f)) continue;
+  for (const x of JSON.parse(readFileSync(f, "utf8")).harnesses) for (const r of x.harness_failure_reasons ?? []) console.log(`${h}: harness failure: ${r}`);
+}
+console.log(`\nper-harness logs and results: ${out}`);
+' "$OUT" $HARNESSES
+exit $status

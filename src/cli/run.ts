@@ -1,0 +1,144 @@
+/**
+ * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat] [--db FILE] [--out DIR]
+ * [--builder prefix_merging] [--concurrency N]` (ARCHITECTURE.md §1): the one-shot job. Everything runs in this process:
+ * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
+ * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
+ * `polar trace verify`) and summary.json into the output directory.
+ * Exit 0 when every session COMPLETED (reward may be 0) and no harness CLI reported a failure in its result event,
+ * 1 otherwise, 2 on bad usage.
+ */
+import type { Command } from 'commander';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { BuilderName } from '../core/records.ts';
+import { ENGINE_KINDS, type EngineKind } from '../engines/index.ts';
+import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
+import { createProgressView } from '../rollout/run-progress.ts';
+import { formatSummaryTable } from '../rollout/run-summary.ts';
+import { defaultRunDir, runTasks } from '../rollout/run.ts';
+import { loadTaskDir } from '../rollout/task-file.ts';
+import { openStore } from '../store/index.ts';
+import { BUILDER_NAMES } from '../trace/index.ts';
+import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
+
+interface RunFlags {
+  harness: string;
+  command?: string;
+  samples: number;
+  engine?: string;
+  engineUrl?: string;
+  engineApiKey?: string;
+  servedModel?: string;
+  mode: string;
+  db?: string;
+  out?: string;
+  builder: string;
+  concurrency: number;
+  model: string;
+  piApi?: string;
+  decodeTps?: number;
+  prefillTps?: number;
+  timeoutS?: number;
+  quiet?: boolean;
+}
+
+function parseNonNegative(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${flag} must be a number ≥ 0, got ${JSON.stringify(value)}`);
+    return n;
+  };
+}
+
+export function register(program: Command): void {
+  program
+    .command('run')
+    .description('one-shot job: run every task × sample through a local gateway (simulator unless --engine), print a summary, write results')
+    .argument('<tasks>', 'task.yaml, a task directory, or a directory of task directories (e.g. examples/tasks)')
+    .requiredOption('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`)
+    .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
+    .option('--samples <n>', 'num_samples: sessions per task', parsePositiveInt('--samples'), 1)
+    .option('--engine <kind>', `inference engine: ${ENGINE_KINDS.join(', ')} (default: start the simulator in-process)`)
+    .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine)')
+    .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
+    .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
+    .option('--mode <mode>', 'capture mode: chat (token is not implemented yet)', 'chat')
+    .option('--model <name>', 'model name the harness asks for', 'polar-sim')
+    .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
+    .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
+    .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')}`, 'prefix_merging')
+    .option('--concurrency <n>', 'harness runs at once (gateway max_run_workers)', parsePositiveInt('--concurrency'), 8)
+    .option('--pi-api <api>', 'pi harness: provider API (anthropic-messages, openai-completions, openai-responses, google-generative-ai)')
+    .option('--decode-tps <n>', 'simulator: generated tokens per second per sequence (0 = instant)', parseNonNegative('--decode-tps'))
+    .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
+    .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
+    .option('--quiet', 'no live progress')
+    .action(async (tasksPath: string, flags: RunFlags) => {
+      if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
+      if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
+      if (flags.harness === 'shell' && !flags.command) throw new UsageError('--harness shell needs --command');
+      if (flags.mode !== 'chat') throw new UsageError(flags.mode === 'token' ? '--mode token is not implemented yet; use --mode chat' : `--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (flags.engine !== undefined) {
+        if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
+        if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
+      } else if (flags.engineUrl) throw new UsageError('--engine-url needs --engine KIND');
+      if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
+      let tasks;
+      try {
+        tasks = loadTaskDir(tasksPath);
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
+
+      const outDir = resolve(flags.out ?? defaultRunDir(process.cwd()));
+      const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
+      mkdirSync(outDir, { recursive: true });
+      const store = openStore(dbPath);
+      const view = flags.quiet ? null : createProgressView({ stream: process.stdout });
+      let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
+      try {
+        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        const report = await runTasks({
+          tasks,
+          harness: flags.harness,
+          command: flags.command,
+          samples: flags.samples,
+          modelName: flags.model,
+          builder: flags.builder as BuilderName,
+          settings: flags.piApi ? { api: flags.piApi } : undefined,
+          store,
+          engine: flags.engine
+            ? { kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: 'chat', apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY, servedModel: flags.servedModel }
+            : null,
+          sim: {
+            ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
+            ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
+          },
+          concurrency: flags.concurrency,
+          workRoot: join(outDir, 'work'),
+          onProgress: (s) => {
+            last = s;
+            view?.update(s);
+          },
+          deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
+          log: (line) => console.error(`polar run: ${line}`),
+        });
+        if (view && last) view.stop(last);
+        console.log('');
+        console.log(formatSummaryTable(report.summary));
+        const summaryPath = join(outDir, 'summary.json');
+        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, db: dbPath }, null, 2)}\n`);
+        console.log('');
+        console.log(`results: ${dbPath}`);
+        console.log(`summary: ${summaryPath}`);
+        console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
+        if (!report.allCompleted) {
+          const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
+          console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);
+          process.exitCode = EXIT_FAILED;
+        }
+      } finally {
+        store.close();
+      }
+    });
+}

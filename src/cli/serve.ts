@@ -1,0 +1,69 @@
+/**
+ * `polar serve --config FILE` (ARCHITECTURE.md §1): the single-box default. The rollout server and the first
+ * `gateway.nodes` entry run in this process; the node hosts the proxy and registers with the server over HTTP like a
+ * remote `polar gateway` would. With `--with-sim` the simulator (config `sim` section) runs in-process too and is the
+ * engine. Runs until SIGINT/SIGTERM, then cancels running sessions (their cleanup runs) and exits 0.
+ */
+import type { Command } from 'commander';
+import { startLocalStack } from '../rollout/run.ts';
+import { openStore } from '../store/index.ts';
+import { parsePort } from './common.ts';
+import { loadConfigForCli, untilSignal } from './rollout.ts';
+
+const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+
+export function register(program: Command): void {
+  program
+    .command('serve')
+    .description('rollout server + one local gateway node (hosting the proxy) on this box')
+    .requiredOption('--config <file>', 'topology file (YAML or JSON)')
+    .option('--port <port>', 'rollout server port (overrides rollout.port; 0 picks a free one)', parsePort)
+    .option('--with-sim', 'start the simulator from the `sim` section in-process and use it as the engine')
+    .action(async (opts: { config: string; port?: number; withSim?: boolean }) => {
+      const config = loadConfigForCli(opts.config);
+      const nodeConfig = config.gateway.nodes[0]!;
+      const store = openStore(config.rollout.db ?? config.store.path);
+      const d = config.engine.default_sampling;
+      const rt = nodeConfig.runtime;
+      const sim = config.sim;
+      let stack;
+      try {
+        stack = await startLocalStack({
+          store,
+          engine: opts.withSim
+            ? null
+            : {
+                kind: config.engine.kind, url: config.engine.url, mode: config.engine.mode, apiKey: config.engine.api_key ?? undefined,
+                servedModel: config.engine.served_model ?? undefined, timeoutMs: config.engine.timeout_s * 1000,
+                defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
+              },
+          sim: {
+            host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? undefined, scriptsDir: sim.scripts ?? undefined,
+            prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,
+          },
+          node: {
+            nodeId: nodeConfig.node_id, host: nodeConfig.host, port: nodeConfig.port, publicUrl: nodeConfig.public_url ?? undefined,
+            capacity: nodeConfig, workRoot: nodeConfig.work_root, harnessCacheDir: nodeConfig.harness_cache_dir,
+            runtimeDefaults: {
+              kind: rt.kind, ...(rt.image ? { image: rt.image } : {}), isolation: isolationByBwrap[rt.bwrap],
+              ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
+            },
+          },
+          rollout: {
+            host: config.rollout.host, port: opts.port ?? config.rollout.port,
+            heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000, callbackRetries: config.rollout.callback_retries,
+          },
+          heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000,
+          controlPlaneToken: config.rollout.control_plane_token,
+          log: (line) => console.error(`polar serve: ${line}`),
+        });
+      } catch (error) {
+        store.close();
+        throw error;
+      }
+      console.log(`polar serve: rollout server on ${stack.server.url}, gateway ${stack.node.nodeId} on ${stack.node.url}${stack.sim ? `, simulator on ${stack.sim.url}` : ''}`);
+      await untilSignal();
+      await stack.stop();
+      store.close();
+    });
+}
