@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const bunOnPath = spawnSync('bun', ['--version'], { stdio: 'ignore' }).status === 0;
 const bun = bunOnPath ? 'bun' : join(root, 'node_modules', '.bin', 'bun');
-const args = process.argv.slice(2);
+// Integration tests start servers and real CLIs on a 2-core box: 5 s (Bun's default) is too tight under load.
+const userArgs = process.argv.slice(2);
+const args = userArgs.some((a) => a.startsWith('--timeout')) ? userArgs : ['--timeout', '120000', ...userArgs];
 
 if (process.env.POLAR_E2E !== '0') {
   const install = spawnSync(bun, [join(root, 'test', 'support', 'install-harnesses.ts')], { stdio: 'inherit', cwd: root });

@@ -254,10 +254,10 @@ describe('capture checks and errors', () => {
     }
   });
 
-  test('kind sim talks the vLLM contract with engine_id sim@<url>; token mode and llamacpp are rejected', () => {
+  test('kind sim talks the vLLM contract with engine_id sim@<url>; openai in token mode and llamacpp in chat mode are rejected', () => {
     const client = createEngineClient({ kind: 'sim', url: 'http://127.0.0.1:9', mode: 'chat', timeoutMs: 1 });
     expect(client.id).toBe('sim@http://127.0.0.1:9');
-    expect(() => createEngineClient({ kind: 'vllm', url: 'http://x', mode: 'token', timeoutMs: 1 })).toThrow('token');
+    expect(() => createEngineClient({ kind: 'openai', url: 'http://x', mode: 'token', timeoutMs: 1 })).toThrow('token');
     expect(() => createEngineClient({ kind: 'llamacpp', url: 'http://x', mode: 'chat', timeoutMs: 1 })).toThrow('llamacpp');
     expect(() => createEngineClient({ kind: 'vllm', url: 'not a url', mode: 'chat', timeoutMs: 1 })).toThrow('not a valid URL');
   });

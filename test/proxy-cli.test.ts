@@ -25,9 +25,9 @@ function polar(args: string[]) {
 }
 
 test('usage errors exit 2 with a clear message', () => {
-  const token = polar(['--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--mode', 'token']);
+  const token = polar(['--port', '0', '--engine', 'openai', '--engine-url', engine.url, '--mode', 'token']);
   expect(token.exitCode).toBe(2);
-  expect(token.stderr.toString()).toContain('--mode token is not implemented yet');
+  expect(token.stderr.toString()).toContain('--engine openai has no token endpoint');
   const kind = polar(['--port', '0', '--engine', 'tgi', '--engine-url', engine.url]);
   expect(kind.exitCode).toBe(2);
   expect(kind.stderr.toString()).toContain('--engine must be one of');

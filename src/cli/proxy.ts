@@ -1,8 +1,10 @@
 /**
- * `polar proxy --port P --engine KIND --engine-url URL [--mode chat] [--db FILE] [--host H] [--served-model NAME]`:
- * the proxy alone, for capturing any harness run by hand (ARCHITECTURE.md §1). Every API key opens an ad-hoc session
- * (no key → the session `default`); records go to the SQLite store in --db and are listed by
- * `GET /sessions/{id}/completions`. Runs until SIGINT/SIGTERM. `--mode token` is not implemented yet (exit 2).
+ * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
+ * [--tokenizer DIR] [--family NAME] [--golden-rate R]`: the proxy alone, for capturing any harness run by hand
+ * (ARCHITECTURE.md §1). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
+ * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
+ * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
+ * Runs until SIGINT/SIGTERM.
  */
 import type { Command } from 'commander';
 import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
@@ -31,6 +33,9 @@ interface ProxyFlags {
   policyVersion?: string;
   abortOnDisconnect?: boolean;
   keepBillingHeader?: boolean;
+  tokenizer?: string;
+  family?: string;
+  goldenRate?: number;
 }
 
 function parseNumber(flag: string) {
@@ -56,7 +61,10 @@ export function register(program: Command): void {
     .requiredOption('--port <port>', 'port to listen on (0 = any free port)', parsePort)
     .requiredOption('--engine <kind>', `engine kind: ${ENGINE_KINDS.join(', ')}`)
     .requiredOption('--engine-url <url>', 'engine base URL without /v1, e.g. http://127.0.0.1:8000')
-    .option('--mode <mode>', 'capture mode: chat (token is not implemented yet)', 'chat')
+    .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
+    .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (tokenizer.json + chat template); default: embedded Qwen3')
+    .option('--family <name>', 'token mode: model family (qwen3, qwen3.5); default: detected from the chat template')
+    .option('--golden-rate <r>', 'token mode: fraction of turns whose rendering is compared with the engine\'s own, 0..1', parseNumber('--golden-rate'), 0.02)
     .option('--db <file>', 'SQLite store for the completion records', 'polar.db')
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--served-model <name>', 'model name to send to the engine (default: the first model it lists)')
@@ -72,12 +80,14 @@ export function register(program: Command): void {
     .option('--abort-on-disconnect', 'abort the engine call when the client disconnects (default: finish and record it)')
     .option('--keep-billing-header', "keep Claude Code's x-anthropic-billing-header system line (default: strip it)")
     .action(async (flags: ProxyFlags) => {
-      if (flags.mode === 'token') throw new UsageError('--mode token is not implemented yet; use --mode chat');
-      if (flags.mode !== 'chat') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
       if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) {
         throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
       }
-      if (flags.engine === 'llamacpp') throw new UsageError('--engine llamacpp needs --mode token, which is not implemented yet');
+      if (flags.engine === 'llamacpp' && flags.mode !== 'token') throw new UsageError('--engine llamacpp has no chat-mode capture; use --mode token');
+      if (flags.engine === 'openai' && flags.mode === 'token') throw new UsageError('--engine openai has no token endpoint; use --mode chat');
+      if (flags.mode !== 'token' && (flags.tokenizer !== undefined || flags.family !== undefined)) throw new UsageError('--tokenizer and --family apply to --mode token only');
+      if (flags.goldenRate !== undefined && !(flags.goldenRate >= 0 && flags.goldenRate <= 1)) throw new UsageError(`--golden-rate must be in [0, 1], got ${flags.goldenRate}`);
       const defaults: EngineConfig['defaults'] = {};
       if (flags.temperature !== undefined) defaults.temperature = flags.temperature;
       if (flags.topP !== undefined) defaults.topP = flags.topP;
@@ -91,9 +101,12 @@ export function register(program: Command): void {
           url: flags.engineUrl,
           apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
           servedModel: flags.servedModel,
-          mode: 'chat',
+          mode: flags.mode,
           timeoutMs: flags.timeoutMs,
           defaults,
+          tokenizerDir: flags.tokenizer,
+          family: flags.family,
+          goldenRate: flags.goldenRate,
         });
       } catch (error) {
         throw new UsageError(error instanceof Error ? error.message : String(error));

@@ -1,5 +1,5 @@
 /**
- * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat] [--db FILE] [--out DIR]
+ * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--db FILE] [--out DIR]
  * [--builder prefix_merging] [--concurrency N]` (ARCHITECTURE.md §1): the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
@@ -62,7 +62,7 @@ export function register(program: Command): void {
     .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine)')
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
-    .option('--mode <mode>', 'capture mode: chat (token is not implemented yet)', 'chat')
+    .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
@@ -77,7 +77,7 @@ export function register(program: Command): void {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'shell' && !flags.command) throw new UsageError('--harness shell needs --command');
-      if (flags.mode !== 'chat') throw new UsageError(flags.mode === 'token' ? '--mode token is not implemented yet; use --mode chat' : `--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
       if (flags.engine !== undefined) {
         if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
@@ -108,12 +108,13 @@ export function register(program: Command): void {
           settings: flags.piApi ? { api: flags.piApi } : undefined,
           store,
           engine: flags.engine
-            ? { kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: 'chat', apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY, servedModel: flags.servedModel }
+            ? { kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY, servedModel: flags.servedModel }
             : null,
           sim: {
             ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
             ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
           },
+          mode: flags.mode,
           concurrency: flags.concurrency,
           workRoot: join(outDir, 'work'),
           onProgress: (s) => {

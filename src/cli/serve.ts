@@ -37,6 +37,7 @@ export function register(program: Command): void {
                 servedModel: config.engine.served_model ?? undefined, timeoutMs: config.engine.timeout_s * 1000,
                 defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
               },
+          mode: config.engine.mode,
           sim: {
             host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? undefined, scriptsDir: sim.scripts ?? undefined,
             prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,

@@ -1,6 +1,7 @@
 /**
- * Engine client factory (cross-module contract 4). Chat mode only for now; token mode and llama.cpp (which has no
- * chat-mode capture) are a later issue and are rejected with a clear error.
+ * Engine client factory (cross-module contract 4). Chat mode: the engine renders the template (vllm, sglang, sim,
+ * openai). Token mode: the proxy renders, tokenises and parses itself and calls the engine's token endpoint (vllm,
+ * sglang, sim, llamacpp; see token-engine.ts). llama.cpp has no chat-mode capture; openai has no token endpoint.
  */
 import type { Clock } from '../core/clock.ts';
 import type { IdGenerator } from '../core/ids.ts';
@@ -12,10 +13,14 @@ import { createSglangEngine } from './sglang.ts';
 import { createSimEngine } from './sim.ts';
 import type { CaptureMode, EngineClient, EngineKind } from './types.ts';
 import { createVllmEngine } from './vllm.ts';
+import { tokenBackendFor } from './token-backends.ts';
+import { TokenModeEngine } from './token-engine.ts';
+import type { TokenBufferOptions } from '../tokenization/token-buffer.ts';
 
 export type { EngineClient, EngineKind, CaptureMode, EngineCompletion, EngineCallContext, TokenCapture, EngineProbeReport } from './types.ts';
 export { DEFAULT_SAMPLING, type SamplingDefaults, type ReasoningField } from './chat-request.ts';
 export { ChatModeEngine } from './chat-engine.ts';
+export { TokenModeEngine, type TokenEngineOptions, type TokenEngineStats, type GoldenStats } from './token-engine.ts';
 
 export const ENGINE_KINDS: readonly EngineKind[] = ['sim', 'vllm', 'sglang', 'llamacpp', 'openai'];
 
@@ -37,6 +42,16 @@ export interface EngineConfig {
   logprobSemantics?: LogprobSemantics;
   now?: Clock;
   newId?: IdGenerator;
+  /** Token mode: Hugging Face directory of the served model's tokenizer and chat template (absent = embedded Qwen3). */
+  tokenizerDir?: string;
+  /** Token mode: model family override (`qwen3`, `qwen3.5`); default detected from the chat template. */
+  family?: string;
+  /** Token mode: fraction of turns golden-checked against the engine's own rendering, in [0, 1] (default 0.02). */
+  goldenRate?: number;
+  /** Token mode: bounds of the per-session token buffers. */
+  tokenBuffers?: TokenBufferOptions;
+  /** Token mode: where golden-check mismatches are reported (default console.warn). */
+  log?: (message: string) => void;
 }
 
 /**
@@ -44,8 +59,7 @@ export interface EngineConfig {
  * @throws Error when the kind is unknown, the URL is not http(s), or the mode/kind pair is not supported yet.
  */
 export function createEngineClient(config: EngineConfig): EngineClient & Pick<ChatModeEngine, 'probeReport'> {
-  if (config.mode === 'token') throw new Error('capture mode "token" is not implemented yet; use --mode chat');
-  if (config.mode !== 'chat') throw new Error(`unknown capture mode ${JSON.stringify(config.mode)} (expected chat or token)`);
+  if (config.mode !== 'chat' && config.mode !== 'token') throw new Error(`unknown capture mode ${JSON.stringify(config.mode)} (expected chat or token)`);
   let url: URL;
   try {
     url = new URL(config.url);
@@ -64,6 +78,22 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
     now: config.now,
     newId: config.newId,
   };
+  if (config.mode === 'token') {
+    const backend = tokenBackendFor(config.kind);
+    if (!backend) {
+      if (!(ENGINE_KINDS as readonly string[]).includes(config.kind)) throw new Error(`unknown engine kind ${JSON.stringify(config.kind)} (expected one of ${ENGINE_KINDS.join(', ')})`);
+      throw new Error(`engine kind "${config.kind}" has no token endpoint; token mode needs sim, vllm, sglang or llamacpp`);
+    }
+    return new TokenModeEngine(backend, {
+      ...opts,
+      ...(config.kind === 'sim' ? { idPrefix: 'sim' } : {}),
+      tokenizerDir: config.tokenizerDir,
+      family: config.family,
+      goldenRate: config.goldenRate,
+      buffers: config.tokenBuffers,
+      log: config.log,
+    });
+  }
   switch (config.kind) {
     case 'vllm':
       return createVllmEngine(opts);
@@ -74,7 +104,7 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
     case 'openai':
       return createOpenAIEngine(opts);
     case 'llamacpp':
-      throw new Error('engine kind "llamacpp" has no chat-mode capture; it arrives with token mode');
+      throw new Error('engine kind "llamacpp" has no chat-mode capture; use token mode (--mode token)');
     default:
       throw new Error(`unknown engine kind ${JSON.stringify(config.kind)} (expected one of ${ENGINE_KINDS.join(', ')})`);
   }

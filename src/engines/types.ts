@@ -2,7 +2,7 @@
  * The contract of an inference-engine client. Chat mode: the engine renders the template and parses tool calls; we
  * read token ids and logprobs from its extension fields. Source: ARCHITECTURE.md §3 (engines), PROTOCOL-NOTES.md §1.
  */
-import type { IRRequest, IRResponse, Warning } from '../core/ir.ts';
+import type { IRRequest, IRResponse, IRToolCall, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 
 export type EngineKind = 'sim' | 'vllm' | 'sglang' | 'llamacpp' | 'openai';
@@ -41,6 +41,11 @@ export interface EngineCompletion {
   warnings: Warning[];
   /** Wall time of the engine call, ms. */
   engineMs: number;
+  /**
+   * Tool calls to store on the record instead of `response.toolCalls` (token mode: malformed calls reach the client
+   * as text but stay on the record, flagged `parserInvalid`, so the training filter sees them). Absent = the response's.
+   */
+  recordToolCalls?: IRToolCall[];
 }
 
 export interface EngineClient {
@@ -61,6 +66,10 @@ export interface EngineClient {
   countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number>;
   /** What `probe()` found (null before a successful probe); optional for engines that have nothing to report. */
   probeReport?(): EngineProbeReport | null;
+  /** Engine-side counters for the proxy's health document (token mode: token buffers, golden checks). */
+  stats?(): Record<string, unknown>;
+  /** Forget per-session state (token mode's token buffers) when a session ends. */
+  endSession?(sessionId: string): void;
 }
 
 /** The result of an engine's start-up feature probe. */

@@ -32,8 +32,11 @@ export interface ProxyAppExtras {
   routes?: DialectRoute[];
 }
 
-/** A proxy app plus handles to its gate (pause/version) for in-process callers such as the gateway. */
-export type ProxyApp = Hono<Env> & { gate: InferenceGate };
+/**
+ * A proxy app plus handles to its gate (pause/version) for in-process callers such as the gateway, and `endSession`
+ * to drop a finished session's engine-side state (token mode's token buffers; a no-op in chat mode).
+ */
+export type ProxyApp = Hono<Env> & { gate: InferenceGate; endSession(sessionId: string): void };
 
 /**
  * Create the proxy's hono app.
@@ -52,6 +55,7 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
   const routes = extras.routes ?? defaultDialectRoutes();
   const app = new Hono<Env>() as ProxyApp;
   app.gate = gate;
+  app.endSession = (sessionId) => deps.engine.endSession?.(sessionId);
 
   app.onError((thrown, c) => {
     const error = toGatewayError(thrown);
@@ -255,7 +259,7 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
       if (route.models) dialectModels(prefix, route, route.models);
     }
     app.get(`${prefix}/v1/models`, (c) => models(c));
-    app.on(['GET', 'HEAD'], prefix === '' ? '/' : prefix, (c) => (c.req.method === 'HEAD' ? c.body(null, 200) : c.json({ ok: true, service: 'polar-proxy', engine: deps.engine.id })));
+    app.on(['GET', 'HEAD'], prefix === '' ? '/' : prefix, (c) => (c.req.method === 'HEAD' ? c.body(null, 200) : c.json({ ok: true, service: 'polar-proxy', engine: deps.engine.id, ...(deps.engine.stats ? { engine_stats: deps.engine.stats() } : {}) })));
   }
 
   app.get('/sessions/:id/completions', (c) => {

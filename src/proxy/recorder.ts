@@ -55,7 +55,7 @@ export class Recorder {
       dialect: input.dialect,
       request_body: input.requestBody,
       ir_request: input.irRequest,
-      ir_response: completion.response,
+      ir_response: completion.recordToolCalls ? { ...completion.response, toolCalls: completion.recordToolCalls } : completion.response,
       finish_reason: completion.response.finishReason,
       prompt_ids: capture?.promptIds ?? [],
       response_ids: capture?.responseIds ?? [],

@@ -26,6 +26,8 @@ export interface EngineSpec {
   /** Base URL without /v1. */
   url: string;
   mode?: CaptureMode;
+  /** Token mode: Hugging Face directory of the served model's tokenizer + chat template (default: embedded Qwen3). */
+  tokenizerDir?: string;
   apiKey?: string;
   servedModel?: string;
   /** Per-call timeout, ms (default 600 000). */
@@ -38,6 +40,8 @@ export interface LocalStackOptions {
   engine?: EngineSpec | null;
   /** Simulator options when no engine is given (port defaults to 0). */
   sim?: SimServerOptions;
+  /** Capture mode with the in-process simulator (default chat); an external engine's comes from its spec. */
+  mode?: CaptureMode;
   node: {
     nodeId?: string;
     host?: string;
@@ -77,9 +81,9 @@ export interface LocalStack {
 export async function startLocalStack(opts: LocalStackOptions): Promise<LocalStack> {
   const sim = opts.engine ? null : await SimServer.start({ port: 0, ...opts.sim });
   try {
-    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url };
+    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir };
     const engine = createEngineClient({
-      kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey,
+      kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
     });
     const server = new RolloutServer({
@@ -137,6 +141,8 @@ export interface RunTasksOptions {
   store: Store;
   engine?: EngineSpec | null;
   sim?: SimServerOptions;
+  /** Capture mode with the in-process simulator (default chat). */
+  mode?: CaptureMode;
   /** Harness runs at once (max_run_workers); INIT and POSTRUN scale with it. */
   concurrency: number;
   workRoot: string;
@@ -189,6 +195,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     store: opts.store,
     engine: opts.engine,
     sim: opts.sim,
+    mode: opts.mode,
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
       capacity: { max_run_workers: n, init_workers: Math.max(1, Math.min(n, 8)), ready_buffer: Math.min(n, 8), postrun_workers: Math.max(1, Math.min(n, 8)) },

@@ -95,3 +95,94 @@ function stripEndOfTurn(text: string): string {
   for (const eot of ['<|im_end|>', '<|endoftext|>']) if (text.endsWith(eot)) return text.slice(0, -eot.length);
   return text;
 }
+
+/** Options of the Qwen3.5 (XML tool-call) parser. */
+export interface Qwen35ParseOptions extends ParseOptions {
+  /** The request's tools: a parameter's JSON-schema type decides how its text value is converted (as vLLM does). */
+  tools?: readonly { function: { name: string; parameters?: Record<string, unknown> } }[];
+}
+
+const FUNCTION_RE = /^\s*<function=([^>\n]+)>([\s\S]*?)<\/function>\s*$/;
+const PARAMETER_RE = /<parameter=([^>\n]+)>([\s\S]*?)<\/parameter>/g;
+
+/** Schema type of one parameter of one tool, or undefined when the tool or the parameter is unknown. */
+function parameterType(tools: Qwen35ParseOptions['tools'], fn: string, param: string): string | undefined {
+  const tool = tools?.find((t) => t.function.name === fn);
+  const properties = tool?.function.parameters?.properties;
+  if (!properties || typeof properties !== 'object') return undefined;
+  const schema = (properties as Record<string, unknown>)[param];
+  if (!schema || typeof schema !== 'object') return undefined;
+  const type = (schema as { type?: unknown }).type;
+  if (typeof type === 'string') return type;
+  if (Array.isArray(type)) return type.find((t): t is string => typeof t === 'string' && t !== 'null');
+  return undefined;
+}
+
+/**
+ * A parameter's text → JSON value by its schema type (vLLM qwen3coder parser: strings stay text; integer/number/
+ * boolean/object/array are converted, falling back to the text when conversion fails; unknown parameters stay text).
+ */
+function convertParameter(raw: string, type: string | undefined): unknown {
+  const text = raw.replace(/^\n/, '').replace(/\n$/, '');
+  if (type === undefined || type === 'string') return text;
+  const trimmed = text.trim();
+  if (trimmed.toLowerCase() === 'null') return null;
+  if (type === 'integer' || type === 'number') {
+    const n = Number(trimmed);
+    if (trimmed !== '' && Number.isFinite(n) && (type === 'number' || Number.isInteger(n))) return n;
+    return text;
+  }
+  if (type === 'boolean') {
+    if (trimmed.toLowerCase() === 'true') return true;
+    if (trimmed.toLowerCase() === 'false') return false;
+    return text;
+  }
+  try {
+    return JSON.parse(trimmed);
+  } catch {
+    return text;
+  }
+}
+
+/** One XML call body (the text between `<tool_call>` and `</tool_call>`). */
+function parseXmlCall(raw: string, tools: Qwen35ParseOptions['tools']): ParsedToolCall {
+  const match = FUNCTION_RE.exec(raw);
+  if (!match) {
+    const name = /<function=([^>\n]+)>/.exec(raw)?.[1]?.trim() ?? '';
+    return { name, arguments: raw.trim(), parserInvalid: true };
+  }
+  const name = match[1]!.trim();
+  const body = match[2]!;
+  const args: Record<string, unknown> = {};
+  for (const param of body.matchAll(PARAMETER_RE)) {
+    const key = param[1]!.trim();
+    args[key] = convertParameter(param[2]!, parameterType(tools, name, key));
+  }
+  // Text left outside <parameter> blocks (other than whitespace) means the call is not well-formed.
+  if (body.replace(PARAMETER_RE, '').trim() !== '') return { name, arguments: raw.trim(), parserInvalid: true };
+  return { name, arguments: pythonJsonDumps(args) };
+}
+
+/**
+ * Parse Qwen3.5 output text: `<think>…</think>` reasoning (opening tag optionally in the prompt), then XML tool calls
+ * `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>` (parallel calls
+ * allowed). Tool calls inside reasoning stay reasoning. A malformed call (no complete `<function=…>…</function>`, stray
+ * text) is flagged `parserInvalid` and the whole post-reasoning text is returned as content, as for Qwen3.
+ * Never throws. Source: vLLM vllm/entrypoints/openai/tool_parsers/qwen3coder_tool_parser.py.
+ * @param text decoded sampled text, special tokens kept (a trailing `<|im_end|>` / `<|endoftext|>` is stripped).
+ */
+export function parseQwen35Output(text: string, options: Qwen35ParseOptions = {}): ParsedOutput {
+  const trimmed = stripEndOfTurn(text);
+  const { reasoning, rest } = splitQwen3Reasoning(trimmed, options);
+  const first = rest.indexOf(TOOL_START);
+  if (first < 0) return { content: rest, reasoning, toolCalls: [] };
+  const toolCalls: ParsedToolCall[] = [];
+  let invalid = false;
+  for (const match of rest.matchAll(TOOL_CALL_RE)) {
+    // An unterminated last call (cut before `</tool_call>`) is still parsed when its function block is complete.
+    const call = parseXmlCall(match[1] ?? match[2] ?? '', options.tools);
+    if (call.parserInvalid) invalid = true;
+    toolCalls.push(call);
+  }
+  return { content: invalid ? rest : rest.slice(0, first), reasoning, toolCalls };
+}

@@ -1,0 +1,290 @@
+/**
+ * The token-in/token-out endpoints token mode speaks, one codec per engine: SGLang `POST /generate` (input_ids),
+ * vLLM `POST /v1/completions` with an int[] prompt (also the simulator's), and llama.cpp `POST /completion`. Every
+ * sampling parameter is sent explicitly (engine defaults differ: SGLang caps at 128 new tokens, vLLM at 16, llama.cpp
+ * uses top_k 40, top_p 0.95, min_p 0.05), turns end on the tokenizer's stop ids and never on stop strings, and every
+ * length that comes back is cross-checked. Sources: PROTOCOL-NOTES.md §1.1–1.4;
+ * https://docs.sglang.ai/basic_usage/native_api.html, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
+ * https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
+ */
+import type { FinishReason } from '../core/ir.ts';
+import type { EngineCallContext, EngineKind } from './types.ts';
+
+/** Sampling values after defaults were applied: every one is sent. */
+export interface TokenSampling {
+  temperature: number;
+  topP: number;
+  /** -1 = off. */
+  topK: number;
+  minP: number;
+  /** Output cap in tokens, always explicit. */
+  maxTokens: number;
+  seed?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+}
+
+export interface TokenRequestInput {
+  promptIds: readonly number[];
+  sampling: TokenSampling;
+  /** Ids that end a sample (end-of-turn first), from the tokenizer. */
+  stopIds: readonly number[];
+  servedModel: string;
+  ctx: EngineCallContext;
+}
+
+/** What a token endpoint answered, before parsing the text. */
+export interface TokenResult {
+  responseIds: number[];
+  /** One per sampled id (float32-rounded). */
+  logprobs: number[];
+  finish: FinishReason;
+  /** Prompt tokens served from the engine's prefix cache (0 when unknown). */
+  cachedTokens: number;
+  weightVersion: string | null;
+  /** Every length or field problem found; becomes the record's capture error. */
+  problems: string[];
+}
+
+/** One engine's token endpoint. */
+export interface TokenBackend {
+  kind: EngineKind;
+  path: string;
+  /** Where the response ids and logprobs are read from (reported by the probe). */
+  fields: { responseIds: string; logprobs: string };
+  body(input: TokenRequestInput): Record<string, unknown>;
+  /** @param promptIds the prompt sent, to check an echoed prompt or prompt-token count against. */
+  read(raw: unknown, promptIds: readonly number[]): TokenResult;
+}
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && value.every((v) => Number.isInteger(v));
+
+function optional(sampling: TokenSampling, names: { seed: string; presence: string; frequency: string }): Json {
+  const out: Json = {};
+  if (sampling.seed !== undefined) out[names.seed] = sampling.seed;
+  if (sampling.presencePenalty !== undefined) out[names.presence] = sampling.presencePenalty;
+  if (sampling.frequencyPenalty !== undefined) out[names.frequency] = sampling.frequencyPenalty;
+  return out;
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function finishOf(name: string | undefined): FinishReason {
+  switch (name) {
+    case 'stop':
+    case 'eos':
+    case 'word':
+      return { unified: 'stop', raw: name };
+    case 'length':
+    case 'limit':
+      return { unified: 'length', raw: name };
+    case 'abort':
+      return { unified: 'error', raw: name };
+    case undefined:
+      return { unified: 'other' };
+    default:
+      return { unified: 'other', raw: name };
+  }
+}
+
+function checkLogprobs(logprobs: number[], ids: readonly number[], problems: string[]): number[] {
+  const rounded = logprobs.map((lp) => Math.fround(lp));
+  if (rounded.some((lp) => !Number.isFinite(lp) || lp > 1e-6)) problems.push('a logprob is not a finite number ≤ 0');
+  if (rounded.length !== ids.length) problems.push(`${rounded.length} logprobs for ${ids.length} sampled ids`);
+  return rounded;
+}
+
+/** SGLang native `POST /generate` (input_ids in, output_ids + meta_info.output_token_logprobs out). */
+export const sglangTokenBackend: TokenBackend = {
+  kind: 'sglang',
+  path: '/generate',
+  fields: { responseIds: 'output_ids', logprobs: 'meta_info.output_token_logprobs[k][0]' },
+  body: ({ promptIds, sampling, stopIds, ctx }) => ({
+    // rid = <session>:<request>: unique per call, attributable per session (the simulator reads the session from it).
+    rid: `${ctx.sessionId}:${ctx.requestId}`,
+    input_ids: promptIds,
+    return_logprob: true,
+    stream: false,
+    sampling_params: {
+      max_new_tokens: sampling.maxTokens,
+      temperature: sampling.temperature,
+      top_p: sampling.topP,
+      top_k: sampling.topK,
+      min_p: sampling.minP,
+      stop_token_ids: stopIds,
+      skip_special_tokens: false,
+      no_stop_trim: true,
+      ...optional(sampling, { seed: 'sampling_seed', presence: 'presence_penalty', frequency: 'frequency_penalty' }),
+    },
+  }),
+  read(raw, promptIds) {
+    const problems: string[] = [];
+    const body = isObject(raw) ? raw : {};
+    const meta = isObject(body.meta_info) ? body.meta_info : {};
+    let responseIds: number[] = [];
+    if (isIntArray(body.output_ids)) responseIds = body.output_ids;
+    else problems.push('engine returned no output_ids');
+    const logprobs: number[] = [];
+    const entryIds: number[] = [];
+    if (Array.isArray(meta.output_token_logprobs)) {
+      for (const entry of meta.output_token_logprobs) {
+        if (!Array.isArray(entry) || typeof entry[0] !== 'number' || !Number.isInteger(entry[1])) {
+          problems.push('meta_info.output_token_logprobs has malformed entries');
+          break;
+        }
+        logprobs.push(entry[0]);
+        entryIds.push(entry[1] as number);
+      }
+      if (entryIds.length === logprobs.length && !sameIds(entryIds, responseIds)) problems.push(`output_ids (${responseIds.length}) and meta_info.output_token_logprobs ids (${entryIds.length}) disagree`);
+    } else problems.push('engine returned no meta_info.output_token_logprobs (return_logprob ignored?)');
+    const rounded = checkLogprobs(logprobs, responseIds, problems);
+    if (typeof meta.prompt_tokens === 'number' && meta.prompt_tokens !== promptIds.length) problems.push(`meta_info.prompt_tokens is ${meta.prompt_tokens} but ${promptIds.length} prompt ids were sent`);
+    if (typeof meta.completion_tokens === 'number' && meta.completion_tokens !== responseIds.length) problems.push(`meta_info.completion_tokens is ${meta.completion_tokens} but ${responseIds.length} output ids came back`);
+    const finishRaw = isObject(meta.finish_reason) ? meta.finish_reason.type : meta.finish_reason;
+    const version = meta.weight_version;
+    return {
+      responseIds,
+      logprobs: rounded,
+      finish: finishOf(typeof finishRaw === 'string' ? finishRaw : undefined),
+      cachedTokens: typeof meta.cached_tokens === 'number' ? meta.cached_tokens : 0,
+      weightVersion: typeof version === 'string' || typeof version === 'number' ? String(version) : null,
+      problems,
+    };
+  },
+};
+
+/** vLLM `POST /v1/completions` with `prompt: int[]`, `return_token_ids`, `logprobs: 0` (also the simulator's). */
+export const vllmTokenBackend: TokenBackend = {
+  kind: 'vllm',
+  path: '/v1/completions',
+  fields: { responseIds: 'choices[0].token_ids', logprobs: 'choices[0].logprobs.token_logprobs' },
+  body: ({ promptIds, sampling, stopIds, servedModel }) => ({
+    model: servedModel,
+    prompt: promptIds,
+    max_tokens: sampling.maxTokens,
+    temperature: sampling.temperature,
+    top_p: sampling.topP,
+    top_k: sampling.topK,
+    min_p: sampling.minP,
+    logprobs: 0,
+    return_token_ids: true,
+    stop_token_ids: stopIds,
+    skip_special_tokens: false,
+    spaces_between_special_tokens: false,
+    stream: false,
+    ...optional(sampling, { seed: 'seed', presence: 'presence_penalty', frequency: 'frequency_penalty' }),
+  }),
+  read(raw, promptIds) {
+    const problems: string[] = [];
+    const body = isObject(raw) ? raw : {};
+    const choice = Array.isArray(body.choices) && isObject(body.choices[0]) ? body.choices[0] : null;
+    if (!choice) problems.push('no choices[0] in the engine answer');
+    const c = choice ?? {};
+    let responseIds: number[] = [];
+    if (isIntArray(c.token_ids)) responseIds = c.token_ids;
+    else problems.push('engine returned no choices[0].token_ids (vLLM < 0.10.2 has no return_token_ids)');
+    if (isIntArray(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
+    let logprobs: number[] = [];
+    const lp = isObject(c.logprobs) ? c.logprobs.token_logprobs : undefined;
+    if (Array.isArray(lp) && lp.every((v): v is number => typeof v === 'number')) logprobs = lp;
+    else problems.push('engine returned no choices[0].logprobs.token_logprobs');
+    const rounded = checkLogprobs(logprobs, responseIds, problems);
+    const usage = isObject(body.usage) ? body.usage : {};
+    if (typeof usage.prompt_tokens === 'number' && usage.prompt_tokens !== promptIds.length) problems.push(`usage.prompt_tokens is ${usage.prompt_tokens} but ${promptIds.length} prompt ids were sent`);
+    if (typeof usage.completion_tokens === 'number' && usage.completion_tokens !== responseIds.length) problems.push(`usage.completion_tokens is ${usage.completion_tokens} but ${responseIds.length} sampled ids came back`);
+    const cached = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details.cached_tokens : undefined;
+    return {
+      responseIds,
+      logprobs: rounded,
+      finish: finishOf(typeof c.finish_reason === 'string' ? c.finish_reason : undefined),
+      cachedTokens: typeof cached === 'number' ? cached : 0,
+      weightVersion: null,
+      problems,
+    };
+  },
+};
+
+/** llama.cpp `POST /completion` with `prompt: int[]` (prompt ids are not echoed: the proxy knows them). */
+export const llamacppTokenBackend: TokenBackend = {
+  kind: 'llamacpp',
+  path: '/completion',
+  fields: { responseIds: 'tokens', logprobs: 'completion_probabilities[k].logprob' },
+  body: ({ promptIds, sampling }) => ({
+    prompt: promptIds,
+    n_predict: sampling.maxTokens,
+    temperature: sampling.temperature,
+    top_p: sampling.topP,
+    // llama.cpp disables top-k with 0, not -1.
+    top_k: sampling.topK < 0 ? 0 : sampling.topK,
+    min_p: sampling.minP,
+    typical_p: 1,
+    repeat_penalty: 1,
+    repeat_last_n: 0,
+    presence_penalty: sampling.presencePenalty ?? 0,
+    frequency_penalty: sampling.frequencyPenalty ?? 0,
+    mirostat: 0,
+    xtc_probability: 0,
+    dry_multiplier: 0,
+    top_n_sigma: -1,
+    seed: sampling.seed ?? -1,
+    ignore_eos: false,
+    n_probs: 1,
+    post_sampling_probs: false,
+    return_tokens: true,
+    cache_prompt: true,
+    stream: false,
+  }),
+  read(raw, promptIds) {
+    const problems: string[] = [];
+    const body = isObject(raw) ? raw : {};
+    let responseIds: number[] = [];
+    if (isIntArray(body.tokens)) responseIds = body.tokens;
+    else problems.push('engine returned no tokens (return_tokens ignored?)');
+    const logprobs: number[] = [];
+    const probIds: number[] = [];
+    if (Array.isArray(body.completion_probabilities)) {
+      for (const entry of body.completion_probabilities) {
+        if (!isObject(entry) || typeof entry.logprob !== 'number') {
+          problems.push('completion_probabilities has entries without a numeric logprob');
+          break;
+        }
+        logprobs.push(entry.logprob);
+        if (Number.isInteger(entry.id)) probIds.push(entry.id as number);
+      }
+      if (probIds.length === logprobs.length && !sameIds(probIds, responseIds)) problems.push(`tokens (${responseIds.length}) and completion_probabilities ids (${probIds.length}) disagree`);
+    } else problems.push('engine returned no completion_probabilities (n_probs ignored?)');
+    const rounded = checkLogprobs(logprobs, responseIds, problems);
+    if (typeof body.tokens_evaluated === 'number' && body.tokens_evaluated !== promptIds.length) problems.push(`tokens_evaluated is ${body.tokens_evaluated} but ${promptIds.length} prompt ids were sent`);
+    const version = body.weight_version;
+    return {
+      responseIds,
+      logprobs: rounded,
+      finish: finishOf(typeof body.stop_type === 'string' ? body.stop_type : undefined),
+      cachedTokens: typeof body.tokens_cached === 'number' ? body.tokens_cached : 0,
+      weightVersion: typeof version === 'string' || typeof version === 'number' ? String(version) : null,
+      problems,
+    };
+  },
+};
+
+/** The backend of an engine kind (`sim` speaks the vLLM token contract). Null for `openai`, which has no token endpoint. */
+export function tokenBackendFor(kind: EngineKind): TokenBackend | null {
+  switch (kind) {
+    case 'sglang':
+      return sglangTokenBackend;
+    case 'vllm':
+      return vllmTokenBackend;
+    case 'sim':
+      return { ...vllmTokenBackend, kind: 'sim' };
+    case 'llamacpp':
+      return llamacppTokenBackend;
+    default:
+      return null;
+  }
+}

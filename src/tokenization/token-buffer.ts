@@ -1,0 +1,318 @@
+/**
+ * Per-session token buffers of token mode: the next prompt of a conversation is the previous prompt ids + the exact
+ * sampled ids + the canonical tokens of only the new messages and the generation prompt. The canonical suffix comes
+ * from rendering a minimal context (an anchor user turn, the echoed assistant turn, then the new messages) and
+ * encoding only what follows the assistant turn's end-of-turn token, so the cost of a
+ * turn depends on the size of the new messages, not on the context. Anything that does not extend a buffer
+ * (compaction, edited history, another system prompt or tool list) gets a full render and starts a new buffer.
+ * Pure computation: no I/O. Sources: ARCHITECTURE.md §3 (token mode), PROTOCOL-NOTES.md §2 (prefix breakers).
+ */
+import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
+import { resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
+import type { LoadedTokenizer } from './tokenizer.ts';
+
+/** Template settings that must stay the same for a request to extend a buffer. */
+export interface RenderSettings {
+  /** OpenAI-shaped tools; empty = none. */
+  tools: ChatTool[];
+  /** The thinking switch (`enable_thinking`); undefined = the template's default. */
+  enableThinking?: boolean;
+}
+
+/** Why a prompt was rendered in full instead of extending a buffer. */
+export type FullRenderReason =
+  /** The session has no buffer (first turn, evicted, or the proxy restarted). */
+  | 'no-buffer'
+  /** The tools or the thinking switch differ from every buffer of the session. */
+  | 'settings-changed'
+  /** The messages do not extend any buffer (compaction, edited history, another system prompt, a sub-agent). */
+  | 'history-changed'
+  /** The template's rendering of the minimal context did not have the expected shape. */
+  | 'render-mismatch';
+
+interface BufferContext {
+  settingsKey: string;
+  /** The request messages of the last turn followed by the assistant message answered with. */
+  messages: readonly ChatMessage[];
+  /** The last turn's prompt ids followed by its sampled ids. */
+  ids: number[];
+  /** Length of the last turn's prompt inside `ids`. */
+  promptLength: number;
+  /** Whether the sampled ids ended with a stop id (else the template's end-of-turn token is appended). */
+  closed: boolean;
+  /** Bumped on every commit, so two turns planned from the same buffer do not overwrite each other. */
+  version: number;
+}
+
+/** The prompt of one turn, from `prepare`; hand it back to `commit` with what was sampled. */
+export interface PromptPlan {
+  /** The prompt to send to the engine, token ids. */
+  readonly promptIds: number[];
+  /** True when the prompt extends a buffer (previous prompt + sampled ids + suffix, or a repeat of a prompt). */
+  readonly incremental: boolean;
+  /** Why the prompt was rendered in full (null when incremental). */
+  readonly reason: FullRenderReason | null;
+  /** Tokens encoded for this turn: the suffix (incremental) or the whole prompt (full render). */
+  readonly encodedTokens: number;
+  /** The rendered generation prompt ends with an opened think block: text without the closing tag is reasoning. */
+  readonly promptOpenedThinking: boolean;
+  readonly sessionId: string;
+  readonly messages: readonly ChatMessage[];
+  readonly settingsKey: string;
+  /** The buffer this plan extends (or repeats) and its version at planning time. */
+  readonly base: { context: BufferContext; version: number; repeat: boolean } | null;
+}
+
+export interface TokenBufferOptions {
+  /** Sessions kept (least recently used are dropped first). Default 1024. */
+  maxSessions?: number;
+  /** Buffers (harness contexts: main agent, sub-agents) kept per session. Default 8. */
+  maxContextsPerSession?: number;
+}
+
+/** Counters of the buffers (exposed on the proxy's health document through the engine's stats). */
+export interface TokenBufferStats {
+  incremental: number;
+  /** Repeats of an earlier prompt (a client retry with the same messages). */
+  repeats: number;
+  full: number;
+  fullByReason: Record<FullRenderReason, number>;
+  /** Tokens encoded in all (suffixes and full renders). */
+  encodedTokens: number;
+  sessions: number;
+}
+
+const ANCHOR: ChatMessage = { role: 'user', content: '.' };
+
+/**
+ * The token buffers of every session of one proxy. `prepare` plans a turn's prompt; `commit` records what was sampled.
+ * Thread model: single-threaded JS; concurrent turns of one session each extend the buffer they matched, and a
+ * second commit on an already advanced buffer opens a sibling buffer instead of overwriting it.
+ */
+export class SessionTokenBuffers {
+  private readonly sessions = new Map<string, BufferContext[]>();
+  /** Rendering of the anchor turn alone (system/tools header included) per settings key: constant per tool list. */
+  private readonly anchorRenders = new Map<string, string>();
+  private readonly ids: FamilyIds;
+  private readonly stopIds: ReadonlySet<number>;
+  private readonly maxSessions: number;
+  private readonly maxContexts: number;
+  private readonly counters: Omit<TokenBufferStats, 'sessions'> = {
+    incremental: 0,
+    repeats: 0,
+    full: 0,
+    fullByReason: { 'no-buffer': 0, 'settings-changed': 0, 'history-changed': 0, 'render-mismatch': 0 },
+    encodedTokens: 0,
+  };
+
+  /**
+   * @throws Error when the tokenizer lacks the family's end-of-turn token.
+   */
+  constructor(
+    private readonly tokenizer: LoadedTokenizer,
+    private readonly family: ModelFamily,
+    options: TokenBufferOptions = {},
+  ) {
+    this.ids = resolveFamilyIds(tokenizer, family);
+    this.stopIds = new Set(this.ids.stopIds);
+    this.maxSessions = options.maxSessions ?? 1024;
+    this.maxContexts = options.maxContextsPerSession ?? 8;
+  }
+
+  /**
+   * Plan the prompt of one turn.
+   * @param messages OpenAI-chat-shaped request messages (system first), as the harness sent them this turn.
+   * @returns the prompt ids and how they were obtained. Cost: O(new messages) tokenization when the messages extend a
+   *   buffer (plus a linear comparison of the messages, no tokenization), O(context) on a full render.
+   * @throws Error when the chat template rejects the messages (e.g. a system message out of place).
+   */
+  prepare(sessionId: string, messages: readonly ChatMessage[], settings: RenderSettings): PromptPlan {
+    const settingsKey = JSON.stringify([settings.tools, settings.enableThinking ?? null]);
+    const contexts = this.touch(sessionId);
+    let reason: FullRenderReason = contexts.length === 0 ? 'no-buffer' : 'settings-changed';
+    for (let c = contexts.length - 1; c >= 0; c--) {
+      const context = contexts[c]!;
+      if (context.settingsKey !== settingsKey) continue;
+      reason = 'history-changed';
+      const known = context.messages.length;
+      // A repeat of the last turn's request (client retry): the same prompt again.
+      if (messages.length === known - 1 && messagesExtend(messages, context.messages, known - 1)) {
+        this.counters.repeats++;
+        return this.plan(sessionId, messages, settingsKey, context.ids.slice(0, context.promptLength), 0, null, this.openedThinking(context.ids, context.promptLength), {
+          context, version: context.version, repeat: true,
+        });
+      }
+      if (messages.length <= known || !messagesExtend(messages, context.messages, known)) continue;
+      const suffix = this.renderSuffix(messages[known - 1]!, messages.slice(known), settings, settingsKey);
+      if (suffix === null) {
+        reason = 'render-mismatch';
+        break;
+      }
+      const promptIds = context.ids.slice();
+      if (!context.closed) promptIds.push(this.ids.endOfTurn);
+      for (const id of suffix.ids) promptIds.push(id);
+      this.counters.incremental++;
+      return this.plan(sessionId, messages, settingsKey, promptIds, suffix.ids.length, null, suffix.openedThinking, { context, version: context.version, repeat: false });
+    }
+    const text = this.tokenizer.renderChat(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true });
+    const promptIds = this.tokenizer.encode(text);
+    this.counters.full++;
+    this.counters.fullByReason[reason]++;
+    return this.plan(sessionId, messages, settingsKey, promptIds, promptIds.length, reason, this.textOpensThinking(text), null);
+  }
+
+  /**
+   * Record what was sampled for a planned turn, so the next turn can extend it.
+   * @param responseIds the exact sampled ids (the stop id included when the sample ended on one).
+   * @param assistant the assistant message the client was answered with (parsed content, reasoning, tool calls).
+   */
+  commit(plan: PromptPlan, responseIds: readonly number[], assistant: ChatMessage): void {
+    const last = responseIds[responseIds.length - 1];
+    const next: BufferContext = {
+      settingsKey: plan.settingsKey,
+      messages: [...plan.messages, assistant],
+      ids: plan.promptIds.concat(responseIds),
+      promptLength: plan.promptIds.length,
+      closed: last !== undefined && this.stopIds.has(last),
+      version: 0,
+    };
+    const contexts = this.touch(plan.sessionId);
+    const base = plan.base;
+    const at = base && !base.repeat && base.context.version === base.version ? contexts.indexOf(base.context) : -1;
+    if (at >= 0) {
+      next.version = base!.version + 1;
+      contexts.splice(at, 1);
+    }
+    contexts.push(next);
+    if (contexts.length > this.maxContexts) contexts.shift();
+  }
+
+  /** Drop a session's buffers (its session ended). A later request of it simply gets a full render. */
+  endSession(sessionId: string): void {
+    this.sessions.delete(sessionId);
+  }
+
+  /** A snapshot of the counters. */
+  stats(): TokenBufferStats {
+    return { ...this.counters, fullByReason: { ...this.counters.fullByReason }, sessions: this.sessions.size };
+  }
+
+  private plan(
+    sessionId: string,
+    messages: readonly ChatMessage[],
+    settingsKey: string,
+    promptIds: number[],
+    encodedTokens: number,
+    reason: FullRenderReason | null,
+    promptOpenedThinking: boolean,
+    base: PromptPlan['base'],
+  ): PromptPlan {
+    this.counters.encodedTokens += encodedTokens;
+    return { promptIds, incremental: reason === null, reason, encodedTokens, promptOpenedThinking, sessionId, messages, settingsKey, base };
+  }
+
+  /** The session's buffers, marked most recently used (evicting the least recently used session when over the bound). */
+  private touch(sessionId: string): BufferContext[] {
+    let contexts = this.sessions.get(sessionId);
+    if (contexts) this.sessions.delete(sessionId);
+    else contexts = [];
+    this.sessions.set(sessionId, contexts);
+    if (this.sessions.size > this.maxSessions) this.sessions.delete(this.sessions.keys().next().value!);
+    return contexts;
+  }
+
+  /**
+   * The canonical tokens that follow the echoed assistant turn: render [anchor, assistant, ...newMessages] + the
+   * generation prompt and cut right after the assistant turn's end-of-turn token, found after the rendering of
+   * [anchor] alone. (The assistant turn itself is not cut from a rendering where it is the last message: templates
+   * render the last turn differently, e.g. Qwen3 adds an empty think block.) The anchor user turn keeps templates that
+   * look for the last user query (reasoning placement) or reject a conversation without one working on the minimal
+   * context. Null when the rendering does not have that shape.
+   */
+  private renderSuffix(assistant: ChatMessage, newMessages: readonly ChatMessage[], settings: RenderSettings, settingsKey: string): { ids: number[]; openedThinking: boolean } | null {
+    const options = { tools: settings.tools, enableThinking: settings.enableThinking };
+    let head = this.anchorRenders.get(settingsKey);
+    if (head === undefined) {
+      head = this.tokenizer.renderChat([ANCHOR], { ...options, addGenerationPrompt: false });
+      this.anchorRenders.set(settingsKey, head);
+      if (this.anchorRenders.size > 16) this.anchorRenders.delete(this.anchorRenders.keys().next().value!);
+    }
+    const extended = this.tokenizer.renderChat([ANCHOR, assistant, ...newMessages], { ...options, addGenerationPrompt: true });
+    if (!extended.startsWith(head)) return null;
+    const eot = extended.indexOf(this.family.endOfTurn, head.length);
+    if (eot < 0) return null;
+    const suffix = extended.slice(eot + this.family.endOfTurn.length);
+    return { ids: this.tokenizer.encode(suffix), openedThinking: this.textOpensThinking(suffix) };
+  }
+
+  private textOpensThinking(text: string): boolean {
+    return text.trimEnd().endsWith(this.family.thinkOpen);
+  }
+
+  private openedThinking(ids: readonly number[], promptLength: number): boolean {
+    return this.textOpensThinking(this.tokenizer.decode(ids.slice(Math.max(0, promptLength - 8), promptLength)));
+  }
+}
+
+/** True when `incoming[0..count)` equals `known[0..count)` after normalisation (see `sameChatMessage`). */
+function messagesExtend(incoming: readonly ChatMessage[], known: readonly ChatMessage[], count: number): boolean {
+  for (let i = 0; i < count; i++) if (!sameChatMessage(incoming[i]!, known[i]!)) return false;
+  return true;
+}
+
+/**
+ * Message equality for buffer matching: same role, same text (surrounding whitespace ignored), same tool calls by
+ * name and arguments compared as parsed JSON (spacing and key order ignored), ids ignored (they are ours or the
+ * dialect's minted ones), reasoning ignored when either side dropped it and compared when both have it.
+ */
+export function sameChatMessage(a: ChatMessage, b: ChatMessage): boolean {
+  if (a.role !== b.role) return false;
+  const ca = contentText(a.content);
+  const cb = contentText(b.content);
+  if (ca !== cb && ca.trim() !== cb.trim()) return false;
+  const ra = reasoningOf(a);
+  const rb = reasoningOf(b);
+  if (ra !== '' && rb !== '' && ra !== rb && ra.trim() !== rb.trim()) return false;
+  const ta = a.tool_calls ?? [];
+  const tb = b.tool_calls ?? [];
+  if (ta.length !== tb.length) return false;
+  for (let i = 0; i < ta.length; i++) {
+    const fa = ta[i]!.function;
+    const fb = tb[i]!.function;
+    if (fa.name !== fb.name || !sameArguments(fa.arguments, fb.arguments)) return false;
+  }
+  return true;
+}
+
+function reasoningOf(message: ChatMessage): string {
+  const value = message.reasoning_content ?? message.reasoning;
+  return typeof value === 'string' ? value : '';
+}
+
+function sameArguments(a: string | Record<string, unknown>, b: string | Record<string, unknown>): boolean {
+  if (a === b) return true;
+  const pa = parseArguments(a);
+  const pb = parseArguments(b);
+  if (pa.ok && pb.ok) return canonicalJson(pa.value) === canonicalJson(pb.value);
+  return typeof a === 'string' && typeof b === 'string' && a.trim() === b.trim();
+}
+
+function parseArguments(value: string | Record<string, unknown>): { ok: true; value: unknown } | { ok: false } {
+  if (typeof value !== 'string') return { ok: true, value };
+  if (value.trim() === '') return { ok: true, value: {} };
+  try {
+    return { ok: true, value: JSON.parse(value) as unknown };
+  } catch {
+    return { ok: false };
+  }
+}
+
+/** JSON with object keys sorted, so key order does not matter. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value as Record<string, unknown>).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
