@@ -75,9 +75,14 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
   }
 
   async function readJson(c: Context<Env>): Promise<unknown> {
+    return (await readJsonText(c)).body;
+  }
+
+  /** The parsed body and its exact text (the recorder stores the text as received instead of re-serialising it). */
+  async function readJsonText(c: Context<Env>): Promise<{ body: unknown; text: string }> {
     const text = await c.req.text();
     try {
-      return JSON.parse(text) as unknown;
+      return { body: JSON.parse(text) as unknown, text };
     } catch (thrown) {
       counters.rejected++;
       throw new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
@@ -126,14 +131,14 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
       const startedAt = clock();
       const url = new URL(c.req.url);
       const session = resolveSession(c);
-      const body = await readJson(c);
+      const { body, text: bodyText } = await readJsonText(c);
       const ir = decode(route, body, url);
       const completionId = newId('cmpl');
       const commit = (completion: EngineCompletion, warnings: Warning[], policyVersion: string | null): IRResponse => {
         // The client-visible id is the record's id, so a reply can be traced to its record.
         const response = { ...completion.response, id: completionId };
         recorder.commit({
-          completionId, sessionId: session.session_id, dialect: route.dialect.name, requestBody: body, irRequest: ir,
+          completionId, sessionId: session.session_id, dialect: route.dialect.name, requestBody: body, requestText: bodyText, irRequest: ir,
           completion: { ...completion, response }, policyVersion, warnings, startedAt,
         });
         return response;

@@ -14,6 +14,8 @@ export interface RecordInput {
   sessionId: string;
   dialect: DialectName;
   requestBody: unknown;
+  /** The request body's exact JSON text as received, stored as is (no re-serialisation on the hot path). */
+  requestText?: string;
   irRequest: IRRequest;
   completion: EngineCompletion;
   /** Resolved policy version (admin version in force at entry, else engine-reported, else the session's). */
@@ -70,7 +72,7 @@ export class Recorder {
       created_at: now,
     };
     record.seq = this.store.completions.nextSeq(input.sessionId);
-    this.store.completions.insert(record);
+    this.store.completions.insert(record, input.requestText === undefined ? undefined : { requestBodyJson: input.requestText });
     this.counters.completions++;
     if (captureError !== null) this.counters.captureErrors++;
     if (this.onRecord) {

@@ -37,15 +37,17 @@ export class CompletionRepository {
   /**
    * Store one record in its own transaction (a savepoint inside `store.transaction`); durable against a process kill
    * when this returns (WAL). `prompt_ids`/`response_ids` must be int32 integers; logprobs are stored as float32.
+   * `opts.requestBodyJson`: the request body's JSON text as received, stored instead of `JSON.stringify(request_body)`
+   * (the proxy has it already; re-serialising a 100 KB body was a large share of the per-call CPU).
    * @throws TypeError for a non-int32 token id; SQLiteError when `completion_id` already exists.
    */
-  insert(rec: CompletionRecord): void {
+  insert(rec: CompletionRecord, opts?: { requestBodyJson?: string }): void {
     const values = [
       rec.completion_id,
       rec.session_id,
       rec.seq,
       rec.dialect,
-      JSON.stringify(rec.request_body ?? null),
+      opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null),
       JSON.stringify(rec.ir_request),
       rec.ir_response === null ? null : JSON.stringify(rec.ir_response),
       JSON.stringify(rec.finish_reason),

@@ -1,0 +1,60 @@
+/**
+ * Proxy CPU per call, in isolation: `polar proxy --engine vllm` in its own process against the instant mock engine,
+ * N sequential calls of a small and of a 100 KB Claude-Code-shaped Anthropic Messages request (JSON and SSE). CPU ms
+ * per call is read from /proc for the proxy process only, so the load generator's and the mock's CPU are excluded;
+ * capture and the SQLite commit are included. Run: bun bench/proxy-cpu.ts [--quick] [small-json|large-json|...]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { defineBench } from './lib/bench.ts';
+import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
+import { messagesBodies } from './lib/requests.ts';
+import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { percentile } from './lib/stats.ts';
+
+const ROOT = join(import.meta.dir, '..');
+
+await defineBench({
+  name: 'proxy-cpu',
+  variants: () => ['small-json', 'small-sse', 'large-json', 'large-sse'],
+  async run(variant, ctx) {
+    const [size, mode] = variant.split('-') as ['small' | 'large', 'json' | 'sse'];
+    const calls = ctx.quick ? 100 : 400;
+    const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
+    const servers: ServerProcess[] = [];
+    try {
+      const mockPort = freePort();
+      const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'lib', 'mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+      servers.push(mock);
+      const port = freePort();
+      const proxy = await startServer({ name: 'polar proxy', cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(dir, 'polar.db')], port });
+      servers.push(proxy);
+      const body = JSON.stringify({ ...messagesBodies()[size], stream: mode === 'sse' });
+      const call = async () => {
+        const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body });
+        if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
+        await response.arrayBuffer();
+      };
+      for (let i = 0; i < 20; i++) await call(); // warm-up: JIT, first-call probe, SQLite pages
+      const latencies: number[] = [];
+      const cpu0 = treeCpuMs(proxy.pid);
+      for (let i = 0; i < calls; i++) {
+        const t0 = performance.now();
+        await call();
+        latencies.push(performance.now() - t0);
+      }
+      const cpuPerCall = (treeCpuMs(proxy.pid) - cpu0) / calls;
+      return {
+        title: 'Proxy CPU per call (polar proxy → instant mock, sequential, capture + SQLite commit included)',
+        columns: ['request', 'mode', 'calls', 'CPU ms/call', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
+        keyColumns: 2,
+        rows: [[size === 'large' ? '100 KB' : 'small', mode.toUpperCase(), calls, cpuPerCall, percentile(latencies, 50), percentile(latencies, 99), treeRssBytes(proxy.pid) / 2 ** 20]],
+        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU from /proc (10 ms ticks): the per-call figure is a mean over ${calls} calls`],
+      };
+    } finally {
+      await stopAll(servers);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+});
