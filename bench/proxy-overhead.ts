@@ -11,6 +11,7 @@ import { createEngineClient } from '../src/engines/index.ts';
 import { createProxyApp } from '../src/proxy/app.ts';
 import { adHocSessions } from '../src/proxy/sessions.ts';
 import { openStore } from '../src/store/index.ts';
+import { HARNESS_TRAFFIC } from '../test/support/shared-fixtures.ts';
 
 const iterations = Number(process.argv[2] ?? 300);
 const concurrency = Number(process.argv[3] ?? 8);
@@ -54,7 +55,7 @@ const proxy = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: app.fetch, idle
 const proxyUrl = `http://127.0.0.1:${proxy.port}`;
 
 // The recorded Claude Code request, its vendor prose padded so the body is ~100 KB.
-const fixture = JSON.parse(readFileSync('/work/shared/fixtures/harness-traffic/claude-code/quiet/002-request.json', 'utf8')) as { body: Record<string, unknown> };
+const fixture = JSON.parse(readFileSync(join(HARNESS_TRAFFIC, 'claude-code/quiet/002-request.json'), 'utf8')) as { body: Record<string, unknown> };
 const body = structuredClone(fixture.body);
 const system = body.system as Array<{ text: string }>;
 const filler = 'The agent follows the repository conventions and explains each change it makes. ';

@@ -1,7 +1,7 @@
 /**
  * Scale: 1,000 concurrent sessions (also with --quick: one run takes ~30 s) of recorded harness traffic through one proxy against the
  * simulator. Each session replays the request bodies of one harness's recording (Claude Code, Codex, Gemini CLI,
- * opencode, pi in four dialects, qwen-code; /work/shared/fixtures/harness-traffic) in order, with its own API key,
+ * opencode, pi in four dialects, qwen-code; ../shared/fixtures/harness-traffic) in order, with its own API key,
  * all sessions at once. The proxy is `polar proxy --engine sim` (ad-hoc sessions: each key opens one; the gateway's
  * session table is not on this path), the simulator is `polar sim` with its default timing model and room for every
  * session, each in its own process. Reports client latency, added latency (client − the record's engine_ms), the
@@ -14,9 +14,10 @@ import { defineBench } from './lib/bench.ts';
 import { peakRssBytes, treeCpuMs } from './lib/proc.ts';
 import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
+import { HARNESS_TRAFFIC } from '../test/support/shared-fixtures.ts';
 
 const ROOT = join(import.meta.dir, '..');
-const FIXTURES = '/work/shared/fixtures/harness-traffic';
+const FIXTURES = HARNESS_TRAFFIC;
 // Bun's fetch keeps at most 256 requests in flight per process unless told otherwise; sessions must not queue here.
 const MAX_HTTP = '4096';
 

@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import type { CompletionRecord } from '../src/core/records.ts';
 import { startFakeEngine, type FakeEngine, type FakeReply } from './support/fake-engine.ts';
 import { startTestProxy, type TestProxy } from './support/proxy-harness.ts';
+import { HARNESS_TRAFFIC } from './support/shared-fixtures.ts';
 
-const FIXTURES = '/work/shared/fixtures/harness-traffic';
+const FIXTURES = HARNESS_TRAFFIC;
 const fixtureDirs = ['claude-code/quiet', 'pi/anthropic', 'pi/chat', 'qwen-code/quiet'];
 
 interface Fixture { name: string; url: string; body: Record<string, unknown> }

@@ -2,8 +2,9 @@ import { expect, test } from 'bun:test';
 import { join } from 'node:path';
 import { chooseVariant, findShellTool, parseBehaviourScript, planTurn, shellArguments } from '../src/sim/script.ts';
 import type { ChatTool } from '../src/tokenization/chat-messages.ts';
+import { HARNESS_TRAFFIC } from './support/shared-fixtures.ts';
 
-const fixtures = join(import.meta.dir, '..', '..', 'shared', 'fixtures', 'harness-traffic');
+const fixtures = HARNESS_TRAFFIC;
 const body = async (path: string) => ((await Bun.file(join(fixtures, path)).json()) as { body: Record<string, unknown> }).body;
 const fn = (name: string, parameters: Record<string, unknown>): ChatTool => ({ type: 'function', function: { name, parameters } });
 

@@ -1,14 +1,15 @@
 /**
  * Request bodies for the proxy benchmarks, built from recorded harness traffic
- * (/work/shared/fixtures/harness-traffic, mirrored under src/dialects/<name>/__fixtures__ when the shared folder is
+ * (../shared/fixtures/harness-traffic beside the repository, mirrored under src/dialects/<name>/__fixtures__ when the shared folder is
  * absent): a small request and a ~100 KB one per dialect. The large ones are a real Claude Code (Anthropic Messages)
  * or qwen-code (OpenAI Chat) request whose last tool result is padded with `ls -l`-like lines, the shape that makes
  * agent contexts large.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { HARNESS_TRAFFIC } from '../../test/support/shared-fixtures.ts';
 
-const SHARED = '/work/shared/fixtures/harness-traffic';
+const SHARED = HARNESS_TRAFFIC;
 const REPO = join(import.meta.dir, '..', '..');
 
 export type Json = Record<string, unknown>;
