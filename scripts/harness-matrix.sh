@@ -7,7 +7,9 @@
 #
 # Each CLI is installed first with `polar harness install` (the only step that uses the network: the npm registry),
 # then runs inside `unshare -n` with only `lo` up, so nothing it sends can leave the machine. Needs root (or
-# unprivileged user namespaces, then `unshare -rn` is used). Results: $OUT/<harness>/{results.db,summary.json,run.log}.
+# unprivileged user namespaces, then `unshare -rn` is used). Results: $OUT/<harness>/{results.db,summary.json,run.log};
+# each session's harness output (stdout/stderr tails) in $OUT/<harness>/work/harness-logs/s-<hash>.log. A session whose
+# CLI reported failure ends ERROR, and its error (in results.db) quotes the tail of that output.
 # Exit status: 0 when every harness completed every session, 1 otherwise.
 set -u
 cd "$(dirname "$0")/.."
@@ -67,7 +69,7 @@ for (const [i, r] of rows.entries()) {
 for (const h of names) {
   const f = `${out}/${h}/summary.json`;
   if (!existsSync(f)) continue;
-  for (const x of JSON.parse(readFileSync(f, "utf8")).harnesses) for (const r of x.harness_failure_reasons ?? []) console.log(`${h}: harness failure: ${r}`);
+  for (const x of JSON.parse(readFileSync(f, "utf8")).harnesses) for (const r of x.harness_failure_reasons ?? []) console.log(`${h}: harness failure: ${r} (output: ${out}/${h}/work/harness-logs)`);
 }
 console.log(`\nper-harness logs and results: ${out}`);
 ' "$OUT" $HARNESSES

@@ -1,6 +1,7 @@
 /** Each harness adapter's config files, environment and argv for one session, and its success judgement. */
 import { expect, test } from 'bun:test';
 import { getHarnessAdapter, HARNESS_ADAPTERS } from '../src/gateway/harnesses/index.ts';
+import { opencodeMessageWords } from '../src/gateway/harnesses/opencode.ts';
 import type { HarnessContext } from '../src/gateway/harnesses/types.ts';
 
 const ctx = (over: Partial<HarnessContext> = {}): HarnessContext => ({
@@ -97,7 +98,7 @@ test('gemini_cli: bare-host GOOGLE_GEMINI_BASE_URL, api-key auth selected, stats
   expect(a.outcome({ exitCode: 1, stdout: '{"type":"result","status":"error","error":{"message":"x"}}\n', stderr: '' }).success).toBe(false);
 });
 
-test('opencode: provider config via OPENCODE_CONFIG, own XDG dirs, plugin linked, words as separate args; error events fail', () => {
+test('opencode: provider config via OPENCODE_CONFIG, own XDG dirs, plugin linked, words after --; error events fail', () => {
   const a = getHarnessAdapter('opencode');
   const launch = a.launch(ctx());
   expect(launch.env).toMatchObject({
@@ -109,7 +110,26 @@ test('opencode: provider config via OPENCODE_CONFIG, own XDG dirs, plugin linked
   expect(config.provider.polar.options).toEqual({ baseURL: 'http://127.0.0.1:4321/v1', apiKey: '{env:POLAR_API_KEY}' });
   expect(launch.links).toEqual([{ path: '/s/home/.config/opencode/node_modules', target: '/cache/node_modules' }]);
   expect(a.package?.companions).toEqual([{ name: '@opencode-ai/plugin', version: a.package!.version }]);
-  expect(launch.argv).toEqual(['/cache/bin/x', 'run', '--format', 'json', '--title', 'polar', 'fix', 'the', 'test;', "don't", 'cheat']);
+  expect(launch.argv).toEqual(['/cache/bin/x', 'run', '--format', 'json', '--title', 'polar', '--', 'fix', 'the', 'test;', "don't", 'cheat']);
   expect(a.outcome({ exitCode: 0, stdout: '{"type":"step_finish","part":{"reason":"stop"}}\n', stderr: '' }).success).toBe(true);
   expect(a.outcome({ exitCode: 0, stdout: '{"type":"error","error":{"name":"APIError"}}\n', stderr: '' }).success).toBe(false);
+});
+
+// Regression (harness matrix, opencode 10/10 "exit 1" without a model call): the example tasks' instruction holds
+// `python3 -m unittest -q`; passed as bare words, yargs took `-m unittest` as --model and `-q` as an unknown flag,
+// opencode printed its usage and exited 1. Everything after `--` is message text.
+test('opencode: an instruction with option-like words goes after --, and the words join back to the exact text', () => {
+  const a = getHarnessAdapter('opencode');
+  const instruction = 'The unit tests fail (run `python3 -m unittest -q` to see them).\nFix  stats.py\tand say "done".';
+  const argv = a.launch(ctx({ instruction })).argv;
+  const dashes = argv.indexOf('--');
+  expect(argv.slice(0, dashes)).toEqual(['/cache/bin/x', 'run', '--format', 'json', '--title', 'polar']);
+  const words = argv.slice(dashes + 1);
+  expect(words).toContain('-m');
+  expect(words).toContain('-q`');
+  // opencode wraps a word holding a space in quotes before joining with ' ': no word may hold one.
+  expect(words.some((w) => w.includes(' '))).toBe(false);
+  expect(words.join(' ')).toBe(instruction);
+  expect(opencodeMessageWords('a  b\nc')).toEqual(['a', '', 'b\nc']);
+  expect(opencodeMessageWords('-x')).toEqual(['-x']);
 });

@@ -136,7 +136,7 @@ test('polar run CLI: exit 0, results file, summary.json, export; a timed-out ses
   expect(slow.code).toBe(1);
   expect(slow.stderr).toContain('TIMEOUT 2');
 
-  // The gateway marks a session whose CLI failed COMPLETED; its work is not done, so the job fails.
+  // The gateway ends a session whose CLI failed as ERROR; its work is not done, so the job fails.
   const failing = await polar(['run', tasksDir, '--harness', 'shell', '--command', 'exit 3', '--samples', '1', '--out', join(scratch, 'failing-out'), '--quiet']);
   expect(failing.code).toBe(1);
   expect(failing.stderr).toContain('harness CLI failures: 2');

@@ -4,6 +4,7 @@
  * (harness process group) → POSTRUN (build, evaluate, filter, store, teardown, callback).
  * Source: ARCHITECTURE.md §5 (pools, budgets, evaluator prewarm), §2 (session states, SessionResult).
  */
+import { join } from 'node:path';
 import { z } from 'zod';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
@@ -18,6 +19,7 @@ import type { Evaluator } from './evaluators/types.ts';
 import { HARNESS_ADAPTERS } from './harnesses/index.ts';
 import { defaultHarnessCache, harnessPaths, installHarness } from './harnesses/install.ts';
 import type { HarnessAdapter, HarnessLaunch, HarnessOutcome } from './harnesses/types.ts';
+import { harnessFailureError, writeHarnessLog } from './harness-output.ts';
 import { commitBaseline, runPrepare, sessionDiff } from './prepare.ts';
 import { createRuntime, parseRuntimeSpec, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import type { Runtime, RuntimeProcess } from './runtimes/types.ts';
@@ -97,6 +99,11 @@ export interface GatewayNodeOptions {
   store: GatewayStore;
   /** Host parent of per-session directories. */
   workRoot: string;
+  /**
+   * Host directory of the per-session harness logs (stdout/stderr tails; the runtime's own directory is removed at
+   * teardown). Default `<workRoot>/harness-logs`; null writes none.
+   */
+  harnessLogDir?: string | null;
   /** Harness install cache (default ~/.cache/polar/harnesses or $POLAR_HARNESS_CACHE). */
   harnessCacheDir?: string;
   /** Install a missing harness package on first use (default true). */
@@ -185,6 +192,8 @@ interface Session {
   toolDirs: string[];
   proc: RuntimeProcess | null;
   harness: { exitCode: number | null; outcome: HarnessOutcome } | null;
+  /** Host path of the harness log file, once written. */
+  harnessLog: string | null;
   deadlineTimer: ReturnType<typeof setTimeout> | null;
   agentTimer: ReturnType<typeof setTimeout> | null;
   t: { dispatched: number; initStart?: number; initEnd?: number; runStart?: number; runEnd?: number; postrunStart?: number; build: number; eval: number };
@@ -315,7 +324,7 @@ export class GatewayNode {
       spec, id: spec.session_id, order: this.order++, priority: task.dispatch_priority ?? 0, stage: 'queued', status: 'REGISTERED',
       abort: new AbortController(), end: null, runtimeSpec, adapter, evaluator: evaluator ?? null,
       needsDiff: evaluator?.needsDiff(task.evaluator?.config ?? {}, refresh) ?? false,
-      runtime: null, evalRuntime: null, launch: null, toolDirs: [], proc: null, harness: null, deadlineTimer: null, agentTimer: null,
+      runtime: null, evalRuntime: null, launch: null, toolDirs: [], proc: null, harness: null, harnessLog: null, deadlineTimer: null, agentTimer: null,
       t: { dispatched: this.clock(), build: 0, eval: 0 }, result: null, done, resolveDone,
     };
     this.sessions.set(session.id, session);
@@ -554,9 +563,27 @@ export class GatewayNode {
     try {
       const { exitCode } = await proc.exited;
       const run = { exitCode, stdout: proc.stdout(), stderr: proc.stderr() };
-      s.harness = { exitCode, outcome: s.abort.signal.aborted ? { success: false, reason: 'killed' } : s.adapter.outcome(run) };
+      const killed = s.abort.signal.aborted;
+      const outcome: HarnessOutcome = killed ? { success: false, reason: 'killed' } : s.adapter.outcome(run);
+      s.harness = { exitCode, outcome };
+      this.keepHarnessLog(s, run, outcome);
+      // A CLI that reported failure did not do the task: the session is ERROR (never trained on, ARCHITECTURE §4),
+      // with the output tail in the error so the cause is visible. A kill (timeout, cancel) already set s.end.
+      if (!killed && !outcome.success && s.end === null) s.end = { kind: 'error', error: harnessFailureError(s.adapter.name, run, outcome) };
     } finally {
       s.abort.signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private keepHarnessLog(s: Session, run: { exitCode: number | null; stdout: string; stderr: string }, outcome: HarnessOutcome): void {
+    const dir = this.opts.harnessLogDir === undefined ? join(this.opts.workRoot, 'harness-logs') : this.opts.harnessLogDir;
+    if (dir === null) return;
+    try {
+      s.harnessLog = writeHarnessLog(dir, {
+        sessionId: s.id, taskId: s.spec.task.task_id, sampleIndex: s.spec.sample_index, harness: s.adapter.name, command: s.launch?.argv[0] ?? '',
+      }, run, outcome);
+    } catch (error) {
+      this.opts.log?.(`writing the harness log of ${s.id} failed: ${errorText(error)}`);
     }
   }
 
@@ -617,7 +644,9 @@ export class GatewayNode {
         s.t.eval = this.clock() - evalStart;
       }
       trajectory = applyRewards(trajectory, evaluation);
-      trajectory.metadata.harness_outcome = s.harness ? { exit_code: s.harness.exitCode, ...s.harness.outcome } : null;
+      trajectory.metadata.harness_outcome = s.harness
+        ? { exit_code: s.harness.exitCode, ...s.harness.outcome, ...(s.harnessLog !== null ? { log: s.harnessLog } : {}) }
+        : null;
     } catch (buildError) {
       status = 'ERROR';
       error = `building the trajectory failed: ${errorText(buildError)}`;

@@ -24,7 +24,7 @@ export interface HarnessSummary {
   completed: number;
   /**
    * Sessions whose harness CLI reported a failure in its own result event (e.g. every model call was refused), from
-   * `trajectory.metadata.harness_outcome`; the gateway still marks such a session COMPLETED.
+   * `trajectory.metadata.harness_outcome`; the gateway ends such a session as ERROR.
    */
   harness_failures: number;
   /** Up to 3 distinct harness failure reasons, for the report. */

@@ -67,20 +67,22 @@ const samples: Record<string, IRResponse> = {
 };
 
 describe('recorded harness requests', () => {
-  test('the fixture set covers Claude Code and pi, two turns each', () => {
+  test('the fixture set covers Claude Code and pi, two turns each, and Claude Code with a mid-conversation system message', () => {
     expect(fixtures.map((f) => f.name).sort()).toEqual([
       'claude-code-001-request.json',
       'claude-code-002-request.json',
+      'claude-code-mid-system-request.json',
       'pi-001-request.json',
       'pi-002-request.json',
     ]);
   });
 
   for (const { name, body } of fixtures) {
-    test(`${name}: one leading system message, no billing line, no cache_control, tools as functions`, () => {
+    test(`${name}: one leading system message (+ one per mid-conversation system message), no billing line, no cache_control, tools as functions`, () => {
       const ir = decode(body);
       expect(ir.messages[0]?.role).toBe('system');
-      expect(ir.messages.filter((m) => m.role === 'system')).toHaveLength(1);
+      const midConversation = (body.messages as { role: string }[]).filter((m) => m.role === 'system').length;
+      expect(ir.messages.filter((m) => m.role === 'system')).toHaveLength(1 + midConversation);
       const json = JSON.stringify(ir.messages) + JSON.stringify(ir.tools);
       expect(json).not.toContain('x-anthropic-billing-header');
       expect(json).not.toContain('cache_control');
@@ -131,6 +133,23 @@ describe('recorded harness requests', () => {
       name: 'Bash',
       content: [{ type: 'text', text: 'README.txt\nmain.py' }],
     });
+  });
+
+  // Regression (harness matrix): Claude Code 2.1.197 with a model name it doesn't know (polar run's `polar-sim`)
+  // assumes a model with mid-conversation system messages and sends `{role: "system"}` after the first user turn
+  // (anthropic-beta mid-conversation-system-2026-04-07); the decoder rejected every call with
+  // `400 messages[1].role: Invalid option: expected one of "user"|"assistant"`.
+  test('Claude Code mid-conversation system message: decoded in place as an IR system message, re-encoded in place', () => {
+    const body = fixtures.find((f) => f.name === 'claude-code-mid-system-request.json')!.body;
+    expect(body.messages.map((m: { role: string }) => m.role)).toEqual(['user', 'system']);
+    const ir = decode(body);
+    expect(ir.messages.map((m) => m.role)).toEqual(['system', 'user', 'system']);
+    expect(ir.messages[2]).toEqual({ role: 'system', content: [{ type: 'text', text: body.messages[1].content }] });
+    expect(ir.messages[1]).toEqual({ role: 'user', content: body.messages[0].content.map((b: { text: string }) => ({ type: 'text', text: b.text })) });
+    const wire = anthropicMessages.encodeRequest(ir) as { system: unknown[]; messages: { role: string; content: { type: string; text: string }[] }[] };
+    expect(wire.messages.map((m) => m.role)).toEqual(['user', 'system']);
+    expect(wire.messages[1]!.content).toEqual([{ type: 'text', text: body.messages[1].content }]);
+    expect(wire.system).toHaveLength(body.system.length - 1); // the billing line stays stripped
   });
 
   test('pi: eager_input_streaming is kept on the tool origin and re-encoded', () => {
@@ -225,6 +244,41 @@ describe('decodeRequest details', () => {
     expect(JSON.stringify(ir)).not.toContain('cache_control');
   });
 
+  test('mid-conversation system messages: string or text blocks, kept at their position; other blocks and empty ones dropped with warnings', () => {
+    const ir = decode({
+      model: 'm',
+      system: 'top',
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'system', content: [{ type: 'text', text: 'be brief', cache_control: { type: 'ephemeral' } }, { type: 'image', source: { type: 'url', url: 'https://x/y.png' } }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'Bash', input: { command: 'ls' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'a.txt' }] },
+        { role: 'system', content: 'now answer in one line' },
+      ],
+    });
+    expect(ir.messages).toEqual([
+      { role: 'system', content: [{ type: 'text', text: 'top' }] },
+      { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+      { role: 'system', content: [{ type: 'text', text: 'be brief' }] },
+      { role: 'assistant', content: [], toolCalls: [{ id: 't1', name: 'Bash', arguments: '{"command":"ls"}' }] },
+      { role: 'tool', toolCallId: 't1', name: 'Bash', content: [{ type: 'text', text: 'a.txt' }] },
+      { role: 'system', content: [{ type: 'text', text: 'now answer in one line' }] },
+    ]);
+    const messages = ir.warnings.filter((w) => w.code === 'unsupported-content').map((w) => w.message);
+    expect(messages).toEqual(['messages[1].content[1] of type image in a system message was dropped']);
+    expect(withoutWarnings(decode(anthropicMessages.encodeRequest(ir)))).toEqual(withoutWarnings(ir));
+    // An IR system message the API has no place for (after an assistant turn, e.g. from OpenAI Chat) goes to the top.
+    const hoisted = anthropicMessages.encodeRequest({
+      ...ir,
+      messages: [ir.messages[0]!, ir.messages[1]!, { role: 'assistant', content: [{ type: 'text', text: 'ok' }] }, { role: 'system', content: [{ type: 'text', text: 'late' }] }],
+    }) as { system: unknown; messages: { role: string }[] };
+    expect(hoisted.system).toEqual([{ type: 'text', text: 'top' }, { type: 'text', text: 'late' }]);
+    expect(hoisted.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    const empty = decode({ model: 'm', messages: [{ role: 'user', content: 'hi' }, { role: 'system', content: [] }] });
+    expect(empty.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
+    expect(empty.warnings.map((w) => w.message)).toContain('messages[1]: a system message without text was dropped');
+  });
+
   test('rich request round-trips through encodeRequest', () => {
     const ir = decode(rich);
     expect(withoutWarnings(decode(anthropicMessages.encodeRequest(ir)))).toEqual(withoutWarnings(ir));
@@ -244,7 +298,9 @@ describe('decodeRequest details', () => {
     const cases: [unknown, RegExp][] = [
       [null, /request body/],
       [{ model: 'm', max_tokens: 1 }, /messages/],
-      [{ model: 'm', messages: [{ role: 'system', content: 'x' }] }, /messages\[0\]\.role/],
+      [{ model: 'm', messages: [{ role: 'system', content: 'x' }] }, /messages\[0\]\.role: a "system" message must follow a "user" turn \(it cannot be the first/],
+      [{ model: 'm', messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: 'y' }, { role: 'system', content: 'z' }] }, /messages\[2\]\.role: .* follows a "assistant" message/],
+      [{ model: 'm', messages: [{ role: 'developer', content: 'x' }] }, /messages\[0\]\.role/],
       [{ model: 'm', messages: [{ role: 'user', content: [{ type: 'tool_result', content: 'x' }] }] }, /messages\[0\]\.content\[0\]\.tool_use_id/],
       [{ model: 'm', messages: [], tool_choice: { type: 'tool' }, tools: [{ name: 'a', input_schema: {} }] }, /tool_choice\.name/],
       [{ model: 'm', messages: [], max_tokens: -5 }, /max_tokens/],

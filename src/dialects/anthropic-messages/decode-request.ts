@@ -1,6 +1,7 @@
 /**
  * Anthropic Messages request → IR. Handles what real clients send (PROTOCOL-NOTES §3): system as string or blocks,
- * Claude Code's billing-header line (stripped by default), cache_control everywhere (dropped), thinking config and
+ * mid-conversation `{role: "system"}` messages (kept in place as IR system messages), Claude Code's billing-header line
+ * (stripped by default), cache_control everywhere (dropped), thinking config and
  * thinking/redacted_thinking history, tool_use/tool_result with string or block content and images, tool_choice,
  * `$schema` in tool schemas, server tools (warned and dropped).
  * Source: https://docs.anthropic.com/en/api/messages
@@ -37,7 +38,8 @@ type AnyBlock = z.output<typeof AnyBlockSchema>;
  * @param body parsed JSON body.
  * @param ctx `ctx.options.stripBillingHeader` (default true) removes Claude Code's billing-header line.
  * @returns IR request; lossy or unsupported features are listed in `warnings`.
- * @throws GatewayError('invalid-request') naming the failing path (e.g. `messages[1].content[0].tool_use_id: ...`).
+ * @throws GatewayError('invalid-request') naming the failing path (e.g. `messages[1].content[0].tool_use_id: ...`),
+ *   also for a `system` message that does not follow a user turn (the API's placement rule).
  */
 export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   const wire = parseWire(MessagesRequestSchema, body);
@@ -56,7 +58,19 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   wire.messages.forEach((message, i) => {
     const blocks: AnyBlock[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
     if (message.role === 'assistant') messages.push(decodeAssistant(blocks, `messages[${i}]`, toolNames, warnings));
-    else messages.push(...decodeUser(blocks, `messages[${i}]`, toolNames, warnings));
+    else if (message.role === 'system') {
+      // Placement rule of the API: a system entry follows a user turn, so it is never first and never sits between
+      // a tool_use and its tool_result.
+      if (wire.messages[i - 1]?.role !== 'user') {
+        throw new GatewayError(
+          'invalid-request',
+          `messages[${i}].role: a "system" message must follow a "user" turn (${i === 0 ? 'it cannot be the first message; put leading instructions in the top-level system field' : `it follows a "${wire.messages[i - 1]!.role}" message`})`,
+          { param: `messages[${i}].role` },
+        );
+      }
+      const content = decodeSystemMessage(blocks, `messages[${i}]`, warnings);
+      if (content.length > 0) messages.push({ role: 'system', content });
+    } else messages.push(...decodeUser(blocks, `messages[${i}]`, toolNames, warnings));
   });
 
   const tools = decodeTools(wire.tools ?? [], warnings);
@@ -117,6 +131,26 @@ function decodeSystem(system: MessagesRequest['system'], stripBilling: boolean, 
     warnings.push({ code: 'billing-header-stripped', message: 'removed the x-anthropic-billing-header system line' });
   }
   return texts.filter((text) => text !== '').map((text) => ({ type: 'text', text }));
+}
+
+/**
+ * A mid-conversation `{role: "system"}` message: kept as an IR system message at its position (the engine decides how
+ * its template renders it). Only text blocks are allowed there; anything else is dropped with a warning, and a message
+ * left without text is dropped with one too.
+ */
+function decodeSystemMessage(blocks: AnyBlock[], where: string, warnings: Warning[]): IRContentPart[] {
+  const content: IRContentPart[] = [];
+  blocks.forEach((block, j) => {
+    const at = `${where}.content[${j}]`;
+    if (block.type !== 'text') {
+      warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type} in a system message was dropped` });
+      return;
+    }
+    const text = parseWire(TextBlockSchema, block, at).text;
+    if (text !== '') content.push({ type: 'text', text });
+  });
+  if (content.length === 0) warnings.push({ code: 'unsupported-content', message: `${where}: a system message without text was dropped` });
+  return content;
 }
 
 function decodeImage(block: AnyBlock, where: string): IRContentPart {

@@ -1,6 +1,7 @@
 /**
  * IR → Anthropic Messages request body (round-trip tests; an Anthropic-shaped upstream). Consecutive user and tool
- * messages become one user turn (tool_result blocks first, as the API requires alternating roles).
+ * messages become one user turn (tool_result blocks first, as the API requires alternating roles). A system message
+ * right after a user turn stays in place as a `{role: "system"}` message; every other goes to the top-level `system`.
  * Fields Anthropic has no place for (seed, min_p, penalties) are left out.
  * Source: https://docs.anthropic.com/en/api/messages
  */
@@ -9,7 +10,7 @@ import { encodePart, encodeReasoning, encodeToolUse } from './content.ts';
 import type { AnthropicContentBlock } from './schema.ts';
 
 interface WireMessage {
-  role: 'user' | 'assistant';
+  role: 'user' | 'assistant' | 'system';
   content: AnthropicContentBlock[];
 }
 
@@ -28,9 +29,17 @@ export function encodeRequest(request: IRRequest): Record<string, unknown> {
 
   function encodeMessage(message: IRMessage): void {
     switch (message.role) {
-      case 'system':
-        for (const part of message.content) if (part.type === 'text') system.push({ type: 'text', text: part.text });
+      case 'system': {
+        const text: AnthropicContentBlock[] = [];
+        for (const part of message.content) if (part.type === 'text') text.push({ type: 'text', text: part.text });
+        // A system message right after a user turn stays where it is (mid-conversation system message); the API
+        // allows one nowhere else, so leading ones and any other go to the top-level `system` as before.
+        // https://platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages
+        if (messages.at(-1)?.role === 'user') {
+          if (text.length > 0) messages.push({ role: 'system', content: text });
+        } else system.push(...text);
         return;
+      }
       case 'user':
         userTurn().push(...message.content.map(encodePart));
         return;

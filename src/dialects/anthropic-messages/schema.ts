@@ -42,8 +42,14 @@ export const RedactedThinkingBlockSchema = z.looseObject({ type: z.literal('reda
 /** Any content block before its type-specific validation. */
 export const AnyBlockSchema = z.looseObject({ type: z.string() });
 
+/**
+ * One `messages[]` entry. `system` is a mid-conversation system message (Claude Opus 4.8 and later; Claude Code sends
+ * one after the first user turn when it takes the model for one of those, e.g. for any model name it doesn't know):
+ * its content is a string or text blocks.
+ * Source: https://platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages
+ */
 export const MessageSchema = z.looseObject({
-  role: z.enum(['user', 'assistant']),
+  role: z.enum(['user', 'assistant', 'system']),
   content: z.union([z.string(), z.array(AnyBlockSchema)]),
 });
 

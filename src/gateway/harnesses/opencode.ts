@@ -2,12 +2,24 @@
  * `opencode` (opencode-ai, a Bun-compiled binary): a `polar` openai-compatible provider in the config file named by
  * OPENCODE_CONFIG; model list fetch off; its own HOME/XDG dirs; `@opencode-ai/plugin` (same version) pre-installed
  * into `$XDG_CONFIG_HOME/opencode` (linked from the harness install) so it never reaches for the registry.
- * `run --format json --title polar <words…>`: the instruction goes as separate words (one quoted argument reaches
- * the model wrapped in quotes). `error` events or a non-zero exit mean failure. Source: PROTOCOL-NOTES.md §4.
+ * `run --format json --title polar -- <words…>`: opencode joins its message words with one space and wraps a word that
+ * holds a space in double quotes, so the instruction is split on single spaces only (newlines and tabs stay inside
+ * words, runs of spaces become empty words): the join gives the exact instruction back. The `--` matters: without it
+ * yargs reads words of the instruction such as `-m` or `-q` (as in "run `python3 -m unittest -q`") as options and
+ * opencode prints its usage and exits 1 before any model call. `error` events or a non-zero exit mean failure.
+ * Source: PROTOCOL-NOTES.md §4; checked against opencode-ai 1.18.33 (the request body's user message is the exact text).
  */
 import { jsonLines, type HarnessAdapter } from './types.ts';
 
 const VERSION = '1.18.33';
+
+/**
+ * The instruction as opencode `run` message words: split on single spaces, so `words.join(' ')` (what opencode sends)
+ * is the instruction exactly; no word holds a space, so opencode quotes none. Example: `'a  b\nc'` → `['a', '', 'b\nc']`.
+ */
+export function opencodeMessageWords(instruction: string): string[] {
+  return instruction.split(' ');
+}
 
 export const opencodeAdapter: HarnessAdapter = {
   name: 'opencode',
@@ -28,9 +40,8 @@ export const opencodeAdapter: HarnessAdapter = {
         },
       },
     };
-    const words = ctx.instruction.split(/\s+/).filter((w) => w !== '');
     return {
-      argv: [ctx.binPath ?? 'opencode', 'run', '--format', 'json', '--title', 'polar', ...words],
+      argv: [ctx.binPath ?? 'opencode', 'run', '--format', 'json', '--title', 'polar', '--', ...opencodeMessageWords(ctx.instruction)],
       env: {
         OPENCODE_CONFIG: configPath,
         OPENCODE_DISABLE_MODELS_FETCH: '1',

@@ -1,0 +1,80 @@
+/**
+ * `polar run` with the two harnesses the harness matrix (scripts/harness-matrix.sh, issue 8) found broken, each on one
+ * example task with one sample, real CLI against the in-process simulator:
+ * - claude_code: with a model name it doesn't know, Claude Code sends a mid-conversation `{role: "system"}` message,
+ *   which the Anthropic dialect used to reject (400 on every call). Now the session completes its tool loop.
+ * - opencode: the instruction holds `python3 -m unittest -q`, which opencode's argument parser took for options
+ *   (usage + exit 1, no model call). Now the exact instruction reaches the model and the tool loop completes.
+ * Runs only inside a loopback-only network namespace (`node scripts/test.mjs test/e2e/run-harnesses.test.ts`).
+ */
+import { afterAll, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { getHarnessAdapter } from '../../src/gateway/harnesses/index.ts';
+import { defaultHarnessCache, harnessPaths } from '../../src/gateway/harnesses/install.ts';
+import { loadTaskDir } from '../../src/rollout/task-file.ts';
+import { openStore } from '../../src/store/index.ts';
+import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
+
+const root = resolve(import.meta.dir, '../..');
+const bun = process.execPath;
+const out = mkdtempSync(join(tmpdir(), 'polar-run-harnesses-'));
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+const taskDir = join(root, 'examples/tasks/mean-empty');
+const task = loadTaskDir(taskDir)[0]!.task;
+
+async function polarRun(harness: string): Promise<{ code: number; stdout: string; stderr: string; dir: string }> {
+  const dir = join(out, harness);
+  const proc = Bun.spawn([bun, 'src/main.ts', 'run', taskDir, '--harness', harness, '--samples', '1', '--out', dir, '--quiet', '--timeout-s', '100'], {
+    cwd: root, stdout: 'pipe', stderr: 'pipe', timeout: 110_000, killSignal: 'SIGKILL',
+  });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr, dir };
+}
+
+/** The one session of the run: COMPLETED, harness success, a tool loop (≥ 2 calls, the last one sees a tool result). */
+function expectCompletedToolLoop(dir: string) {
+  const store = openStore(join(dir, 'results.db'));
+  try {
+    const sessions = store.sessions.listByTask(task.task_id);
+    expect(sessions).toHaveLength(1);
+    const result = store.results.get(sessions[0]!.session_id);
+    expect({ status: result?.status, error: result?.error }).toEqual({ status: 'COMPLETED', error: null });
+    expect(result!.trajectory.metadata.harness_outcome).toMatchObject({ success: true });
+    const records = store.completions.listBySession(sessions[0]!.session_id);
+    expect(records.length).toBeGreaterThanOrEqual(2);
+    expect(records[0]!.finish_reason.unified).toBe('tool-calls');
+    expect(records.at(-1)!.ir_request.messages.some((m) => m.role === 'tool')).toBe(true);
+    return records;
+  } finally {
+    store.close();
+  }
+}
+
+test.skipIf(!networkIsolated())(`polar run --harness claude_code: mid-conversation system messages accepted, tool loop completes ${NEEDS_ISOLATION}`, async () => {
+  const run = await polarRun('claude_code');
+  if (run.code !== 0) console.error(run.stdout.slice(-3000), run.stderr.slice(-3000));
+  expect(run.code).toBe(0);
+  const records = expectCompletedToolLoop(run.dir);
+  // The request shape that used to be rejected really was sent, and it is kept in place in the IR.
+  const body = records[0]!.request_body as { messages: { role: string }[] };
+  expect(body.messages.map((m) => m.role)).toContain('system');
+  expect(records[0]!.ir_request.messages.map((m) => m.role).slice(0, 3)).toEqual(['system', 'user', 'system']);
+}, 120_000);
+
+const opencode = getHarnessAdapter('opencode');
+const opencodeInstalled = harnessPaths(defaultHarnessCache(), opencode.package!).installed;
+test.skipIf(!networkIsolated() || !opencodeInstalled)(
+  `polar run --harness opencode: the exact instruction reaches the model, tool loop completes ${NEEDS_ISOLATION}; needs \`polar harness install opencode\` first`,
+  async () => {
+    const run = await polarRun('opencode');
+    if (run.code !== 0) console.error(run.stdout.slice(-3000), run.stderr.slice(-3000));
+    expect(run.code).toBe(0);
+    const records = expectCompletedToolLoop(run.dir);
+    const user = records[0]!.ir_request.messages.find((m) => m.role === 'user');
+    expect(user?.content).toEqual([{ type: 'text', text: task.instruction }]);
+    expect(task.instruction).toContain('-m unittest -q');
+  },
+  120_000,
+);
