@@ -1,17 +1,27 @@
-/** Completion records: one row per proxied model call, token arrays packed (packing.ts), the rest JSON. */
+/**
+ * Completion records: one row per proxied model call. Token arrays are packed (packing.ts). Rows are written in
+ * format 2 (migration 3): a record that extends an earlier record of its session (its "base") stores only the prompt
+ * ids after the shared prefix and its JSON texts as deltas against the base's (delta.ts), zstd-compressed; so a
+ * session costs O(final size) on disk instead of O(turns²). Format 1 rows (full arrays, plain JSON text) still read.
+ * A base is always a committed row of the same session, inserted before the rows that refer to it.
+ */
 import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
-import { packFloat32, packInt32, unpackFloat32, unpackInt32 } from './packing.ts';
+import { BaseCache, type BaseEntry } from './base-cache.ts';
+import { applyTextDelta, commonSegmentPrefix, cutSegments, decodeTextColumn, encodeTextColumn, textDelta, type TextDelta } from './delta.ts';
+import { int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
   completion_id: string;
   session_id: string;
   seq: number;
   dialect: string;
-  request_body: string;
-  ir_request: string;
-  ir_response: string | null;
+  /** Format 1: JSON text; format 2: BLOB from encodeTextColumn. */
+  request_body: string | Uint8Array;
+  ir_request: string | Uint8Array;
+  ir_response: string | Uint8Array | null;
   finish_reason: string;
+  /** Format 1: all prompt ids; format 2: the ids after `prompt_prefix`. */
   prompt_ids: Uint8Array;
   response_ids: Uint8Array;
   logprobs: Uint8Array;
@@ -24,60 +34,178 @@ interface CompletionRow {
   engine_ms: number;
   total_ms: number;
   created_at: number;
+  format: number;
+  base_id: string | null;
+  prompt_prefix: number;
 }
 
+/** Options of the completion repository (all optional; the defaults are what the proxy should use). */
+export interface CompletionRepositoryOptions {
+  /**
+   * Row format written: 2 (default) prefix-delta prompt ids and delta, compressed JSON; 1 the migration-1 layout
+   * (full arrays, plain JSON text), kept for benchmarks and compatibility tests. Both formats are always read.
+   */
+  format?: 1 | 2;
+  /** zstd-compress the JSON texts in format 2 (default true; see bench/store.ts for the measured trade-off). */
+  compress?: boolean;
+  /** zstd level 1–22 (default 1: the fastest; JSON deltas gain little from higher levels). */
+  zstdLevel?: number;
+  /** Memory budget of the per-session base cache, bytes (default 256 MiB). */
+  cacheBytes?: number;
+  /** Records kept per session in the cache (default 3: interleaved sub-agents each find their own last call). */
+  cachePerSession?: number;
+}
+
+/** A base must share at least this many prompt tokens; below it the ids are stored in full. */
+export const MIN_SHARED_PROMPT_TOKENS = 64;
+/** Longest chain of bases a record may sit on; the next record of the session is stored in full, so reads stay bounded. */
+export const MAX_BASE_DEPTH = 100;
+
 const columns =
-  'completion_id, session_id, seq, dialect, request_body, ir_request, ir_response, finish_reason, prompt_ids, response_ids, logprobs, policy_version, engine_id, logprob_semantics, mode, capture_error, warnings, engine_ms, total_ms, created_at';
+  'completion_id, session_id, seq, dialect, request_body, ir_request, ir_response, finish_reason, prompt_ids, response_ids, logprobs, policy_version, engine_id, logprob_semantics, mode, capture_error, warnings, engine_ms, total_ms, created_at, format, base_id, prompt_prefix';
 
 const insertSql = `INSERT INTO completions (${columns}) VALUES (${columns.split(',').map(() => '?').join(', ')})`;
 
+/** A record's decoded token sequence and texts: what a child row needs of its base. */
+interface Resolved {
+  tokens: Int32Array;
+  promptLength: number;
+  texts: [string, string, string | null];
+  depth: number;
+}
+
 export class CompletionRepository {
-  constructor(private readonly db: Database) {}
+  private readonly format: 1 | 2;
+  private readonly compress: boolean;
+  private readonly zstdLevel: number;
+  private readonly cache: BaseCache;
+
+  constructor(
+    private readonly db: Database,
+    options: CompletionRepositoryOptions = {},
+  ) {
+    this.format = options.format ?? 2;
+    this.compress = options.compress ?? true;
+    this.zstdLevel = options.zstdLevel ?? 1;
+    this.cache = new BaseCache(options.cacheBytes ?? 256 * 1024 * 1024, Math.max(1, options.cachePerSession ?? 3));
+  }
 
   /**
    * Store one record in its own transaction (a savepoint inside `store.transaction`); durable against a process kill
    * when this returns (WAL). `prompt_ids`/`response_ids` must be int32 integers; logprobs are stored as float32.
    * `opts.requestBodyJson`: the request body's JSON text as received, stored instead of `JSON.stringify(request_body)`
    * (the proxy has it already; re-serialising a 100 KB body was a large share of the per-call CPU).
+   * Cost: O(prompt tokens shared with the base) number comparisons plus O(new tokens + new JSON) encoding; the base is
+   * taken from an in-memory cache (one read of the session's newest row on a miss) and never copied or re-packed.
    * @throws TypeError for a non-int32 token id; SQLiteError when `completion_id` already exists.
    */
   insert(rec: CompletionRecord, opts?: { requestBodyJson?: string }): void {
-    const values = [
-      rec.completion_id,
-      rec.session_id,
-      rec.seq,
-      rec.dialect,
+    const texts: [string, string, string | null] = [
       opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null),
       JSON.stringify(rec.ir_request),
       rec.ir_response === null ? null : JSON.stringify(rec.ir_response),
-      JSON.stringify(rec.finish_reason),
-      packInt32(rec.prompt_ids),
-      packInt32(rec.response_ids),
-      packFloat32(rec.logprobs),
-      rec.policy_version,
-      rec.engine_id,
-      rec.logprob_semantics,
-      rec.mode,
-      rec.capture_error,
-      JSON.stringify(rec.warnings),
-      rec.timings.engine_ms,
-      rec.timings.total_ms,
-      rec.created_at,
-    ] as const;
-    // A single INSERT statement is atomic in SQLite; in autocommit mode it commits before run() returns.
-    this.db.query(insertSql).run(...values);
+    ];
+    const responsePacked = packInt32(rec.response_ids);
+    const logprobsPacked = packFloat32(rec.logprobs);
+    if (this.format === 1) {
+      this.run(rec, texts, packInt32(rec.prompt_ids), responsePacked, logprobsPacked, 1, null, 0);
+      return;
+    }
+
+    const candidates = this.candidates(rec.session_id);
+    let base: BaseEntry | null = null;
+    let prefix = 0;
+    for (const candidate of candidates) {
+      const shared = commonSegmentPrefix(candidate.segments, rec.prompt_ids);
+      if (shared > prefix) {
+        base = candidate;
+        prefix = shared;
+      }
+      // The newest record whose whole prompt this one extends is the call it continues; older ones cannot do better
+      // in the common case, so stop comparing.
+      if (shared > 0 && shared >= candidate.promptLength) break;
+    }
+    if (prefix < MIN_SHARED_PROMPT_TOKENS) {
+      prefix = 0;
+      base = candidates[0] ?? null; // still worth it for the JSON texts (e.g. an engine that captures no ids)
+    }
+    if (base !== null && base.depth >= MAX_BASE_DEPTH) {
+      // A keyframe: this record starts a new chain, so no read ever follows more than MAX_BASE_DEPTH links.
+      base = null;
+      prefix = 0;
+    }
+    const deltas = texts.map((text, k) => (text === null ? null : textDelta(text, base?.texts[k] ?? null))) as [TextDelta, TextDelta, TextDelta | null];
+    if (prefix === 0 && deltas.every((d) => d === null || (d.prefix === 0 && d.suffix === 0))) base = null;
+
+    const suffixPacked = packInt32(rec.prompt_ids, prefix);
+    const encoded = deltas.map((d) => (d === null ? null : encodeTextColumn(d, this.compress, this.zstdLevel)));
+    this.run(rec, encoded as [Uint8Array, Uint8Array, Uint8Array | null], suffixPacked, responsePacked, logprobsPacked, 2, base?.completion_id ?? null, prefix);
+
+    // Inside an outer transaction the row may still roll back, so it must not become anyone's base.
+    if (this.db.inTransaction) return;
+    const suffix = new Int32Array(suffixPacked.buffer, suffixPacked.byteOffset, suffixPacked.byteLength / 4);
+    const response = new Int32Array(responsePacked.buffer, responsePacked.byteOffset, responsePacked.byteLength / 4);
+    const segments = base !== null && prefix > 0 ? cutSegments(base.segments, prefix) : [];
+    if (suffix.length > 0) segments.push(suffix);
+    if (response.length > 0) segments.push(response);
+    this.cache.add(rec.session_id, {
+      completion_id: rec.completion_id,
+      depth: base === null ? 0 : base.depth + 1,
+      segments,
+      length: rec.prompt_ids.length + response.length,
+      ownBytes: suffixPacked.byteLength + responsePacked.byteLength,
+      promptLength: rec.prompt_ids.length,
+      texts,
+    });
   }
 
-  /** The record, or null when unknown. */
+  /** The record, or null when unknown. @throws Error when a row of its base chain is missing or corrupt. */
   get(completionId: string): CompletionRecord | null {
-    const row = this.db.query(`SELECT ${columns} FROM completions WHERE completion_id = ?`).get(completionId) as CompletionRow | null;
-    return row === null ? null : decodeRow(row);
+    const row = this.selectById(completionId);
+    if (row === null) return null;
+    return toRecord(row, this.resolveChain(row));
   }
 
-  /** Every record of a session in `seq` order (insertion order among equal seq). */
+  /**
+   * Every record of a session in `seq` order (insertion order among equal seq). One query; each row is decoded once,
+   * on top of its already decoded base.
+   * @throws Error when a base row is missing or corrupt.
+   */
   listBySession(sessionId: string): CompletionRecord[] {
     const rows = this.db.query(`SELECT ${columns} FROM completions WHERE session_id = ? ORDER BY seq, rowid`).all(sessionId) as CompletionRow[];
-    return rows.map(decodeRow);
+    const byId = new Map(rows.map((row) => [row.completion_id, row]));
+    const resolved = new Map<string, Resolved>();
+    const resolve = (row: CompletionRow): Resolved => {
+      // Walk down to the first decoded (or full) row, then decode upwards: no recursion, so chain depth is no limit.
+      const pending: CompletionRow[] = [];
+      const seen = new Set<string>();
+      let current: CompletionRow | null = row;
+      let below: Resolved | null = null;
+      while (current !== null) {
+        const known = resolved.get(current.completion_id);
+        if (known !== undefined) {
+          below = known;
+          break;
+        }
+        if (seen.has(current.completion_id)) throw new Error(`completion ${row.completion_id} has a cycle in its base chain (corrupt store)`);
+        seen.add(current.completion_id);
+        pending.push(current);
+        if (current.format !== 2 || current.base_id === null) break;
+        const baseRow = byId.get(current.base_id);
+        if (baseRow === undefined) {
+          below = this.resolveChain(this.mustSelect(current.base_id, current.completion_id));
+          break;
+        }
+        current = baseRow;
+      }
+      for (let i = pending.length - 1; i >= 0; i--) {
+        const r = pending[i]!;
+        below = decodeBody(r, r.format === 2 && r.base_id !== null ? below : null);
+        resolved.set(r.completion_id, below);
+      }
+      return below!;
+    };
+    return rows.map((row) => toRecord(row, resolve(row)));
   }
 
   /** The `seq` for the next record of a session: 0 for a new session, else max(seq) + 1. */
@@ -96,20 +224,144 @@ export class CompletionRepository {
   count(): number {
     return (this.db.query('SELECT COUNT(*) AS n FROM completions').get() as { n: number }).n;
   }
+
+  private run(
+    rec: CompletionRecord,
+    texts: readonly [string | Uint8Array, string | Uint8Array, string | Uint8Array | null],
+    prompt: Uint8Array,
+    response: Uint8Array,
+    logprobs: Uint8Array,
+    format: 1 | 2,
+    baseId: string | null,
+    promptPrefix: number,
+  ): void {
+    // A single INSERT statement is atomic in SQLite; in autocommit mode it commits before run() returns.
+    this.db
+      .query(insertSql)
+      .run(
+        rec.completion_id,
+        rec.session_id,
+        rec.seq,
+        rec.dialect,
+        texts[0],
+        texts[1],
+        texts[2],
+        JSON.stringify(rec.finish_reason),
+        prompt,
+        response,
+        logprobs,
+        rec.policy_version,
+        rec.engine_id,
+        rec.logprob_semantics,
+        rec.mode,
+        rec.capture_error,
+        JSON.stringify(rec.warnings),
+        rec.timings.engine_ms,
+        rec.timings.total_ms,
+        rec.created_at,
+        format,
+        baseId,
+        promptPrefix,
+      );
+  }
+
+  /** Cached bases of a session, newest first; on a miss, the session's newest stored row (decoded once, then cached). */
+  private candidates(sessionId: string): BaseEntry[] {
+    if (this.cache.has(sessionId)) return this.cache.get(sessionId);
+    const newest = this.db.query(`SELECT ${columns} FROM completions WHERE session_id = ? ORDER BY seq DESC, rowid DESC LIMIT 1`).get(sessionId) as CompletionRow | null;
+    if (newest === null) return [];
+    let resolved: Resolved;
+    try {
+      resolved = this.resolveChain(newest);
+    } catch {
+      return []; // an unreadable old row must not block new records: this one is stored in full instead
+    }
+    const entry: BaseEntry = {
+      completion_id: newest.completion_id,
+      depth: resolved.depth,
+      segments: [resolved.tokens],
+      length: resolved.tokens.length,
+      ownBytes: resolved.tokens.byteLength,
+      promptLength: resolved.promptLength,
+      texts: resolved.texts,
+    };
+    // A row read inside an outer transaction may be one of its own uncommitted inserts: usable now, not cacheable.
+    if (!this.db.inTransaction) this.cache.add(sessionId, entry);
+    return [entry];
+  }
+
+  private selectById(completionId: string): CompletionRow | null {
+    return this.db.query(`SELECT ${columns} FROM completions WHERE completion_id = ?`).get(completionId) as CompletionRow | null;
+  }
+
+  private mustSelect(baseId: string, childId: string): CompletionRow {
+    const row = this.selectById(baseId);
+    if (row === null) throw new Error(`completion ${childId} refers to base record ${baseId}, which is missing (corrupt store)`);
+    return row;
+  }
+
+  /** Decode a row by reading its chain of bases (one indexed read per link). */
+  private resolveChain(row: CompletionRow): Resolved {
+    const chain = [row];
+    const seen = new Set([row.completion_id]);
+    for (let r = row; r.format === 2 && r.base_id !== null; ) {
+      if (seen.has(r.base_id)) throw new Error(`completion ${row.completion_id} has a cycle in its base chain (corrupt store)`);
+      seen.add(r.base_id);
+      r = this.mustSelect(r.base_id, r.completion_id);
+      chain.push(r);
+    }
+    let below: Resolved | null = null;
+    for (let i = chain.length - 1; i >= 0; i--) below = decodeBody(chain[i]!, below);
+    return below!;
+  }
 }
 
-function decodeRow(row: CompletionRow): CompletionRecord {
+/** Decode a row's token sequence and texts on top of its decoded base (null for a row stored in full). */
+function decodeBody(row: CompletionRow, base: Resolved | null): Resolved {
+  const response = int32View(row.response_ids);
+  if (row.format === 1) {
+    const prompt = int32View(row.prompt_ids);
+    const tokens = new Int32Array(prompt.length + response.length);
+    tokens.set(prompt, 0);
+    tokens.set(response, prompt.length);
+    return { tokens, promptLength: prompt.length, texts: [textOf(row.request_body), textOf(row.ir_request), row.ir_response === null ? null : textOf(row.ir_response)], depth: 0 };
+  }
+  if (row.format !== 2) throw new Error(`completion ${row.completion_id} has unknown row format ${row.format} (written by a newer polar?)`);
+  const prefix = row.prompt_prefix;
+  if (prefix > 0 && (base === null || prefix > base.tokens.length)) {
+    throw new Error(`completion ${row.completion_id} shares ${prefix} prompt tokens with a base of ${base?.tokens.length ?? 0} (corrupt store)`);
+  }
+  const suffix = int32View(row.prompt_ids);
+  const tokens = new Int32Array(prefix + suffix.length + response.length);
+  if (prefix > 0) tokens.set(base!.tokens.subarray(0, prefix), 0);
+  tokens.set(suffix, prefix);
+  tokens.set(response, prefix + suffix.length);
+  const text = (value: string | Uint8Array, k: number): string =>
+    typeof value === 'string' ? value : applyTextDelta(decodeTextColumn(value), base?.texts[k] ?? null);
+  return {
+    tokens,
+    promptLength: prefix + suffix.length,
+    texts: [text(row.request_body, 0), text(row.ir_request, 1), row.ir_response === null ? null : text(row.ir_response, 2)],
+    depth: base === null ? 0 : base.depth + 1,
+  };
+}
+
+function textOf(value: string | Uint8Array): string {
+  return typeof value === 'string' ? value : new TextDecoder().decode(value);
+}
+
+function toRecord(row: CompletionRow, body: Resolved): CompletionRecord {
   return {
     completion_id: row.completion_id,
     session_id: row.session_id,
     seq: row.seq,
     dialect: row.dialect as CompletionRecord['dialect'],
-    request_body: JSON.parse(row.request_body),
-    ir_request: JSON.parse(row.ir_request),
-    ir_response: row.ir_response === null ? null : JSON.parse(row.ir_response),
+    request_body: JSON.parse(body.texts[0]),
+    ir_request: JSON.parse(body.texts[1]),
+    ir_response: body.texts[2] === null ? null : JSON.parse(body.texts[2]),
     finish_reason: JSON.parse(row.finish_reason),
-    prompt_ids: unpackInt32(row.prompt_ids),
-    response_ids: unpackInt32(row.response_ids),
+    prompt_ids: Array.from(body.tokens.subarray(0, body.promptLength)),
+    response_ids: Array.from(body.tokens.subarray(body.promptLength)),
     logprobs: unpackFloat32(row.logprobs),
     policy_version: row.policy_version,
     engine_id: row.engine_id,

@@ -6,13 +6,13 @@ import { Database } from 'bun:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { systemClock, type Clock } from '../core/clock.ts';
-import { CompletionRepository } from './completions.ts';
+import { CompletionRepository, type CompletionRepositoryOptions } from './completions.ts';
 import { migrate } from './migrations.ts';
 import { GroupRepository, ResultRepository } from './results.ts';
 import { SessionRepository, TaskRepository } from './tasks.ts';
 import { NodeRepository, TaskCallbackRepository } from './repos/rollout.ts';
 
-export { CompletionRepository } from './completions.ts';
+export { CompletionRepository, MAX_BASE_DEPTH, MIN_SHARED_PROMPT_TOKENS, type CompletionRepositoryOptions } from './completions.ts';
 export { migrations, type Migration } from './migrations.ts';
 export { GROUP_EVALUATED, GroupRepository, ResultRepository, type GroupInput, type GroupRow } from './results.ts';
 export { SessionRepository, TaskRepository, type SessionInsert, type SessionPatch, type SessionRow, type TaskRow } from './tasks.ts';
@@ -23,6 +23,8 @@ export interface StoreOptions {
   clock?: Clock;
   /** How long a writer waits for another process's lock before SQLITE_BUSY, in ms (default 5000). */
   busyTimeoutMs?: number;
+  /** Completion row format, compression and base cache (completions.ts); the defaults suit the proxy. */
+  completions?: CompletionRepositoryOptions;
 }
 
 export class Store {
@@ -39,8 +41,8 @@ export class Store {
   readonly schemaVersion: number;
 
   /** Use openStore. */
-  constructor(private readonly db: Database, clock: Clock, schemaVersion: number) {
-    this.completions = new CompletionRepository(db);
+  constructor(private readonly db: Database, clock: Clock, schemaVersion: number, completionOptions: CompletionRepositoryOptions = {}) {
+    this.completions = new CompletionRepository(db, completionOptions);
     this.tasks = new TaskRepository(db, clock);
     this.sessions = new SessionRepository(db, clock);
     this.results = new ResultRepository(db, clock);
@@ -82,7 +84,7 @@ export function openStore(path: string | ':memory:', options: StoreOptions = {})
     const clock = options.clock ?? systemClock;
     migrate(db, undefined, clock);
     const { v } = db.query('SELECT MAX(version) AS v FROM schema_version').get() as { v: number };
-    return new Store(db, clock, v);
+    return new Store(db, clock, v, options.completions);
   } catch (error) {
     db.close(false);
     throw error;

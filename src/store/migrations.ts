@@ -94,6 +94,19 @@ export const migrations: readonly Migration[] = [
     name: 'rollout nodes and trainer callbacks',
     sql: ROLLOUT_MIGRATION_SQL,
   },
+  {
+    // Rows written before this keep format 1 (full prompt_ids, plain JSON text) and still read. Format 2 (delta.ts,
+    // completions.ts): prompt_ids holds the suffix after `prompt_prefix` tokens of the base record's
+    // prompt_ids ++ response_ids; request_body/ir_request/ir_response are BLOBs `[codec][prefix:suffix:middle]`
+    // relative to the base's texts. A base is always an earlier, committed row of the same session.
+    version: 3,
+    name: 'completion records: prefix-delta prompt ids, compressed JSON',
+    sql: `
+      ALTER TABLE completions ADD COLUMN format INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE completions ADD COLUMN base_id TEXT;
+      ALTER TABLE completions ADD COLUMN prompt_prefix INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /**

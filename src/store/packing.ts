@@ -7,15 +7,17 @@
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('polar store requires a little-endian host');
 
 /**
- * Pack token ids (integers in int32 range) into bytes; length = 4 × ids.length.
+ * Pack token ids `ids[start…]` (integers in int32 range) into bytes; length = 4 × (ids.length − start).
+ * `start` (default 0) lets a prefix-delta record pack only its suffix without copying the array first.
  * @throws TypeError naming the index of a non-integer or out-of-range id (stored silently, Int32Array would wrap it).
  */
-export function packInt32(ids: readonly number[]): Uint8Array {
-  const packed = new Int32Array(ids.length);
-  for (let i = 0; i < ids.length; i++) {
+export function packInt32(ids: readonly number[], start = 0): Uint8Array {
+  const from = Math.min(Math.max(0, start), ids.length);
+  const packed = new Int32Array(ids.length - from);
+  for (let i = from; i < ids.length; i++) {
     const id = ids[i]!;
     if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff) throw new TypeError(`token id at index ${i} is not an int32: ${id}`);
-    packed[i] = id;
+    packed[i - from] = id;
   }
   return new Uint8Array(packed.buffer);
 }
@@ -28,6 +30,11 @@ export function packFloat32(values: readonly number[]): Uint8Array {
 /** Unpack an Int32 BLOB. @throws Error when the byte length is not a multiple of 4 (a corrupt row). */
 export function unpackInt32(bytes: Uint8Array): number[] {
   return Array.from(new Int32Array(alignedCopy(bytes)));
+}
+
+/** An Int32 BLOB as an Int32Array (an aligned copy). @throws Error when the byte length is not a multiple of 4. */
+export function int32View(bytes: Uint8Array): Int32Array {
+  return new Int32Array(alignedCopy(bytes));
 }
 
 /** Unpack a Float32 BLOB into numbers (each exactly the stored float32). */

@@ -1,0 +1,157 @@
+/**
+ * Delta encoding of completion records against an earlier record of the same session (the "base"). In an agent
+ * session each call's prompt repeats the whole history, so storing every prompt in full grows O(turns²); storing only
+ * what a call adds over its base keeps a session O(final size).
+ * - Token ids: `prompt_ids = (base.prompt_ids ++ base.response_ids)[0, prefix) ++ suffix`.
+ * - JSON text (request body, IR request, IR response): `text = base[0, p) ++ middle ++ base[base.length − s, base.length)`
+ *   (a common prefix and a common suffix: a chat body appends messages before a trailing `"tools": […]`).
+ * Pure functions, no I/O; the repository (completions.ts) decides which base to use and stores the result.
+ */
+
+/**
+ * Length of the longest common prefix of a token sequence held as consecutive segments (a base record's
+ * prompt_ids ++ response_ids) and `ids`, in tokens (0 … min of both lengths). O(result) comparisons; the base is never
+ * copied or re-packed.
+ */
+export function commonSegmentPrefix(segments: readonly Int32Array[], ids: readonly number[]): number {
+  let at = 0;
+  for (const segment of segments) {
+    const n = Math.min(segment.length, ids.length - at);
+    let j = 0;
+    while (j < n && segment[j] === ids[at + j]) j++;
+    at += j;
+    if (j < segment.length) return at;
+  }
+  return at;
+}
+
+/** The first `length` tokens of `segments`, as views (no copy). */
+export function cutSegments(segments: readonly Int32Array[], length: number): Int32Array[] {
+  const out: Int32Array[] = [];
+  let left = length;
+  for (const segment of segments) {
+    if (left <= 0) break;
+    out.push(segment.length <= left ? segment : segment.subarray(0, left));
+    left -= segment.length;
+  }
+  return out;
+}
+
+/** A text stored as `base[0, prefix) ++ middle ++ base[base.length − suffix, base.length)`; lengths in UTF-16 code units. */
+export interface TextDelta {
+  prefix: number;
+  suffix: number;
+  middle: string;
+}
+
+/** Below this many shared code units a delta is not worth a reference to the base (header + chain walk on read). */
+export const MIN_TEXT_SHARED = 256;
+
+/**
+ * Split `text` into what it shares with `base` (common prefix and suffix, never overlapping and never splitting a
+ * surrogate pair, so each part encodes to UTF-8 losslessly) and the `middle` it adds. Returns `{0, 0, text}` when less
+ * than MIN_TEXT_SHARED code units are shared or there is no base.
+ * Cost: native substring comparisons in blocks (memcmp speed), then a short per-character scan.
+ */
+export function textDelta(text: string, base: string | null): TextDelta {
+  if (base === null || base.length === 0) return { prefix: 0, suffix: 0, middle: text };
+  const limit = Math.min(text.length, base.length);
+  let prefix = commonPrefix(text, base, limit);
+  if (prefix > 0 && isHighSurrogate(text.charCodeAt(prefix - 1))) prefix--;
+  let suffix = commonSuffix(text, base, limit - prefix);
+  if (suffix > 0 && isLowSurrogate(text.charCodeAt(text.length - suffix))) suffix--;
+  if (prefix + suffix < MIN_TEXT_SHARED) return { prefix: 0, suffix: 0, middle: text };
+  return { prefix, suffix, middle: text.slice(prefix, text.length - suffix) };
+}
+
+/**
+ * Rebuild a text from its delta.
+ * @throws Error when the delta does not fit the base (a corrupt row or a wrong base).
+ */
+export function applyTextDelta(delta: TextDelta, base: string | null): string {
+  if (delta.prefix === 0 && delta.suffix === 0) return delta.middle;
+  const b = base ?? '';
+  if (delta.prefix < 0 || delta.suffix < 0 || delta.prefix + delta.suffix > b.length) {
+    throw new Error(`text delta (prefix ${delta.prefix}, suffix ${delta.suffix}) does not fit a base of ${b.length} characters`);
+  }
+  return b.slice(0, delta.prefix) + delta.middle + b.slice(b.length - delta.suffix);
+}
+
+function commonPrefix(a: string, b: string, limit: number): number {
+  let i = 0;
+  // Equality of two slices is a native compare; halving the block finds the first difference in O(log) steps.
+  for (let block = 8192; block >= 8; block >>= 4) {
+    while (i + block <= limit && a.slice(i, i + block) === b.slice(i, i + block)) i += block;
+  }
+  while (i < limit && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
+
+function commonSuffix(a: string, b: string, limit: number): number {
+  let i = 0;
+  const aEnd = a.length;
+  const bEnd = b.length;
+  for (let block = 8192; block >= 8; block >>= 4) {
+    while (i + block <= limit && a.slice(aEnd - i - block, aEnd - i) === b.slice(bEnd - i - block, bEnd - i)) i += block;
+  }
+  while (i < limit && a.charCodeAt(aEnd - i - 1) === b.charCodeAt(bEnd - i - 1)) i++;
+  return i;
+}
+
+const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
+const isLowSurrogate = (c: number) => c >= 0xdc00 && c <= 0xdfff;
+
+// --- column codec -------------------------------------------------------------------------------------------------
+
+/** First byte of a stored text column (format 2): how the rest is encoded. */
+const RAW = 0;
+const ZSTD = 1;
+
+/** Texts shorter than this (UTF-8 bytes, roughly) are stored raw: zstd's frame overhead outweighs the gain. */
+const MIN_COMPRESS_CHARS = 128;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Encode a text delta as a BLOB: `[codec byte][payload]`, payload = UTF-8 of `${prefix}:${suffix}:${middle}`, zstd
+ * compressed (level `level`, 1–3 are fast) when `compress` and the middle is not tiny.
+ * Source: https://bun.com/docs/api/utils#bun-zstdcompresssync
+ */
+export function encodeTextColumn(delta: TextDelta, compress: boolean, level: number): Uint8Array {
+  const payload = `${delta.prefix}:${delta.suffix}:${delta.middle}`;
+  if (compress && delta.middle.length >= MIN_COMPRESS_CHARS) {
+    const packed = Bun.zstdCompressSync(payload, { level });
+    const out = new Uint8Array(packed.byteLength + 1);
+    out[0] = ZSTD;
+    out.set(packed, 1);
+    return out;
+  }
+  const utf8 = encoder.encode(payload);
+  const out = new Uint8Array(utf8.byteLength + 1);
+  out[0] = RAW;
+  out.set(utf8, 1);
+  return out;
+}
+
+/**
+ * Decode a BLOB written by encodeTextColumn.
+ * @throws Error on an unknown codec byte, invalid UTF-8 or a malformed header (a corrupt row).
+ */
+export function decodeTextColumn(blob: Uint8Array): TextDelta {
+  if (blob.byteLength === 0) throw new Error('stored text column is empty (corrupt row)');
+  const codec = blob[0];
+  const body = blob.subarray(1);
+  let payload: string;
+  if (codec === RAW) payload = decoder.decode(body);
+  else if (codec === ZSTD) payload = decoder.decode(Bun.zstdDecompressSync(body));
+  else throw new Error(`stored text column has unknown codec ${codec} (corrupt row or newer polar)`);
+  const first = payload.indexOf(':');
+  const second = first < 0 ? -1 : payload.indexOf(':', first + 1);
+  const prefix = Number(payload.slice(0, first));
+  const suffix = Number(payload.slice(first + 1, second));
+  if (second < 0 || !Number.isSafeInteger(prefix) || !Number.isSafeInteger(suffix) || prefix < 0 || suffix < 0) {
+    throw new Error('stored text column has a malformed delta header (corrupt row)');
+  }
+  return { prefix, suffix, middle: payload.slice(second + 1) };
+}
