@@ -84,6 +84,20 @@ describe('buildChatRequest', () => {
     expect(body.tool_choice).toBeUndefined();
   });
 
+  test('system messages: merged into one leading message by default; in-place keeps a later one where it is', () => {
+    const text = (t: string) => [{ type: 'text' as const, text: t }];
+    const messages = [
+      { role: 'system' as const, content: text('A') },
+      { role: 'system' as const, content: text('B') },
+      { role: 'user' as const, content: text('task') },
+      { role: 'system' as const, content: text('C') },
+    ];
+    const base = { servedModel: 'm', defaults: DEFAULT_SAMPLING, reasoningField: 'reasoning' as const };
+    const roles = (body: Record<string, unknown>) => (body.messages as { role: string; content: unknown }[]).map((m) => [m.role, m.content]);
+    expect(roles(buildChatRequest(irRequest({ messages }), base).body)).toEqual([['system', 'A\n\nB\n\nC'], ['user', 'task']]);
+    expect(roles(buildChatRequest(irRequest({ messages }), { ...base, systemMessages: 'in-place' }).body)).toEqual([['system', 'A\n\nB'], ['user', 'task'], ['system', 'C']]);
+  });
+
   test('whitespace-only text next to tool calls is echoed as null content (keeps the next prompt an extension)', () => {
     const call = { id: 'c1', name: 'bash', arguments: '{"command":"ls"}' };
     const messages = (text: string) => [

@@ -11,7 +11,7 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
-import { buildChatRequest, type ReasoningField, type SamplingDefaults } from './chat-request.ts';
+import { buildChatRequest, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { engineFetchJson } from './http.ts';
 import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport } from './types.ts';
 
@@ -42,6 +42,8 @@ export interface ChatEngineOptions {
   defaults: SamplingDefaults;
   /** Overrides the probed/default reasoning echo field. */
   reasoningField?: ReasoningField;
+  /** Placement of later system messages (default merge into the leading one). */
+  systemMessages?: SystemMessagePlacement;
   /** Overrides the default logprob semantics (vLLM `--logprobs-mode processed_logprobs` → 'processed'). */
   logprobSemantics?: LogprobSemantics;
   /** Engine id prefix; defaults to the profile kind (`sim@<url>` for the simulator). */
@@ -157,6 +159,7 @@ export class ChatModeEngine implements EngineClient {
       servedModel: this.served ?? request.model,
       defaults: this.opts.defaults,
       reasoningField: this.reasoningField,
+      systemMessages: this.opts.systemMessages,
       extra: { ...this.profile.captureFlags({ acceptsReturnTokenIds: this.acceptsReturnTokenIds }), ...this.profile.perCallFields?.(ctx) },
     });
     warnings.push(...built);
@@ -189,7 +192,7 @@ export class ChatModeEngine implements EngineClient {
    */
   async countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number> {
     await this.probe();
-    const { body } = buildChatRequest(request, { servedModel: this.servedModel(), defaults: this.opts.defaults, reasoningField: this.reasoningField });
+    const { body } = buildChatRequest(request, { servedModel: this.servedModel(), defaults: this.opts.defaults, reasoningField: this.reasoningField, systemMessages: this.opts.systemMessages });
     const tokenize: Record<string, unknown> = { model: body.model, messages: body.messages, add_generation_prompt: true };
     if (body.tools) tokenize.tools = body.tools;
     if (body.chat_template_kwargs) tokenize.chat_template_kwargs = body.chat_template_kwargs;

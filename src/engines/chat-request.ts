@@ -39,7 +39,17 @@ export interface ChatRequestOptions {
   reasoningField: ReasoningField;
   /** Engine-specific capture flags merged into the body (e.g. vLLM `return_token_ids`). */
   extra?: Record<string, unknown>;
+  /** Where system messages go; see {@link SystemMessagePlacement}. Default `merge`. */
+  systemMessages?: SystemMessagePlacement;
 }
+
+/**
+ * `merge`: every system message joins one leading system message (Qwen3.5-style templates reject any other order).
+ * `in-place`: the leading run of system messages is merged, and a later one (Claude Code sends a mid-conversation
+ * system message after a user turn) stays where it is, so the prompt keeps extending the previous turn's prompt;
+ * only for templates that render a system turn anywhere (Qwen3's does).
+ */
+export type SystemMessagePlacement = 'merge' | 'in-place';
 
 type ChatContent = string | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }>;
 
@@ -72,8 +82,8 @@ function encodeToolChoice(choice: IRToolChoice): unknown {
 
 /**
  * Build the engine's OpenAI Chat body from an IR request.
- * - All system messages are merged (text joined with "\n\n") into one leading system message: Qwen templates reject
- *   a system message anywhere else.
+ * - System messages are merged (text joined with "\n\n") into one leading system message: Qwen3.5-style templates
+ *   reject a system message anywhere else. With `systemMessages: 'in-place'` only the leading run is merged.
  * - Tool results become strings; an image inside a tool result cannot be expressed there and is replaced by a
  *   placeholder with a warning.
  * - `stream` is always false: capture is most reliable from one non-streaming call (PROTOCOL-NOTES §1.4).
@@ -83,10 +93,12 @@ export function buildChatRequest(request: IRRequest, opts: ChatRequestOptions): 
   const warnings: Warning[] = [];
   const systemTexts: string[] = [];
   const messages: EngineChatMessage[] = [];
+  const inPlace = opts.systemMessages === 'in-place';
   for (const message of request.messages) {
     const encoded = encodeMessage(message, opts.reasoningField, warnings);
-    if (encoded === 'system') systemTexts.push(textOf(message.content));
-    else messages.push(encoded);
+    if (encoded !== 'system') messages.push(encoded);
+    else if (inPlace && messages.length > 0) messages.push({ role: 'system', content: textOf(message.content) });
+    else systemTexts.push(textOf(message.content));
   }
   if (request.messages.some((m) => m.role === 'system' && m.content.some((p) => p.type === 'image'))) {
     warnings.push({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });

@@ -7,7 +7,7 @@ import type { Clock } from '../core/clock.ts';
 import type { IdGenerator } from '../core/ids.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import type { ChatModeEngine } from './chat-engine.ts';
-import { DEFAULT_SAMPLING, type ReasoningField, type SamplingDefaults } from './chat-request.ts';
+import { DEFAULT_SAMPLING, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { createOpenAIEngine } from './openai.ts';
 import { createSglangEngine } from './sglang.ts';
 import { createSimEngine } from './sim.ts';
@@ -39,6 +39,8 @@ export interface EngineConfig {
   defaults?: Partial<SamplingDefaults>;
   /** Force the reasoning echo field instead of probing. */
   reasoningField?: ReasoningField;
+  /** Placement of system messages after the first turn (default `merge`); `in-place` for templates that allow it. */
+  systemMessages?: SystemMessagePlacement;
   logprobSemantics?: LogprobSemantics;
   now?: Clock;
   newId?: IdGenerator;
@@ -74,6 +76,7 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
     timeoutMs: config.timeoutMs,
     defaults: { ...DEFAULT_SAMPLING, ...config.defaults },
     reasoningField: config.reasoningField,
+    systemMessages: config.systemMessages,
     logprobSemantics: config.logprobSemantics,
     now: config.now,
     newId: config.newId,

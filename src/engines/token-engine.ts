@@ -16,7 +16,7 @@ import type { ChatMessage, ChatTool } from '../tokenization/chat-messages.ts';
 import { detectModelFamily, resolveFamilyIds, type FamilyIds, type ModelFamily } from '../tokenization/families.ts';
 import { SessionTokenBuffers, type PromptPlan, type RenderSettings, type TokenBufferOptions, type TokenBufferStats } from '../tokenization/token-buffer.ts';
 import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.ts';
-import { buildChatRequest, type SamplingDefaults } from './chat-request.ts';
+import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { engineFetchJson } from './http.ts';
 import type { TokenBackend, TokenSampling } from './token-backends.ts';
 import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, TokenCapture } from './types.ts';
@@ -41,6 +41,8 @@ export interface TokenEngineOptions {
   goldenRate?: number;
   buffers?: TokenBufferOptions;
   logprobSemantics?: LogprobSemantics;
+  /** Placement of later system messages (default merge into the leading one). */
+  systemMessages?: SystemMessagePlacement;
   /** Engine id prefix (default: the kind; `sim` for the simulator). */
   idPrefix?: string;
   now?: Clock;
@@ -227,7 +229,7 @@ export class TokenModeEngine implements EngineClient {
 
   /** IR → the chat messages and template settings our renderer takes (the same translation chat mode sends). */
   private chatInput(request: IRRequest, warnings: Warning[]): { messages: ChatMessage[]; settings: RenderSettings } {
-    const { body, warnings: built } = buildChatRequest(request, { servedModel: this.served ?? request.model, defaults: this.opts.defaults, reasoningField: 'reasoning_content' });
+    const { body, warnings: built } = buildChatRequest(request, { servedModel: this.served ?? request.model, defaults: this.opts.defaults, reasoningField: 'reasoning_content', systemMessages: this.opts.systemMessages });
     warnings.push(...built);
     const messages = body.messages as ChatMessage[];
     if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type !== 'text'))) {
