@@ -103,7 +103,7 @@ test('DELETE cancels a running session; cleanup runs and the status is ERROR "ca
   while (node.get('long')?.status !== 'RUNNING') await Bun.sleep(5);
   // While it runs, the proxy fallback resolves its key; other paths of the session API are not proxied.
   const proxied = await (await fetch(`${node.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': 'long' } })).json();
-  expect(proxied).toEqual({ proxied: '/v1/messages', session: { session_id: 'long', task_id: 't2' } });
+  expect(proxied).toEqual({ proxied: '/v1/messages', session: { session_id: 'long', task_id: 't2', attempt: 0 } });
   const del = await fetch(`${node.url}/sessions/long`, { method: 'DELETE', headers: auth });
   expect(((await del.json()) as { cancelled: boolean }).cancelled).toBe(true);
   const result = await node.wait('long');

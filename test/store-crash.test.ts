@@ -27,7 +27,7 @@ function makeRecord(i) {
   const response_ids = Array.from({ length: responseLength }, () => next() % 151936);
   const logprobs = response_ids.map(() => Math.fround(-(next() % 100000) / 10000));
   return {
-    completion_id: 'cmpl_' + i, session_id: 'ps_' + (i % 5), seq: Math.floor(i / 5), dialect: 'openai-chat',
+    completion_id: 'cmpl_' + i, session_id: 'ps_' + (i % 5), seq: Math.floor(i / 5), attempt: 0, dialect: 'openai-chat',
     request_body: { i, checksum: checksum(prompt_ids, response_ids, logprobs) },
     ir_request: { i }, ir_response: { i }, finish_reason: { unified: 'stop', raw: 'stop' },
     prompt_ids, response_ids, logprobs, policy_version: 'v1', engine_id: 'sim@test', logprob_semantics: 'processed',

@@ -37,7 +37,7 @@ function makeRecord(i) {
   }
   const response_ids = tokens(s, turn, 60, 3);
   return {
-    completion_id: 'cmpl_' + i, session_id: 'ps_' + s, seq: turn, dialect: 'openai-chat',
+    completion_id: 'cmpl_' + i, session_id: 'ps_' + s, seq: turn, attempt: 0, dialect: 'openai-chat',
     request_body: { model: 'qwen3', messages, tools: [{ name: 'bash' }], stream: true },
     ir_request: { model: 'qwen3', messages, warnings: [] }, ir_response: { i }, finish_reason: { unified: 'stop', raw: 'stop' },
     prompt_ids, response_ids, logprobs: response_ids.map((v) => Math.fround(-(v % 1000) / 100)), policy_version: 'v1',

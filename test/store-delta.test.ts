@@ -99,6 +99,8 @@ function randomSession(seed: number, sessionId: string, turns: number, firstSeq 
       completion_id: `${sessionId}-c${t}`,
       session_id: sessionId,
       seq: firstSeq + t,
+      // A resumed session continues its seq under a new attempt; its rows may sit on an earlier attempt's as base.
+      attempt: Math.floor((firstSeq + t) / 8),
       dialect: 'openai-chat',
       request_body,
       ir_request: { model: 'qwen3', messages: agent.messages.map((m) => ({ role: m.role, content: [{ type: 'text', text: m.content }] })), tools, warnings: [] } as unknown as CompletionRecord['ir_request'],
@@ -206,7 +208,7 @@ describe('format 2 round trip', () => {
       const response_ids = Array.from({ length: 50 }, () => r.int(151936));
       messages.push({ role: 'tool', content: `-rw-r--r-- 1 dev dev ${r.int(90000)} src/pkg_${t}/module_${r.int(977)}.py\n`.repeat(20) });
       const rec: CompletionRecord = {
-        completion_id: `c${t}`, session_id: 'long', seq: t, dialect: 'openai-chat',
+        completion_id: `c${t}`, session_id: 'long', seq: t, attempt: 0, dialect: 'openai-chat',
         request_body: { model: 'm', messages, tools: [{ name: 'bash' }] }, ir_request: { messages } as unknown as CompletionRecord['ir_request'],
         ir_response: null, finish_reason: { unified: 'stop' }, prompt_ids, response_ids, logprobs: response_ids.map(() => -0.5),
         policy_version: null, engine_id: 'e', logprob_semantics: 'raw', mode: 'token', capture_error: null, warnings: [],
@@ -263,7 +265,7 @@ describe('format 1 rows and the chain', () => {
     for (let t = 0; t < MAX_BASE_DEPTH + 5; t++) {
       const prompt_ids = [...history, ...Array.from({ length: 70 }, (_, i) => t * 100 + i)];
       const rec: CompletionRecord = {
-        completion_id: `d${t}`, session_id: 'deep', seq: t, dialect: 'openai-chat', request_body: null, ir_request: { t } as unknown as CompletionRecord['ir_request'],
+        completion_id: `d${t}`, session_id: 'deep', seq: t, attempt: 0, dialect: 'openai-chat', request_body: null, ir_request: { t } as unknown as CompletionRecord['ir_request'],
         ir_response: null, finish_reason: { unified: 'stop' }, prompt_ids, response_ids: [1], logprobs: [-1], policy_version: null, engine_id: 'e',
         logprob_semantics: 'raw', mode: 'token', capture_error: null, warnings: [], timings: { engine_ms: 0, total_ms: 0 }, created_at: t,
       };

@@ -34,6 +34,7 @@ function record(overrides: Partial<CompletionRecord> = {}): CompletionRecord {
     completion_id: 'cmpl_1',
     session_id: 'ps_a',
     seq: 0,
+    attempt: 1,
     dialect: 'anthropic-messages',
     request_body: { model: 'claude', messages: [{ role: 'user', content: 'héllo ✓' }], stream: true },
     ir_request: { model: 'claude', messages: [] } as unknown as CompletionRecord['ir_request'],

@@ -51,7 +51,7 @@ describe('golden: prefix_merging', () => {
     expect(traj.traces[0]!.loss_mask).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1, 1]);
     expect(traj.traces[1]!.prompt_ids).toEqual([...SYS_SUB, 210, ...GEN]);
     expect(traj.metadata.reconstruction_stats).toEqual({
-      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0 },
+      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0 }, other_attempt_completions: 0,
     });
     expect(verifyTraces([m1, s1, m2, m3], traj).ok).toBe(true);
   });

@@ -1,16 +1,30 @@
 /**
- * `polar export --db FILE --format jsonl|parquet|messages --out PATH`: trainer rows (one trace per line/row with
- * prompt_ids, response_ids, loss_mask, response_logprobs, reward, advantage, metadata) or the accepted-sessions
- * dataset in OpenAI messages form.
+ * `polar export --db FILE --format jsonl|parquet|messages --out PATH [--builder NAME] [--only-evaluated]
+ * [--include-unevaluated]`: trainer rows (one trace per line/row with prompt_ids, response_ids, loss_mask,
+ * response_logprobs, reward, advantage, metadata) or the accepted-sessions dataset in OpenAI messages form.
+ * Sessions with records but no SessionResult (a `polar proxy` capture) are built from their records with --builder and
+ * exported with `reward: null` and `metadata.evaluated: false`, unless --only-evaluated; in messages form they are
+ * included only with --include-unevaluated. Prints how many evaluated and unevaluated sessions went in.
  */
 import type { Command } from 'commander';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { acceptedMessages, exportRows, writeJsonl, writeMessages, writeParquet } from '../rollout/export.ts';
+import type { BuilderName } from '../core/records.ts';
+import { acceptedMessages, exportTraces, unevaluatedSessionIds, writeJsonl, writeMessages, writeParquet } from '../rollout/export.ts';
 import { openStore } from '../store/index.ts';
+import { BUILDER_NAMES } from '../trace/index.ts';
 import { UsageError } from './common.ts';
 
 const FORMATS = ['jsonl', 'parquet', 'messages'] as const;
+
+interface ExportFlags {
+  db: string;
+  format: string;
+  out: string;
+  builder: string;
+  onlyEvaluated?: boolean;
+  includeUnevaluated?: boolean;
+}
 
 export function register(program: Command): void {
   program
@@ -19,19 +33,39 @@ export function register(program: Command): void {
     .requiredOption('--db <file>', 'SQLite results file')
     .requiredOption('--format <format>', 'jsonl, parquet or messages')
     .requiredOption('--out <path>', 'output file')
-    .action((opts: { db: string; format: string; out: string }) => {
+    .option('--builder <name>', `builder for sessions without an evaluation (${BUILDER_NAMES.join('|')})`, 'prefix_merging')
+    .option('--only-evaluated', 'jsonl/parquet: only sessions with a stored result (leave out unevaluated captures)')
+    .option('--include-unevaluated', 'messages: also sessions without an evaluation (reward null, evaluated false)')
+    .action((opts: ExportFlags) => {
       if (!(FORMATS as readonly string[]).includes(opts.format)) throw new UsageError(`--format must be one of ${FORMATS.join(', ')}, got ${JSON.stringify(opts.format)}`);
+      if (!(BUILDER_NAMES as string[]).includes(opts.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join('|')}, got ${JSON.stringify(opts.builder)}`);
+      if (opts.onlyEvaluated && opts.includeUnevaluated) throw new UsageError('--only-evaluated and --include-unevaluated contradict each other');
+      if (opts.format === 'messages' && opts.onlyEvaluated) {
+        throw new UsageError('--only-evaluated applies to jsonl and parquet; --format messages holds only evaluated sessions unless --include-unevaluated');
+      }
+      if (opts.format !== 'messages' && opts.includeUnevaluated) {
+        throw new UsageError('--include-unevaluated applies to --format messages; jsonl and parquet include unevaluated sessions unless --only-evaluated');
+      }
       if (!existsSync(opts.db)) throw new UsageError(`no such database: ${opts.db}`);
       const store = openStore(opts.db);
       try {
         mkdirSync(dirname(opts.out), { recursive: true });
-        const n =
-          opts.format === 'messages'
-            ? writeMessages(acceptedMessages(store), opts.out)
-            : opts.format === 'parquet'
-              ? writeParquet(exportRows(store), opts.out)
-              : writeJsonl(exportRows(store), opts.out);
-        console.log(`wrote ${n} ${opts.format === 'messages' ? 'sessions' : 'traces'} to ${opts.out}`);
+        if (opts.format === 'messages') {
+          const rows = acceptedMessages(store, { includeUnevaluated: opts.includeUnevaluated === true });
+          const n = writeMessages(rows, opts.out);
+          const unevaluated = rows.filter((r) => !r.metadata.evaluated).length;
+          const waiting = opts.includeUnevaluated ? 0 : unevaluatedSessionIds(store).length;
+          console.log(`wrote ${n} sessions to ${opts.out} (${n - unevaluated} accepted evaluated, ${unevaluated} unevaluated)`);
+          if (waiting > 0) console.error(`polar export: ${waiting} unevaluated session(s) left out; pass --include-unevaluated to add them with reward null`);
+          return;
+        }
+        const result = exportTraces(store, { builder: opts.builder as BuilderName, onlyEvaluated: opts.onlyEvaluated === true });
+        const n = opts.format === 'parquet' ? writeParquet(result.rows, opts.out) : writeJsonl(result.rows, opts.out);
+        console.log(`wrote ${n} traces to ${opts.out} (sessions: ${result.evaluatedSessions} evaluated, ${result.unevaluatedSessions} unevaluated)`);
+        if (result.unevaluatedSessions > 0) {
+          console.error(`polar export: ${result.unevaluatedSessions} session(s) have no evaluation: their traces were built with ${opts.builder} and have reward null, metadata.evaluated false`);
+        }
+        if (result.skippedUnevaluated > 0) console.error(`polar export: --only-evaluated left out ${result.skippedUnevaluated} unevaluated session(s)`);
       } finally {
         store.close();
       }

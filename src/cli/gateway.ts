@@ -1,15 +1,19 @@
 /**
  * `polar gateway --config FILE --node-id ID`: one gateway node (session API + proxy on one port) from the config's
  * `gateway.nodes` entry, the `engine` and `store` sections; registers with `gateway.rollout_url` when set.
+ * Refuses (exit 2) a non-loopback host without a control-plane token unless `--insecure-no-token`. Checks the engine at
+ * start-up (a warning when it is down; the node serves anyway) and reports it in `GET /health` `engine`. With engine
+ * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url`.
  * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
  */
 import type { Command } from 'commander';
 import { createEngineClient } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
+import { EngineHealthMonitor, engineLivenessCheck } from '../rollout/run.ts';
 import { openStore } from '../store/index.ts';
 import { UsageError } from './common.ts';
-import { loadConfigForCli, untilSignal } from './rollout.ts';
+import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
 
 const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
 
@@ -19,12 +23,17 @@ export function register(program: Command): void {
     .description('run one gateway node: sessions INIT → READY → RUNNING → POSTRUN, with the proxy on the same port')
     .requiredOption('--config <file>', 'topology file (YAML or JSON)')
     .requiredOption('--node-id <id>', 'which gateway.nodes entry to run')
-    .action(async (opts: { config: string; nodeId: string }) => {
+    .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
+    .action(async (opts: { config: string; nodeId: string; insecureNoToken?: boolean }) => {
       const config = loadConfigForCli(opts.config);
-      const nodeConfig = config.gateway.nodes.find((n) => n.node_id === opts.nodeId);
+      const index = config.gateway.nodes.findIndex((n) => n.node_id === opts.nodeId);
+      const nodeConfig = config.gateway.nodes[index];
       if (!nodeConfig) {
         throw new UsageError(`no gateway node ${JSON.stringify(opts.nodeId)} in ${opts.config}; nodes: ${config.gateway.nodes.map((n) => n.node_id).join(', ')}`);
       }
+      checkListenSecurity('polar gateway', [{ key: `gateway.nodes[${index}].host`, host: nodeConfig.host }], {
+        token: config.rollout.control_plane_token, insecure: opts.insecureNoToken === true || config.rollout.insecure_no_token,
+      });
       const store = openStore(config.store.path);
       const d = config.engine.default_sampling as Record<string, unknown>;
       const engine = createEngineClient({
@@ -38,6 +47,12 @@ export function register(program: Command): void {
           ...(typeof d.max_tokens === 'number' ? { maxTokens: d.max_tokens } : {}),
         },
       });
+      const log = (line: string) => console.error(`polar gateway: ${line}`);
+      const engineHealth = new EngineHealthMonitor({
+        check: engineLivenessCheck({ kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined }),
+        describe: `engine ${config.engine.kind} at ${config.engine.url}`, log,
+      });
+      await engineHealth.start();
       const rt = nodeConfig.runtime;
       const node = new GatewayNode({
         nodeId: nodeConfig.node_id,
@@ -58,11 +73,14 @@ export function register(program: Command): void {
         proxy: (sessions) => createProxyApp({ engine, store, sessions }),
         rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
         controlPlaneToken: config.rollout.control_plane_token,
-        log: (line) => console.error(`polar gateway: ${line}`),
+        engineHealth: () => engineHealth.state(),
+        simUrl: config.engine.kind === 'sim' ? config.engine.url : null,
+        log,
       });
       await node.start();
       console.log(`polar gateway ${node.nodeId} listening on ${node.url}`);
       await untilSignal();
+      engineHealth.stop();
       await node.stop();
       store.close();
     });

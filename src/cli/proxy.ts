@@ -1,6 +1,6 @@
 /**
  * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
- * [--tokenizer DIR] [--family NAME] [--golden-rate R]`: the proxy alone, for capturing any harness run by hand
+ * [--tokenizer DIR] [--family NAME] [--golden-rate R] [--max-body-bytes N]`: the proxy alone, for capturing any harness run by hand
  * (ARCHITECTURE.md §1). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
  * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
@@ -11,6 +11,7 @@ import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/
 import type { EngineKind } from '../engines/types.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import { adHocSessions } from '../proxy/sessions.ts';
+import { DEFAULT_MAX_BODY_BYTES } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort, parsePositiveInt, UsageError } from './common.ts';
 
@@ -25,6 +26,7 @@ interface ProxyFlags {
   servedModel?: string;
   timeoutMs: number;
   keepaliveMs: number;
+  maxBodyBytes: number;
   temperature?: number;
   topP?: number;
   topK?: number;
@@ -71,6 +73,7 @@ export function register(program: Command): void {
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--timeout-ms <ms>', 'engine call timeout in ms', parsePositiveInt('--timeout-ms'), 600_000)
     .option('--keepalive-ms <ms>', 'keep-alive interval of synthetic streams in ms', parsePositiveInt('--keepalive-ms'), 5000)
+    .option('--max-body-bytes <n>', 'largest request body accepted in bytes; larger ones get 413 in the caller\'s error shape', parsePositiveInt('--max-body-bytes'), DEFAULT_MAX_BODY_BYTES)
     .option('--temperature <t>', 'default temperature when the client sends none', parseNumber('--temperature'))
     .option('--top-p <p>', 'default top_p', parseNumber('--top-p'))
     .option('--top-k <k>', 'default top_k (-1 = off)', parseInteger('--top-k'))
@@ -122,13 +125,15 @@ export function register(program: Command): void {
         sessions: adHocSessions(),
         options: {
           keepaliveIntervalMs: flags.keepaliveMs,
+          maxBodyBytes: flags.maxBodyBytes,
           abortOnClientDisconnect: flags.abortOnDisconnect === true,
           initialPolicyVersion: flags.policyVersion ?? null,
           dialectOptions: { stripBillingHeader: flags.keepBillingHeader !== true },
         },
       });
-      // idleTimeout 0: a synthetic stream may wait minutes on the engine between keep-alives.
-      const server = Bun.serve({ port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0 });
+      // idleTimeout 0: a synthetic stream may wait minutes on the engine between keep-alives. Bun's own body limit is
+      // lifted so the app's limit (--max-body-bytes) always answers, in the caller's error shape, not Bun's empty 413.
+      const server = Bun.serve({ port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
       console.log(`polar proxy listening on http://${flags.host}:${server.port} → ${engine.id} (model ${engine.servedModel()}), records in ${flags.db}`);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();

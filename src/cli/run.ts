@@ -11,11 +11,11 @@ import type { Command } from 'commander';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
-import { ENGINE_KINDS, type EngineKind } from '../engines/index.ts';
+import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { createProgressView } from '../rollout/run-progress.ts';
 import { formatSummaryTable } from '../rollout/run-summary.ts';
-import { defaultRunDir, runTasks } from '../rollout/run.ts';
+import { defaultRunDir, engineLivenessCheck, runTasks, waitForEngine } from '../rollout/run.ts';
 import { loadTaskDir } from '../rollout/task-file.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
@@ -39,6 +39,7 @@ interface RunFlags {
   decodeTps?: number;
   prefillTps?: number;
   timeoutS?: number;
+  engineWaitS: number;
   quiet?: boolean;
 }
 
@@ -72,6 +73,7 @@ export function register(program: Command): void {
     .option('--decode-tps <n>', 'simulator: generated tokens per second per sequence (0 = instant)', parseNonNegative('--decode-tps'))
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
+    .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
     .option('--quiet', 'no live progress')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
@@ -88,6 +90,21 @@ export function register(program: Command): void {
         tasks = loadTaskDir(tasksPath);
       } catch (error) {
         throw new UsageError((error as Error).message);
+      }
+
+      const engine = flags.engine
+        ? { kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY, servedModel: flags.servedModel }
+        : null;
+      if (engine) {
+        // Before anything is created or dispatched: an engine that never answers would otherwise fail every session.
+        try {
+          await waitForEngine(engineLivenessCheck(engine), { describe: `engine ${engine.kind} at ${engine.url}`, timeoutMs: flags.engineWaitS * 1000 });
+        } catch (error) {
+          console.error(`polar run: ${(error as Error).message}`);
+          console.error('polar run: start the engine (or fix --engine/--engine-url); nothing was run.');
+          process.exitCode = EXIT_FAILED;
+          return;
+        }
       }
 
       const outDir = resolve(flags.out ?? defaultRunDir(process.cwd()));
@@ -107,9 +124,8 @@ export function register(program: Command): void {
           builder: flags.builder as BuilderName,
           settings: flags.piApi ? { api: flags.piApi } : undefined,
           store,
-          engine: flags.engine
-            ? { kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY, servedModel: flags.servedModel }
-            : null,
+          engine,
+          engineWaitMs: flags.engineWaitS * 1000,
           sim: {
             ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
             ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),

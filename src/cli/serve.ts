@@ -2,13 +2,15 @@
  * `polar serve --config FILE` (ARCHITECTURE.md §1): the single-box default. The rollout server and the first
  * `gateway.nodes` entry run in this process; the node hosts the proxy and registers with the server over HTTP like a
  * remote `polar gateway` would. With `--with-sim` the simulator (config `sim` section) runs in-process too and is the
- * engine. Runs until SIGINT/SIGTERM, then cancels running sessions (their cleanup runs) and exits 0.
+ * engine. Refuses (exit 2) to listen on a non-loopback address without a control-plane token unless
+ * `--insecure-no-token`; checks the engine at start-up (a warning when it is down, serving goes on) and reports it in
+ * `GET /health` `engine`. Runs until SIGINT/SIGTERM, then cancels running sessions (their cleanup runs) and exits 0.
  */
 import type { Command } from 'commander';
 import { startLocalStack } from '../rollout/run.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort } from './common.ts';
-import { loadConfigForCli, untilSignal } from './rollout.ts';
+import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
 
 const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
 
@@ -19,9 +21,15 @@ export function register(program: Command): void {
     .requiredOption('--config <file>', 'topology file (YAML or JSON)')
     .option('--port <port>', 'rollout server port (overrides rollout.port; 0 picks a free one)', parsePort)
     .option('--with-sim', 'start the simulator from the `sim` section in-process and use it as the engine')
-    .action(async (opts: { config: string; port?: number; withSim?: boolean }) => {
+    .option('--insecure-no-token', 'allow non-loopback listen addresses without a control-plane token (prints a warning)')
+    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean }) => {
       const config = loadConfigForCli(opts.config);
       const nodeConfig = config.gateway.nodes[0]!;
+      checkListenSecurity('polar serve', [
+        { key: 'rollout.host', host: config.rollout.host },
+        { key: 'gateway.nodes[0].host', host: nodeConfig.host },
+        ...(opts.withSim ? [{ key: 'sim.host', host: config.sim.host, unguarded: true }] : []),
+      ], { token: config.rollout.control_plane_token, insecure: opts.insecureNoToken === true || config.rollout.insecure_no_token });
       const store = openStore(config.rollout.db ?? config.store.path);
       const d = config.engine.default_sampling;
       const rt = nodeConfig.runtime;

@@ -1,6 +1,7 @@
 /**
  * `polar submit FILE --server URL`: send a TaskRequest (JSON or YAML file) or task directory to a rollout server.
- * Task files (contract 8) need --harness (or an agent in the file); --samples sets num_samples.
+ * Task files (contract 8) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
+ * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
  */
 import type { Command } from 'commander';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -13,6 +14,7 @@ import { UsageError, parsePositiveInt } from './common.ts';
 interface SubmitOptions {
   server: string;
   harness?: string;
+  command?: string;
   model: string;
   samples?: number;
   builder?: 'per_request' | 'prefix_merging';
@@ -22,7 +24,8 @@ interface SubmitOptions {
 /** TaskRequests from a file: a full TaskRequest (JSON/YAML, or a list of them), or task file(s) plus flags. */
 export function taskRequestsFromPath(path: string, opts: Omit<SubmitOptions, 'server' | 'token'>): TaskRequest[] {
   if (!existsSync(path)) throw new UsageError(`no such file or directory: ${path}`);
-  const agent = opts.harness ? { harness: opts.harness, model_name: opts.model } : undefined;
+  if (opts.command !== undefined && opts.harness === undefined) opts = { ...opts, harness: 'shell' };
+  const agent = opts.harness ? { harness: opts.harness, model_name: opts.model, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
   if (statSync(path).isFile()) {
     let raw: unknown;
@@ -59,6 +62,7 @@ export function register(program: Command): void {
     .argument('<file>', 'TaskRequest file, task.yaml, or a directory of task directories')
     .requiredOption('--server <url>', 'rollout server base URL')
     .option('--harness <name>', 'agent harness for task files that name none (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell)')
+    .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced); implies --harness shell')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
     .option('--builder <strategy>', 'per_request or prefix_merging')

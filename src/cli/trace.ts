@@ -8,7 +8,7 @@ import type { BuilderName, CompletionRecord, Trajectory } from '../core/records.
 import { scoreLogprob } from '../sim/policy.ts';
 import { openStore, type Store } from '../store/index.ts';
 import { loadTokenizer } from '../tokenization/index.ts';
-import { BUILDER_NAMES, buildTrajectory, formatVerifyReport, renderTrace, verifyTraces } from '../trace/index.ts';
+import { attemptOf, BUILDER_NAMES, buildTrajectory, formatVerifyReport, renderTrace, trajectoryAttempt, verifyTraces } from '../trace/index.ts';
 import { EXIT_FAILED, UsageError } from './common.ts';
 
 type Rescore = 'auto' | 'on' | 'off';
@@ -43,12 +43,21 @@ function openExisting(path: string): Store {
 
 /**
  * The trajectory to check for a session: the stored SessionResult's when there is one (unless `--rebuild`), else
- * one built now from the records with `--builder` (default prefix_merging).
+ * one built now from the records with `--builder` (default prefix_merging). `attempt` is the dispatch attempt it
+ * comes from: the stored result's (results stored before attempts existed are attempt 0), else the latest attempt
+ * among the records; completions of other attempts (a killed or re-dispatched run) never enter it.
  */
-function trajectoryFor(store: Store, sessionId: string, records: CompletionRecord[], opts: SourceOptions): { trajectory: Trajectory; source: string } {
+function trajectoryFor(
+  store: Store,
+  sessionId: string,
+  records: CompletionRecord[],
+  opts: SourceOptions,
+): { trajectory: Trajectory; source: string; attempt: number | undefined } {
   const builder = parseBuilder(opts.builder);
-  const stored = opts.rebuild ? null : store.results.get(sessionId);
-  if (stored?.trajectory) return { trajectory: stored.trajectory, source: `stored result (${stored.status})` };
+  const result = store.results.get(sessionId);
+  const resultAttempt = result?.trajectory ? (trajectoryAttempt(result.trajectory) ?? 0) : undefined;
+  const stored = opts.rebuild ? null : result;
+  if (stored?.trajectory) return { trajectory: stored.trajectory, source: `stored result (${stored.status})`, attempt: resultAttempt };
   const session = store.sessions.get(sessionId);
   const taskId = session?.task_id ?? 'unknown';
   const harness = (session ? store.tasks.get(session.task_id)?.task.agent.harness : undefined) ?? 'unknown';
@@ -60,8 +69,16 @@ function trajectoryFor(store: Store, sessionId: string, records: CompletionRecor
     task_id: taskId,
     harness,
     status: 'COMPLETED',
+    ...(resultAttempt !== undefined ? { attempt: resultAttempt } : {}),
   });
-  return { trajectory, source: `built now (${strategy})` };
+  return { trajectory, source: `built now (${strategy})`, attempt: trajectoryAttempt(trajectory) };
+}
+
+/** `, attempt A (N completion(s) of other attempts stored, left out)` when the session ran more than once. */
+function attemptNote(records: readonly CompletionRecord[], attempt: number | undefined): string {
+  if (attempt === undefined) return '';
+  const others = records.filter((r) => attemptOf(r) !== attempt).length;
+  return others === 0 && attempt === 0 ? '' : `, attempt ${attempt}${others > 0 ? ` (${others} completion(s) of other attempts stored, left out)` : ''}`;
 }
 
 export function register(program: Command): void {
@@ -95,10 +112,10 @@ export function register(program: Command): void {
         for (const sessionId of ids) {
           const records = store.completions.listBySession(sessionId);
           if (records.length === 0 && !store.results.get(sessionId)) throw new Error(`session ${sessionId} has no records in ${opts.db}`);
-          const { trajectory, source } = trajectoryFor(store, sessionId, records, opts);
+          const { trajectory, source, attempt } = trajectoryFor(store, sessionId, records, opts);
           const fromSim = records.length > 0 && records.every((r) => r.engine_id.startsWith('sim@'));
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
-          const report = verifyTraces(records, trajectory, useRescore ? { rescore: scoreLogprob } : {});
+          const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scoreLogprob } : {}), ...(attempt !== undefined ? { attempt } : {}) });
           if (!report.ok) failed++;
           if (opts.json) reports.push({ session_id: sessionId, source, ...report });
           else console.log(formatVerifyReport(report, `session ${sessionId} [${source}]`));
@@ -134,12 +151,12 @@ export function register(program: Command): void {
       try {
         const records = store.completions.listBySession(opts.session);
         if (records.length === 0 && !store.results.get(opts.session)) throw new Error(`session ${opts.session} has no records in ${opts.db}`);
-        const { trajectory, source } = trajectoryFor(store, opts.session, records, opts);
+        const { trajectory, source, attempt } = trajectoryFor(store, opts.session, records, opts);
         const tokenizer = opts.ids ? null : await loadTokenizer(opts.tokenizer);
         const color = opts.color === 'always' || (opts.color === 'auto' && process.stdout.isTTY === true);
         const stats = trajectory.metadata.reconstruction_stats;
         console.log(
-          `session ${opts.session} [${source}]: status ${trajectory.status}, ${trajectory.traces.length} trace(s) from ` +
+          `session ${opts.session} [${source}${attemptNote(records, attempt)}]: status ${trajectory.status}, ${trajectory.traces.length} trace(s) from ` +
             `${stats.completions} completion(s); breaks ${JSON.stringify(stats.breaks)}; ` +
             `filter ${JSON.stringify(trajectory.metadata.training_filter)}`,
         );

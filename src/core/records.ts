@@ -15,8 +15,13 @@ export type LogprobSemantics = 'raw' | 'processed' | 'unknown' | 'none';
 export interface CompletionRecord {
   completion_id: string;
   session_id: string;
-  /** 0-based order of this completion within its session. */
+  /** 0-based order of this completion within its session (across all of its attempts). */
   seq: number;
+  /**
+   * 0-based dispatch attempt of the session that made this call (a resume or a re-dispatch after a node loss runs the
+   * same session id again with attempt + 1). Absent = 0. Only the records of one attempt ever form a trajectory.
+   */
+  attempt?: number;
   dialect: DialectName;
   /** The client's original request body (JSON). */
   request_body: unknown;
@@ -70,6 +75,8 @@ export interface TraceMetadata {
   harness: string;
   completion_ids: string[];
   policy_versions: (string | null)[];
+  /** The session's dispatch attempt whose completions form this trace (0-based; absent = 0). */
+  attempt?: number;
   [key: string]: unknown;
 }
 
@@ -83,6 +90,11 @@ export interface ReconstructionStats {
   merged: number;
   /** Chain breaks by reason, e.g. {prefix_break: 1, no_eot: 0}. */
   breaks: Record<string, number>;
+  /**
+   * Completions of the session's other attempts (a killed or re-dispatched run of the same session id), left out of
+   * this trajectory; they stay stored.
+   */
+  other_attempt_completions?: number;
 }
 
 export interface Trajectory {
@@ -92,6 +104,8 @@ export interface Trajectory {
     reconstruction_stats: ReconstructionStats;
     evaluation: EvaluationResult | null;
     training_filter: { trainable: boolean; reasons: string[] };
+    /** The session attempt whose completions built this trajectory (absent in results stored before attempts; = 0). */
+    attempt?: number;
     [key: string]: unknown;
   };
 }

@@ -56,6 +56,8 @@ export interface ProxySessionInfo {
   session_id: string;
   task_id?: string;
   policy_version?: string;
+  /** The dispatch's attempt (0-based), stored on each record so a trajectory is built from one attempt only. */
+  attempt?: number;
 }
 
 /** Resolves an API key / session id to an active session (structurally the proxy's SessionDirectory). */
@@ -93,6 +95,13 @@ export interface SessionView {
   result: SessionResult | null;
 }
 
+/** Engine reachability as last checked (`GET /health` `engine`). */
+export interface EngineHealth {
+  ok: boolean;
+  /** Why the last check failed; null when ok. */
+  error: string | null;
+}
+
 export interface GatewayNodeOptions {
   nodeId: string;
   capacity?: Partial<GatewayCapacity>;
@@ -124,6 +133,14 @@ export interface GatewayNodeOptions {
   evaluators?: Readonly<Record<string, Evaluator>>;
   /** End-of-turn token ids for prefix_merging (default: detected from the records). */
   eotIds?: number[];
+  /** Engine reachability for `GET /health` (`engine: {ok, error}`); absent = not reported. */
+  engineHealth?: () => EngineHealth;
+  /**
+   * Base URL of the simulator when the engine is the built-in simulator (kind `sim`): a task's `metadata.sim_script`
+   * (behaviour script, contract 9) is registered there with `POST /sim/scripts` once per task before its first session
+   * runs. Null/absent: scripts in task metadata are ignored (a real engine has no use for them).
+   */
+  simUrl?: string | null;
   /** Register + heartbeat with this rollout server. */
   rollout?: { url: string; heartbeatIntervalMs?: number };
   controlPlaneToken?: string | null;
@@ -228,6 +245,8 @@ export class GatewayNode {
   private heartbeat: ReturnType<typeof setInterval> | null = null;
   private stopping = new AbortController();
   private gatewayUrlValue: string | null;
+  /** task_id + script text → its registration with the simulator (failed ones are dropped, so a later session retries). */
+  private readonly simScripts = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: GatewayNodeOptions) {
     this.nodeId = opts.nodeId;
@@ -263,7 +282,7 @@ export class GatewayNode {
       const s = this.sessions.get(key);
       if (!s || !(s.stage === 'init' || s.stage === 'ready' || s.stage === 'running')) return null;
       const policy = s.spec.task.metadata?.policy_version;
-      return { session_id: s.id, task_id: s.spec.task.task_id, ...(policy !== undefined ? { policy_version: policy } : {}) };
+      return { session_id: s.id, task_id: s.spec.task.task_id, attempt: s.spec.attempt ?? 0, ...(policy !== undefined ? { policy_version: policy } : {}) };
     },
   };
 
@@ -369,6 +388,11 @@ export class GatewayNode {
     const s = this.sessions.get(sessionId);
     if (!s) throw new Error(`unknown session ${sessionId}`);
     return s.done;
+  }
+
+  /** Engine reachability for `GET /health`, or null when the node was given no health source. */
+  engineHealth(): EngineHealth | null {
+    return this.opts.engineHealth?.() ?? null;
   }
 
   stageCounts(): StageCounts {
@@ -492,6 +516,7 @@ export class GatewayNode {
     const task = s.spec.task;
     let binPath: string | null = null;
     let installDir: string | null = null;
+    await this.registerSimScript(task, signal);
     const pkg = s.adapter.package;
     if (pkg) {
       const cacheDir = this.opts.harnessCacheDir ?? defaultHarnessCache();
@@ -517,6 +542,34 @@ export class GatewayNode {
       if (r.exitCode !== 0) throw new Error(`linking ${link.path} failed: ${r.stderr.trim()}`);
     }
     s.launch = launch;
+  }
+
+  /**
+   * Send the task's behaviour script to the simulator (once per task and script; concurrent sessions share the call),
+   * so tasks submitted from anywhere behave as scripted. Throws Error when the simulator refuses it or is unreachable.
+   */
+  private registerSimScript(task: TaskRequest, signal: AbortSignal): Promise<void> {
+    const script = task.metadata?.sim_script;
+    const base = this.opts.simUrl?.replace(/\/+$/, '');
+    if (!base || script === undefined || script === null) return Promise.resolve();
+    const key = `${task.task_id}\n${JSON.stringify(script)}`;
+    let registration = this.simScripts.get(key);
+    if (!registration) {
+      const doFetch = this.opts.fetch ?? fetch;
+      registration = (async () => {
+        const response = await doFetch(`${base}/sim/scripts`, {
+          method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ task_id: task.task_id, script }),
+          signal: AbortSignal.timeout(30_000),
+        }).catch((error: unknown) => {
+          throw new Error(`cannot reach the simulator at ${base} to register the behaviour script of task ${task.task_id}: ${errorText(error)}`);
+        });
+        const text = await response.text();
+        if (!response.ok) throw new Error(`the simulator at ${base} refused the behaviour script of task ${task.task_id} (HTTP ${response.status}): ${text.slice(0, 500)}`);
+      })();
+      this.simScripts.set(key, registration);
+      registration.catch(() => this.simScripts.delete(key));
+    }
+    return raceAbort(registration, signal);
   }
 
   private gatewayUrl(): string {
@@ -627,6 +680,8 @@ export class GatewayNode {
       trajectory = buildTrajectory(records, {
         strategy: task.builder.strategy, eotIds: this.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
         status, ...(s.end?.kind === 'timeout' ? { timeoutKind: s.end.timeoutKind } : {}),
+        // Only this dispatch's calls: a killed or re-dispatched earlier attempt of the same session id left its own.
+        attempt: s.spec.attempt ?? 0,
       });
       s.t.build = this.clock() - buildStart;
       let evaluation: EvaluationResult = { outcome_reward: 0, details: { skipped: `session ${status}` } };
@@ -651,6 +706,7 @@ export class GatewayNode {
       status = 'ERROR';
       error = `building the trajectory failed: ${errorText(buildError)}`;
       trajectory = emptyTrajectory(error);
+      trajectory.metadata.attempt = s.spec.attempt ?? 0;
     }
     await this.teardown(s);
     if (s.end?.kind === 'cancelled' && (status !== 'ERROR' || error !== 'cancelled')) {

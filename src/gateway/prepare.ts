@@ -2,7 +2,7 @@
  * Prepare actions (contract 8) run in INIT after the runtime starts: upload_file, upload_dir, exec with retries and
  * exponential backoff. Also the diff baseline that test_on_output/swebench_harness evaluate against.
  */
-import type { PrepareAction } from './runtimes/index.ts';
+import { confineDest, type PrepareAction } from './runtimes/index.ts';
 import type { Runtime } from './runtimes/types.ts';
 
 /** Default per-exec timeout when the action gives none, s. */
@@ -20,13 +20,23 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /**
  * Run the prepare actions in order. An exec is tried `1 + retries` times with backoff `backoff_ms · 2^attempt`
- * (default 1000 ms). Throws Error naming the failing action (with its last stderr) or the signal's reason.
+ * (default 1000 ms). An upload's `dest` must be relative and stay inside the runtime's work directory after
+ * normalisation (it comes from the TaskRequest). Throws Error naming the failing action (with its last stderr or the
+ * rejected dest) or the signal's reason.
  */
 export async function runPrepare(runtime: Runtime, actions: PrepareAction[], signal?: AbortSignal): Promise<void> {
   for (const [index, action] of actions.entries()) {
     signal?.throwIfAborted();
-    if ('upload_file' in action) await runtime.upload(action.upload_file.src, action.upload_file.dest);
-    else if ('upload_dir' in action) await runtime.upload(action.upload_dir.src, action.upload_dir.dest);
+    if ('upload_file' in action || 'upload_dir' in action) {
+      const { src, dest } = 'upload_file' in action ? action.upload_file : action.upload_dir;
+      let confined: string;
+      try {
+        confined = confineDest(dest);
+      } catch (error) {
+        throw new Error(`prepare action ${index}: ${(error as Error).message}`);
+      }
+      await runtime.upload(src, confined);
+    }
     else {
       const { command, timeout_s = DEFAULT_PREPARE_TIMEOUT_S, retries = 0, backoff_ms = 1000 } = action.exec;
       for (let attempt = 0; ; attempt++) {

@@ -61,7 +61,10 @@ export function startSessionServer(node: GatewayNode, opts: SessionServerOptions
         }),
       },
       '/health': {
-        GET: () => json({ node_id: node.nodeId, ok: true, stages: node.stageCounts(), capacity: node.capacity }),
+        GET: () => {
+          const engine = node.engineHealth();
+          return json({ node_id: node.nodeId, ok: true, stages: node.stageCounts(), capacity: node.capacity, ...(engine ? { engine } : {}) });
+        },
       },
       '/events': {
         GET: guard((req) => node.events.sseResponse(req.signal)),

@@ -4,13 +4,18 @@
  * caller's dialect as JSON or as a synthetic SSE stream. Source: ARCHITECTURE.md §3; cross-module contract 4.
  *
  * Routes (each also under `/s/{session_id}`): `POST /v1/messages` (+ `?beta=true`), `POST /v1/messages/count_tokens`,
- * `POST /v1/chat/completions`, `GET /v1/models`, `HEAD|GET /`. Plus `GET /sessions/{id}/completions`,
+ * `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1beta/models/{model}:generateContent|streamGenerateContent|
+ * countTokens`, `GET /v1beta/models[/{model}]`, `GET /v1/models`, `HEAD|GET /`. Plus `GET /sessions/{id}/completions`,
  * `POST /admin/inference/pause`, `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`.
+ *
+ * Errors the router itself produces render in the dialect that owns the path prefix (`dialectForPath`): an unknown
+ * route is 404, a known path with the wrong method is 405 with `Allow`, a body over `maxBodyBytes` is 413.
  *
  * Claude Code retries a broken stream with the same body without `stream`; that retry is simply another call of the
  * same session and is recorded as such (the builders see the same prompt twice and chain it).
  */
 import { Hono, type Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { systemClock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
@@ -19,11 +24,11 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, IRResponse, Warning } from '../core/ir.ts';
 import { responseToStreamEvents } from '../core/stream.ts';
 import type { EngineCompletion } from '../engines/types.ts';
-import { defaultDialectRoutes, fallbackDialect, type DialectRoute } from './dialect-table.ts';
+import { defaultDialectRoutes, dialectForPath, type DialectRoute } from './dialect-table.ts';
 import { InferenceGate } from './inference-gate.ts';
 import { Recorder } from './recorder.ts';
 import { sessionKeyOf } from './sessions.ts';
-import { newProxyCounters, type ProxyDeps, type ProxySessionInfo } from './types.ts';
+import { DEFAULT_MAX_BODY_BYTES, newProxyCounters, type ProxyDeps, type ProxySessionInfo } from './types.ts';
 
 type Env = { Variables: { dialect: Dialect } };
 
@@ -57,12 +62,36 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
   app.gate = gate;
   app.endSession = (sessionId) => deps.engine.endSession?.(sessionId);
 
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  /** The dialect a handler chose, else the one owning the path prefix. */
+  const errorDialect = (c: Context<Env>): Dialect => c.get('dialect') ?? dialectForPath(routes, c.req.path);
+
   app.onError((thrown, c) => {
     const error = toGatewayError(thrown);
     if (error.kind === 'internal') console.error('polar proxy: internal error', thrown);
-    return renderError(c, c.get('dialect') ?? fallbackDialect, error);
+    return renderError(c, errorDialect(c), error);
   });
-  app.notFound((c) => renderError(c, c.get('dialect') ?? fallbackDialect, new GatewayError('not-found', `no route for ${c.req.method} ${new URL(c.req.url).pathname}`)));
+  app.notFound((c) => renderError(c, errorDialect(c), new GatewayError('not-found', `no route for ${c.req.method} ${c.req.path}`)));
+  // https://hono.dev/docs/middleware/builtin/body-limit — checks Content-Length first, else counts the streamed body.
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: (c) => {
+        counters.rejected++;
+        return renderError(c, errorDialect(c), new GatewayError('invalid-request', `request body is larger than this proxy's limit of ${maxBodyBytes} bytes (proxy.max_body_bytes)`, { status: 413 }));
+      },
+    }),
+  );
+
+  /** Methods registered per path pattern: a request with another method gets 405 and this list in `Allow`. */
+  const allowedMethods = new Map<string, Set<string>>();
+  const allow = (methods: readonly string[], path: string) => {
+    const set = allowedMethods.get(path) ?? new Set<string>();
+    for (const method of methods) set.add(method);
+    if (methods.includes('GET')) set.add('HEAD'); // hono answers HEAD with the GET handler
+    allowedMethods.set(path, set);
+  };
 
   function resolveSession(c: Context<Env>): ProxySessionInfo {
     const key = sessionKeyOf(c.req.raw.headers, new URL(c.req.url), c.req.param('sid'));
@@ -89,8 +118,7 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
     }
   }
 
-  function decode(route: DialectRoute, body: unknown, url: URL): IRRequest {
-    const fromUrl = route.fromUrl?.(url);
+  function decode(route: DialectRoute, body: unknown, url: URL, fromUrl = route.fromUrl?.(url)): IRRequest {
     let ir: IRRequest;
     try {
       ir = route.dialect.decodeRequest(body, { ...codecCtx, pathModel: fromUrl?.model, pathStream: fromUrl?.stream });
@@ -132,41 +160,67 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
       const url = new URL(c.req.url);
       const session = resolveSession(c);
       const { body, text: bodyText } = await readJsonText(c);
-      const ir = decode(route, body, url);
+      const fromUrl = route.fromUrl?.(url);
+      const ir = decode(route, body, url, fromUrl);
       const completionId = newId('cmpl');
-      const commit = (completion: EngineCompletion, warnings: Warning[], policyVersion: string | null): IRResponse => {
+      /**
+       * Commit the record. `clientGone` is read at commit time: a client that disconnected before this point is
+       * flagged on the record (the completion is still kept: a captured completion is never dropped). A disconnect
+       * after the commit cannot be flagged (records are immutable once stored); it is only counted.
+       */
+      const commit = (completion: EngineCompletion, warnings: Warning[], policyVersion: string | null, clientGone: boolean): IRResponse => {
         // The client-visible id is the record's id, so a reply can be traced to its record.
         const response = { ...completion.response, id: completionId };
+        if (clientGone) {
+          counters.clientDisconnects++;
+          warnings = [...warnings, { code: 'client-disconnected', message: 'the client disconnected before the reply was sent: the harness never received this completion' }];
+        }
         recorder.commit({
-          completionId, sessionId: session.session_id, dialect: route.dialect.name, requestBody: body, requestText: bodyText, irRequest: ir,
+          completionId, sessionId: session.session_id, attempt: session.attempt, dialect: route.dialect.name, requestBody: body, requestText: bodyText, irRequest: ir,
           completion: { ...completion, response }, policyVersion, warnings, startedAt,
         });
         return response;
       };
-      if (!ir.stream) {
-        const signal = options.abortOnClientDisconnect ? c.req.raw.signal : undefined;
-        const { completion, warnings, policyVersion } = await sample(ir, session, completionId, signal);
-        const response = commit(completion, warnings, policyVersion);
+      // A Gemini stream without alt=sse is one JSON array: synthetic, so it is the non-streaming call framed as an array.
+      if (!ir.stream || fromUrl?.jsonArray) {
+        const clientSignal = c.req.raw.signal;
+        const { completion, warnings, policyVersion } = await sample(ir, session, completionId, options.abortOnClientDisconnect ? clientSignal : undefined);
+        const response = commit(completion, warnings, policyVersion, clientSignal.aborted);
         const all = [...ir.warnings, ...completion.warnings, ...response.warnings, ...warnings];
         if (all.length > 0) c.header('x-polar-warnings', warningHeader(all));
-        return c.json(route.dialect.encodeResponse(response, { ...codecCtx, request: ir }) as object);
+        const encoded = route.dialect.encodeResponse(response, { ...codecCtx, request: ir });
+        return c.json((ir.stream ? [encoded] : encoded) as object);
       }
-      return streamResponse(route.dialect, ir, completionId, startedAt, (signal) =>
-        sample(ir, session, completionId, signal).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion)),
+      return streamResponse(route.dialect, ir, completionId, startedAt, (signal, client) =>
+        sample(ir, session, completionId, signal).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
       );
     };
   }
 
   /**
    * Synthetic streaming: headers and the dialect's start event at once, keep-alives while the engine works, then the
-   * response replayed as events (after the record is committed), or an in-band error event.
+   * response replayed as events (after the record is committed), or an in-band error event. `client.gone` turns true
+   * when the client disconnects (the stream is cancelled, or a write fails); `run` reads it when it commits.
    */
-  function streamResponse(dialect: Dialect, ir: IRRequest, completionId: string, createdAt: number, run: (signal: AbortSignal | undefined) => Promise<IRResponse>): Response {
+  function streamResponse(
+    dialect: Dialect,
+    ir: IRRequest,
+    completionId: string,
+    createdAt: number,
+    run: (signal: AbortSignal | undefined, client: { readonly gone: boolean }) => Promise<IRResponse>,
+  ): Response {
     const encoder = dialect.createStreamEncoder({ ...codecCtx, request: ir });
     const bytes = new TextEncoder();
     const abort = new AbortController();
+    const client = { gone: false };
+    let committed = false;
     let open = true;
     let timer: ReturnType<typeof setInterval> | undefined;
+    const clientLeft = () => {
+      if (client.gone) return;
+      client.gone = true;
+      if (committed) counters.disconnectsAfterCommit++;
+    };
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
         const write = (frames: string) => {
@@ -175,6 +229,7 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
             controller.enqueue(bytes.encode(frames));
           } catch {
             open = false; // the client went away; the engine call still completes and is recorded
+            clientLeft();
           }
         };
         const finish = () => {
@@ -189,8 +244,9 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
         };
         write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 }));
         timer = setInterval(() => write(encoder.push({ type: 'keep-alive' })), keepaliveMs);
-        run(options.abortOnClientDisconnect ? abort.signal : undefined).then(
+        run(options.abortOnClientDisconnect ? abort.signal : undefined, client).then(
           (response) => {
+            committed = true;
             clearInterval(timer);
             try {
               for (const event of responseToStreamEvents(response)) write(encoder.push(event));
@@ -216,6 +272,7 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
       },
       cancel() {
         open = false;
+        clientLeft();
         clearInterval(timer);
         if (options.abortOnClientDisconnect) abort.abort();
       },
@@ -253,20 +310,38 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
   };
 
   function dialectModels(prefix: string, route: DialectRoute, spec: NonNullable<DialectRoute['models']>) {
-    for (const path of spec.list) app.get(prefix + path, (c) => (c.set('dialect', route.dialect), models(c, spec.encodeList)));
-    for (const path of spec.one) app.get(prefix + path, (c) => (c.set('dialect', route.dialect), c.json(spec.encodeOne(c.req.param('model') ?? '') as object)));
+    for (const path of spec.list) {
+      app.get(prefix + path, (c) => (c.set('dialect', route.dialect), models(c, spec.encodeList)));
+      allow(['GET'], prefix + path);
+    }
+    for (const path of spec.one) {
+      app.get(prefix + path, (c) => (c.set('dialect', route.dialect), c.json(spec.encodeOne(c.req.param('model') ?? '') as object)));
+      allow(['GET'], prefix + path);
+    }
   }
 
   for (const prefix of ['', '/s/:sid']) {
     for (const route of routes) {
-      for (const path of route.paths) app.post(prefix + path, completionHandler(route));
-      if (route.countTokens) for (const path of route.countTokens.paths) app.post(prefix + path, countTokensHandler(route, route.countTokens));
+      for (const path of route.paths) {
+        app.post(prefix + path, completionHandler(route));
+        allow(['POST'], prefix + path);
+      }
+      if (route.countTokens) {
+        for (const path of route.countTokens.paths) {
+          app.post(prefix + path, countTokensHandler(route, route.countTokens));
+          allow(['POST'], prefix + path);
+        }
+      }
       if (route.models) dialectModels(prefix, route, route.models);
     }
     app.get(`${prefix}/v1/models`, (c) => models(c));
-    app.on(['GET', 'HEAD'], prefix === '' ? '/' : prefix, (c) => (c.req.method === 'HEAD' ? c.body(null, 200) : c.json({ ok: true, service: 'polar-proxy', engine: deps.engine.id, ...(deps.engine.stats ? { engine_stats: deps.engine.stats() } : {}) })));
+    allow(['GET'], `${prefix}/v1/models`);
+    const root = prefix === '' ? '/' : prefix;
+    app.on(['GET', 'HEAD'], root, (c) => (c.req.method === 'HEAD' ? c.body(null, 200) : c.json({ ok: true, service: 'polar-proxy', engine: deps.engine.id, ...(deps.engine.stats ? { engine_stats: deps.engine.stats() } : {}) })));
+    allow(['GET'], root);
   }
 
+  allow(['GET'], '/sessions/:id/completions');
   app.get('/sessions/:id/completions', (c) => {
     const id = c.req.param('id');
     return c.json({ session_id: id, completions: deps.store.completions.listBySession(id) });
@@ -293,6 +368,16 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
     gate.setPolicyVersion(String(version));
     return c.json({ policy_version: gate.policyVersion, paused: gate.isPaused });
   });
+  for (const path of ['/admin/inference/pause', '/admin/inference/resume', '/admin/policy_version']) allow(['POST'], path);
+
+  // Registered last, so they run only when no handler of the path's own methods matched.
+  for (const [path, methods] of allowedMethods) {
+    const allowHeader = [...methods].join(', ');
+    app.all(path, (c) => {
+      c.header('allow', allowHeader);
+      return renderError(c, errorDialect(c), new GatewayError('invalid-request', `method ${c.req.method} is not allowed on ${c.req.path}; allowed: ${allowHeader}`, { status: 405 }));
+    });
+  }
 
   return app;
 }

@@ -12,6 +12,8 @@ import type { ProxyCounters, ProxyStore } from './types.ts';
 export interface RecordInput {
   completionId: string;
   sessionId: string;
+  /** The session's dispatch attempt (ProxySessionInfo.attempt; absent = 0). */
+  attempt?: number;
   dialect: DialectName;
   requestBody: unknown;
   /** The request body's exact JSON text as received, stored as is (no re-serialisation on the hot path). */
@@ -54,6 +56,7 @@ export class Recorder {
       completion_id: input.completionId,
       session_id: input.sessionId,
       seq: 0,
+      attempt: input.attempt ?? 0,
       dialect: input.dialect,
       request_body: input.requestBody,
       ir_request: input.irRequest,

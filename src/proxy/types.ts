@@ -26,6 +26,11 @@ export interface ProxySessionInfo {
   task_id?: string;
   /** The task's policy version (used when no admin version and no engine-reported version exists). */
   policy_version?: string;
+  /**
+   * 0-based dispatch attempt of the session (a resumed or re-dispatched session reuses its id with attempt + 1);
+   * stored on every record so a trajectory is built from one attempt only. Absent = 0.
+   */
+  attempt?: number;
 }
 
 /**
@@ -36,7 +41,16 @@ export interface SessionDirectory {
   resolve(key: string): ProxySessionInfo | null;
 }
 
+/** Default request body limit of the proxy, bytes (64 MiB: a long agent context with images fits with room). */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
+
 export interface ProxyOptions {
+  /**
+   * Largest request body accepted, bytes (default DEFAULT_MAX_BODY_BYTES); a larger one gets 413 in the caller's
+   * provider shape. The server in front must allow at least this much (Bun.serve `maxRequestBodySize`, default
+   * 128 MiB), or its own empty 413 answers first.
+   */
+  maxBodyBytes?: number;
   /** Interval of keep-alive events on a synthetic stream while the engine works, ms (default 5000). */
   keepaliveIntervalMs?: number;
   /**
@@ -66,6 +80,13 @@ export interface ProxyCounters {
   rejected: number;
   /** `onRecord` hooks that threw (the record was committed anyway). */
   hookErrors: number;
+  /** Records flagged `client-disconnected`: the client left before its reply was sent (the record is kept). */
+  clientDisconnects: number;
+  /**
+   * Streams whose client left after the record was committed (the reply's bytes were queued but not all delivered);
+   * such a record cannot be flagged, since records are immutable once stored.
+   */
+  disconnectsAfterCommit: number;
 }
 
 export interface ProxyDeps {
@@ -82,5 +103,5 @@ export interface ProxyDeps {
 }
 
 export function newProxyCounters(): ProxyCounters {
-  return { completions: 0, captureErrors: 0, engineErrors: 0, straddled: 0, rejected: 0, hookErrors: 0 };
+  return { completions: 0, captureErrors: 0, engineErrors: 0, straddled: 0, rejected: 0, hookErrors: 0, clientDisconnects: 0, disconnectsAfterCommit: 0 };
 }

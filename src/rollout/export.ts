@@ -1,14 +1,18 @@
 /**
  * Exports of a results database (`polar export`): trainer rows as JSONL or Parquet (one trace per row), and an
  * accepted-sessions dataset in OpenAI Chat messages form for offline training (COMPLETED sessions with reward > 0).
+ * A session with completion records but no SessionResult (a `polar proxy` capture, or a session still running) is
+ * *unevaluated*: its trajectory is built from the records with a builder, and its rows carry `reward: null`,
+ * `advantage: null` and `metadata.evaluated: false`.
  * Parquet via hyparquet-writer (https://github.com/hyparam/hyparquet-writer); messages shape:
  * https://platform.openai.com/docs/api-reference/chat/create (messages, tools).
  */
 import { writeFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { textOf, type IRMessage, type IRTool } from '../core/ir.ts';
-import type { CompletionRecord, SessionResult } from '../core/records.ts';
+import type { BuilderName, CompletionRecord, SessionResult } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
+import { buildTrajectory, selectAttempt, trajectoryAttempt } from '../trace/index.ts';
 import { groupIdOf, isUsable, rewardOf } from './server.ts';
 import { groupFromRow } from './store-port.ts';
 
@@ -20,15 +24,48 @@ export interface ExportRow {
   loss_mask: number[];
   /** Per response token, or null when the engine gave none. */
   response_logprobs: number[] | null;
-  reward: number;
-  /** The session's GRPO advantage within its group; 0 when the session is not in an evaluated group. */
-  advantage: number;
-  /** Trace metadata plus status, group_id and the leave-one-out advantage. */
+  /** The evaluated reward; null for an unevaluated session. */
+  reward: number | null;
+  /**
+   * The session's GRPO advantage within its group; 0 when an evaluated session is not in an evaluated group, null
+   * for an unevaluated session.
+   */
+  advantage: number | null;
+  /** Trace metadata plus status, group_id, the leave-one-out advantage and `evaluated`. */
   metadata: Record<string, unknown>;
 }
 
-/** Every trace of every stored session result, in task then sample order. */
-export function exportRows(store: Store): ExportRow[] {
+export interface ExportOptions {
+  /** Builder for sessions without a SessionResult (default prefix_merging). */
+  builder?: BuilderName;
+  /** End-of-turn token ids for that builder (default: detected from the records). */
+  eotIds?: number[];
+  /** Leave out sessions without a SessionResult (the export of evaluated sessions only). */
+  onlyEvaluated?: boolean;
+}
+
+/** Trainer rows plus how many sessions of each kind they come from. */
+export interface ExportResult {
+  rows: ExportRow[];
+  /** Sessions with a stored SessionResult. */
+  evaluatedSessions: number;
+  /** Sessions with records but no SessionResult, built now (0 with `onlyEvaluated`). */
+  unevaluatedSessions: number;
+  /** Unevaluated sessions left out by `onlyEvaluated`. */
+  skippedUnevaluated: number;
+}
+
+/** The rows of `exportTraces` alone. */
+export function exportRows(store: Store, opts: ExportOptions = {}): ExportRow[] {
+  return exportTraces(store, opts).rows;
+}
+
+/**
+ * Every trace of every stored session result, in task then sample order; then (unless `onlyEvaluated`) the traces of
+ * every session that has records but no result, built with `opts.builder`, in order of their first record.
+ * @throws Error from the builder (a corrupt record set: another session's record, a duplicate completion_id)
+ */
+export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResult {
   const rows: ExportRow[] = [];
   const advantageBySession = new Map<string, { grpo: number; loo: number; group_id: string }>();
   for (const task of store.tasks.list()) {
@@ -37,7 +74,8 @@ export function exportRows(store: Store): ExportRow[] {
     const group = groupFromRow(row);
     group.sessions.forEach((s, i) => advantageBySession.set(s.session_id, { grpo: group.grpo_advantages[i] ?? 0, loo: group.loo_advantages[i] ?? 0, group_id: group.group_id }));
   }
-  for (const result of orderedResults(store)) {
+  const results = orderedResults(store);
+  for (const result of results) {
     const adv = advantageBySession.get(result.session_id);
     for (const trace of result.trajectory.traces) {
       rows.push({
@@ -47,11 +85,52 @@ export function exportRows(store: Store): ExportRow[] {
         response_logprobs: trace.response_logprobs,
         reward: trace.reward,
         advantage: adv?.grpo ?? 0,
-        metadata: { ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result) },
+        metadata: { ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated: true },
       });
     }
   }
-  return rows;
+  const evaluatedSessions = results.length;
+  const unevaluated = unevaluatedSessionIds(store, results);
+  if (opts.onlyEvaluated) return { rows, evaluatedSessions, unevaluatedSessions: 0, skippedUnevaluated: unevaluated.length };
+  const strategy = opts.builder ?? 'prefix_merging';
+  for (const sessionId of unevaluated) {
+    const session = store.sessions.get(sessionId);
+    const trajectory = buildTrajectory(store.completions.listBySession(sessionId), {
+      strategy,
+      ...(opts.eotIds ? { eotIds: opts.eotIds } : {}),
+      session_id: sessionId,
+      task_id: session?.task_id ?? 'unknown',
+      harness: (session ? store.tasks.get(session.task_id)?.task.agent.harness : undefined) ?? 'unknown',
+      // Not a verdict: COMPLETED keeps the builder's mask (the training filter zeroes it for any other status).
+      status: 'COMPLETED',
+    });
+    for (const trace of trajectory.traces) {
+      rows.push({
+        prompt_ids: trace.prompt_ids,
+        response_ids: trace.response_ids,
+        loss_mask: trace.loss_mask,
+        response_logprobs: trace.response_logprobs,
+        reward: null,
+        advantage: null,
+        metadata: {
+          ...trace.metadata,
+          status: session?.status ?? null,
+          group_id: null,
+          loo_advantage: null,
+          usable: false,
+          evaluated: false,
+          reconstruction_stats: trajectory.metadata.reconstruction_stats,
+        },
+      });
+    }
+  }
+  return { rows, evaluatedSessions, unevaluatedSessions: unevaluated.length, skippedUnevaluated: 0 };
+}
+
+/** Sessions with completion records and no SessionResult, in order of their first record. */
+export function unevaluatedSessionIds(store: Store, results: readonly SessionResult[] = store.results.listAll()): string[] {
+  const evaluated = new Set(results.map((r) => r.session_id));
+  return store.completions.listSessionIds().filter((id) => !evaluated.has(id));
 }
 
 function orderedResults(store: Store): SessionResult[] {
@@ -69,7 +148,7 @@ export function writeJsonl(rows: readonly ExportRow[], path: string): number {
 
 /**
  * Write rows as Parquet: prompt_ids/response_ids/loss_mask as LIST<INT32>, response_logprobs as optional LIST<FLOAT>,
- * reward/advantage as DOUBLE, metadata as JSON. @returns the number of rows written.
+ * reward/advantage as optional DOUBLE (null for unevaluated sessions), metadata as JSON. @returns the number of rows written.
  */
 export function writeParquet(rows: readonly ExportRow[], path: string): number {
   const intList = (name: string) => [
@@ -95,8 +174,8 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
       { name: 'response_logprobs', repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
       { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
       { name: 'element', type: 'FLOAT', repetition_type: 'REQUIRED' },
-      { name: 'reward', type: 'DOUBLE', repetition_type: 'REQUIRED' },
-      { name: 'advantage', type: 'DOUBLE', repetition_type: 'REQUIRED' },
+      { name: 'reward', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
+      { name: 'advantage', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
       { name: 'metadata', type: 'BYTE_ARRAY', converted_type: 'JSON', repetition_type: 'REQUIRED' },
     ],
     createdBy: 'polar export',
@@ -105,37 +184,55 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
   return rows.length;
 }
 
-/** One accepted session in OpenAI Chat form. */
+/** One session in OpenAI Chat form: an accepted one, or (when asked for) an unevaluated one with `reward: null`. */
 export interface MessagesRow {
   messages: Record<string, unknown>[];
   tools: Record<string, unknown>[];
-  metadata: { session_id: string; task_id: string; reward: number; completion_id: string };
+  metadata: { session_id: string; task_id: string; reward: number | null; completion_id: string; evaluated: boolean };
 }
 
 /**
  * Accepted sessions (COMPLETED, reward > 0) as OpenAI Chat conversations: the request of the session's completion
- * with the longest conversation (the main thread; sub-agent calls are shorter) plus that completion's answer.
+ * with the longest conversation (the main thread; sub-agent calls are shorter) plus that completion's answer. With
+ * `includeUnevaluated`, then every session that has records but no SessionResult, the same way, with `reward: null`
+ * and `evaluated: false` (nobody has judged those conversations: do not train on them as accepted).
  */
-export function acceptedMessages(store: Store): MessagesRow[] {
+export function acceptedMessages(store: Store, opts: { includeUnevaluated?: boolean } = {}): MessagesRow[] {
   const out: MessagesRow[] = [];
-  for (const result of orderedResults(store)) {
+  const results = orderedResults(store);
+  for (const result of results) {
     const reward = rewardOf(result);
     if (result.status !== 'COMPLETED' || !(reward > 0)) continue;
-    let best: CompletionRecord | null = null;
-    for (const rec of store.completions.listBySession(result.session_id)) {
-      if (rec.ir_response && (!best || rec.ir_request.messages.length >= best.ir_request.messages.length)) best = rec;
+    const row = conversationOf(store, result.session_id, result.task_id, reward, trajectoryAttempt(result.trajectory) ?? 0);
+    if (row) out.push(row);
+  }
+  if (opts.includeUnevaluated) {
+    for (const sessionId of unevaluatedSessionIds(store, results)) {
+      const row = conversationOf(store, sessionId, store.sessions.get(sessionId)?.task_id ?? 'unknown', null);
+      if (row) out.push(row);
     }
-    if (!best?.ir_response) continue;
-    const response = best.ir_response;
-    const final: IRMessage = { role: 'assistant', content: response.content, toolCalls: response.toolCalls };
-    if (response.reasoning) final.reasoning = response.reasoning;
-    out.push({
-      messages: [...best.ir_request.messages, final].map(toOpenAiMessage),
-      tools: best.ir_request.tools.map(toOpenAiTool),
-      metadata: { session_id: result.session_id, task_id: result.task_id, reward, completion_id: best.completion_id },
-    });
   }
   return out;
+}
+
+/**
+ * The session's main-thread conversation, or null when no record has a response. Only records of `attempt` (the
+ * result's; default the latest) count: a killed earlier attempt's conversation is not the one that was judged.
+ */
+function conversationOf(store: Store, sessionId: string, taskId: string, reward: number | null, attempt?: number): MessagesRow | null {
+  let best: CompletionRecord | null = null;
+  for (const rec of selectAttempt(store.completions.listBySession(sessionId), attempt).records) {
+    if (rec.ir_response && (!best || rec.ir_request.messages.length >= best.ir_request.messages.length)) best = rec;
+  }
+  if (!best?.ir_response) return null;
+  const response = best.ir_response;
+  const final: IRMessage = { role: 'assistant', content: response.content, toolCalls: response.toolCalls };
+  if (response.reasoning) final.reasoning = response.reasoning;
+  return {
+    messages: [...best.ir_request.messages, final].map(toOpenAiMessage),
+    tools: best.ir_request.tools.map(toOpenAiTool),
+    metadata: { session_id: sessionId, task_id: taskId, reward, completion_id: best.completion_id, evaluated: reward !== null },
+  };
 }
 
 /** Write accepted sessions as JSON Lines. @returns the number of sessions written. */

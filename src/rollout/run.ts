@@ -7,8 +7,9 @@
  */
 import { join } from 'node:path';
 import type { BuilderName, CompletionRecord } from '../core/records.ts';
+import { engineFetchJson } from '../engines/http.ts';
 import { createEngineClient, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
-import { GatewayNode, type GatewayCapacity } from '../gateway/node.ts';
+import { GatewayNode, type EngineHealth, type GatewayCapacity } from '../gateway/node.ts';
 import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
@@ -35,6 +36,95 @@ export interface EngineSpec {
   defaults?: Partial<SamplingDefaults>;
 }
 
+// ── engine reachability ───────────────────────────────────────────────────────────────────────────────────────
+
+/** One liveness check of an engine; resolves when it answered, throws Error (GatewayError) saying why not. */
+export type EngineCheck = () => Promise<void>;
+
+/**
+ * A cheap liveness check: `GET {url}/v1/models` (served by vLLM, SGLang, llama.cpp's server, OpenAI and the simulator),
+ * with the engine's bearer key, bounded by `timeoutMs` (default 5000 ms).
+ * Source: https://platform.openai.com/docs/api-reference/models/list
+ */
+export function engineLivenessCheck(spec: Pick<EngineSpec, 'kind' | 'url' | 'apiKey'>, timeoutMs = 5000): EngineCheck {
+  const base = spec.url.replace(/\/+$/, '');
+  const headers: Record<string, string> = spec.apiKey ? { authorization: `Bearer ${spec.apiKey}` } : {};
+  return async () => {
+    await engineFetchJson(`${base}/v1/models`, { method: 'GET' }, { timeoutMs, headers }, 'GET /v1/models');
+  };
+}
+
+/**
+ * Retry `check` until it succeeds or `timeoutMs` (default 10 000 ms: engines start slowly) has passed, waiting
+ * `intervalMs` (default 500 ms) between tries.
+ * @throws Error `engine … is unreachable after N s: <last error>` when it never succeeded.
+ */
+export async function waitForEngine(check: EngineCheck, opts: { describe: string; timeoutMs?: number; intervalMs?: number }): Promise<void> {
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const started = Date.now();
+  for (;;) {
+    try {
+      await check();
+      return;
+    } catch (error) {
+      const left = started + timeoutMs - Date.now();
+      if (left <= 0) {
+        const waited = Math.round((Date.now() - started) / 100) / 10;
+        throw new Error(`${opts.describe} is unreachable (waited ${waited} s): ${error instanceof Error ? error.message : String(error)}`);
+      }
+      await Bun.sleep(Math.min(opts.intervalMs ?? 500, left));
+    }
+  }
+}
+
+/**
+ * Watches an engine for `GET /health`: one check at `start()` (a warning on `log` when it is down; serving goes on),
+ * then every `intervalMs` (default 10 000 ms), logging each change between up and down.
+ */
+export class EngineHealthMonitor {
+  #state: EngineHealth = { ok: false, error: 'not checked yet' };
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #checking: Promise<void> | null = null;
+
+  constructor(private readonly opts: { check: EngineCheck; describe: string; intervalMs?: number; log?: (line: string) => void }) {}
+
+  /** The last check's result. */
+  state(): EngineHealth {
+    return { ...this.#state };
+  }
+
+  /** Run the first check (logging a warning when the engine is down) and start the periodic ones. */
+  async start(): Promise<EngineHealth> {
+    await this.checkNow(true);
+    this.#timer ??= setInterval(() => void this.checkNow(false), this.opts.intervalMs ?? 10_000);
+    this.#timer.unref?.();
+    return this.state();
+  }
+
+  /** Check once now (concurrent calls share one check). */
+  checkNow(first = false): Promise<void> {
+    this.#checking ??= this.opts.check().then(
+      () => {
+        if (!this.#state.ok && !first) this.opts.log?.(`${this.opts.describe} is reachable again`);
+        this.#state = { ok: true, error: null };
+      },
+      (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        if (first || this.#state.ok) {
+          this.opts.log?.(`WARNING: ${this.opts.describe} is not reachable: ${message}. Still serving; sessions fail until it answers (GET /health reports engine.ok).`);
+        }
+        this.#state = { ok: false, error: message };
+      },
+    ).finally(() => { this.#checking = null; });
+    return this.#checking;
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+}
+
 export interface LocalStackOptions {
   store: Store;
   engine?: EngineSpec | null;
@@ -59,6 +149,8 @@ export interface LocalStackOptions {
   controlPlaneToken?: string | null;
   /** Called after each CompletionRecord is committed (progress counters). */
   onRecord?: (rec: CompletionRecord) => void;
+  /** Interval of engine liveness checks for `GET /health`, ms (default 10 000). */
+  engineCheckIntervalMs?: number;
   log?: (line: string) => void;
 }
 
@@ -68,6 +160,8 @@ export interface LocalStack {
   /** The in-process simulator, or null with an external engine. */
   sim: SimServer | null;
   engine: EngineClient;
+  /** Engine reachability, as on the node's and the server's `GET /health`. */
+  engineHealth: EngineHealthMonitor;
   /** Resolves once the node is registered with the server (it then takes sessions). */
   registered: Promise<void>;
   /** Stop node (cancelling its sessions), server and simulator; the store stays open (the caller owns it). */
@@ -76,19 +170,29 @@ export interface LocalStack {
 
 /**
  * Start simulator (when no engine), rollout server and one gateway node with the proxy, all in this process.
+ * The engine is checked once at start (a warning on `log` when it is down; the stack starts anyway) and then
+ * periodically; both `GET /health` documents carry `engine: {ok, error}`. With a `sim` engine (in-process or at a URL)
+ * the node registers the tasks' behaviour scripts (`metadata.sim_script`) with it.
  * @throws Error when a port is taken or the engine spec is invalid (unknown kind, bad URL, unsupported mode).
  */
 export async function startLocalStack(opts: LocalStackOptions): Promise<LocalStack> {
   const sim = opts.engine ? null : await SimServer.start({ port: 0, ...opts.sim });
+  let engineHealth: EngineHealthMonitor | null = null;
   try {
     const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir };
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
     });
+    engineHealth = new EngineHealthMonitor({
+      check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,
+      intervalMs: opts.engineCheckIntervalMs, log: opts.log,
+    });
+    await engineHealth.start();
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,
+      health: () => ({ engine: engineHealth!.state() }),
     }).start();
     const node = new GatewayNode({
       nodeId: opts.node.nodeId ?? 'local',
@@ -103,6 +207,8 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       proxy: (sessions) => createProxyApp({ engine, store: opts.store, sessions, onRecord: opts.onRecord }),
       rollout: { url: server.url, heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 2000 },
       controlPlaneToken: opts.controlPlaneToken ?? null,
+      engineHealth: () => engineHealth!.state(),
+      simUrl: engineSpec.kind === 'sim' ? engineSpec.url : null,
       log: opts.log,
     });
     await node.start();
@@ -111,15 +217,18 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       const unsubscribe = server.events.subscribe((e) => { if (e.type === 'node_registered') check(); });
       check();
     });
+    const health = engineHealth;
     return {
-      server, node, sim, engine, registered,
+      server, node, sim, engine, engineHealth: health, registered,
       async stop() {
+        health.stop();
         await node.stop();
         await server.stop();
         await sim?.stop();
       },
     };
   } catch (error) {
+    engineHealth?.stop();
     await sim?.stop();
     throw error;
   }
@@ -153,6 +262,8 @@ export interface RunTasksOptions {
   log?: (line: string) => void;
   /** Wall-clock limit of the whole job, ms (default: none); on expiry unfinished tasks are cancelled. */
   deadlineMs?: number;
+  /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
+  engineWaitMs?: number;
 }
 
 export interface RunReport {
@@ -169,9 +280,12 @@ export interface RunReport {
 
 /**
  * Run every task × sample through the local stack and summarise.
- * Behaviour scripts of the tasks are registered with the in-process simulator; the harness CLI is installed first
- * when missing. A task_id already in the store is not run again: its stored sessions are waited for and reported.
- * @throws Error when the harness is unknown or its install fails, or a task cannot be turned into a TaskRequest.
+ * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
+ * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
+ * with the simulator; the harness CLI is installed first when missing. A task_id already in the store is not run
+ * again: its stored sessions are waited for and reported.
+ * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
+ *   turned into a TaskRequest.
  */
 export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   const startedAt = Date.now();
@@ -185,6 +299,9 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     },
     builder: { strategy: opts.builder },
   }));
+  if (opts.engine) {
+    await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
+  }
   if (adapter.package) {
     // Installed once, before any session starts, so a registry failure is one clear error and not N session errors.
     await installHarness(adapter.package, { cacheDir: opts.harnessCacheDir ?? defaultHarnessCache(), log: opts.log });
@@ -207,7 +324,6 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     log: opts.log,
   });
   try {
-    if (stack.sim) for (const t of opts.tasks) if (t.simScript) stack.sim.registerScript(t.task.task_id, t.simScript);
     const taskIds = requests.map((r) => r.task_id);
     const total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
     for (const request of requests) stack.server.submit(request);

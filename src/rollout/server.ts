@@ -41,6 +41,8 @@ export interface RolloutServerOptions {
   /** Builds the client for a node URL; default HTTP with the control-plane token. */
   nodeClient?: (url: string) => NodeClient;
   fetch?: typeof fetch;
+  /** Extra fields for `GET /health` (`polar serve` adds `engine: {ok, error}`). */
+  health?: () => Record<string, unknown>;
 }
 
 /** Thrown by request handlers; rendered as `{error}` with this HTTP status. */
@@ -66,6 +68,7 @@ export class RolloutServer {
   readonly #clock: Clock;
   readonly #makeClient: (url: string) => NodeClient;
   readonly #fetch: typeof fetch;
+  readonly #healthExtra: (() => Record<string, unknown>) | undefined;
   #server: ReturnType<typeof Bun.serve> | null = null;
   #publicUrl: string | null;
   #timer: ReturnType<typeof setInterval> | null = null;
@@ -83,6 +86,7 @@ export class RolloutServer {
     this.#clock = options.clock ?? systemClock;
     this.#token = options.controlPlaneToken ?? null;
     this.#fetch = options.fetch ?? fetch;
+    this.#healthExtra = options.health;
     this.#opts = {
       host: options.host ?? '127.0.0.1',
       port: options.port ?? 0,
@@ -615,7 +619,7 @@ export class RolloutServer {
       }
     };
     return {
-      '/health': () => json({ ok: true, nodes: this.#nodes.size }),
+      '/health': () => json({ ok: true, nodes: this.#nodes.size, ...this.#healthExtra?.() }),
       '/metrics': async () => {
         this.#updateGauges();
         return new Response(await this.metrics.registry.metrics(), { headers: { 'content-type': this.metrics.registry.contentType } });

@@ -8,13 +8,20 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import type { AgentSpec, BuilderName, TaskRequest } from '../core/records.ts';
+import { destProblem } from '../gateway/runtimes/paths.ts';
 import { formatIssues, parseTaskRequest, simScriptSchema, taskRequestSchema, type SimScript } from './schemas.ts';
 
 const TASK_FILE_NAMES = ['task.yaml', 'task.yml', 'task.json'];
 
+/** Same rule the gateway enforces (runtimes/paths.ts), checked here so a bad task file fails before anything runs. */
+const destSchema = z.string().min(1).superRefine((dest, ctx) => {
+  const problem = destProblem(dest);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 const prepareActionSchema = z.union([
-  z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: z.string().min(1) }) }),
-  z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: z.string().min(1) }) }),
+  z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: destSchema }) }),
+  z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: destSchema }) }),
   z.strictObject({
     exec: z.strictObject({
       command: z.string().min(1),
@@ -145,14 +152,23 @@ export interface TaskOverrides {
 }
 
 /**
- * A full TaskRequest from a loaded task plus overrides (overrides win over the file's own values).
- * @throws Error when num_samples, agent or builder is missing from both, or the result is not a valid TaskRequest.
+ * A full TaskRequest from a loaded task plus overrides (overrides win over the file's own values). The behaviour
+ * script, when the task has one, travels as `metadata.sim_script` (the parsed object), so a gateway whose engine is the
+ * simulator can register it wherever the task was submitted from (ARCHITECTURE.md §7: scripts "sent with the task").
+ * @throws Error when the agent is missing from both (the message says to pass --harness or give `agent` in the file),
+ *   or the result is not a valid TaskRequest.
  */
 export function toTaskRequest(loaded: LoadedTask, overrides: TaskOverrides = {}): TaskRequest {
+  const agent = overrides.agent ?? loaded.task.agent;
+  if (agent === undefined) {
+    throw new Error(`${loaded.file}: no agent to run task ${JSON.stringify(loaded.task.task_id)}: pass --harness NAME (e.g. --harness pi) or give \`agent: {harness: NAME, model_name: MODEL}\` in the task file`);
+  }
+  const metadata = loaded.simScript ? { ...loaded.task.metadata, sim_script: loaded.simScript } : loaded.task.metadata;
   return parseTaskRequest({
     ...loaded.task,
     num_samples: overrides.num_samples ?? loaded.task.num_samples ?? 1,
-    agent: overrides.agent ?? loaded.task.agent,
+    agent,
     builder: overrides.builder ?? loaded.task.builder ?? { strategy: 'prefix_merging' },
+    ...(metadata !== undefined ? { metadata } : {}),
   });
 }

@@ -3,7 +3,8 @@
  * format 2 (migration 3): a record that extends an earlier record of its session (its "base") stores only the prompt
  * ids after the shared prefix and its JSON texts as deltas against the base's (delta.ts), zstd-compressed; so a
  * session costs O(final size) on disk instead of O(turns²). Format 1 rows (full arrays, plain JSON text) still read.
- * A base is always a committed row of the same session, inserted before the rows that refer to it.
+ * A base is always a committed row of the same session, inserted before the rows that refer to it; it may belong to
+ * an earlier dispatch attempt of the session (the base is only a compression reference, so that is harmless).
  */
 import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
@@ -37,6 +38,7 @@ interface CompletionRow {
   format: number;
   base_id: string | null;
   prompt_prefix: number;
+  attempt: number;
 }
 
 /** Options of the completion repository (all optional; the defaults are what the proxy should use). */
@@ -62,7 +64,7 @@ export const MIN_SHARED_PROMPT_TOKENS = 64;
 export const MAX_BASE_DEPTH = 100;
 
 const columns =
-  'completion_id, session_id, seq, dialect, request_body, ir_request, ir_response, finish_reason, prompt_ids, response_ids, logprobs, policy_version, engine_id, logprob_semantics, mode, capture_error, warnings, engine_ms, total_ms, created_at, format, base_id, prompt_prefix';
+  'completion_id, session_id, seq, dialect, request_body, ir_request, ir_response, finish_reason, prompt_ids, response_ids, logprobs, policy_version, engine_id, logprob_semantics, mode, capture_error, warnings, engine_ms, total_ms, created_at, format, base_id, prompt_prefix, attempt';
 
 const insertSql = `INSERT INTO completions (${columns}) VALUES (${columns.split(',').map(() => '?').join(', ')})`;
 
@@ -167,12 +169,17 @@ export class CompletionRepository {
   }
 
   /**
-   * Every record of a session in `seq` order (insertion order among equal seq). One query; each row is decoded once,
-   * on top of its already decoded base.
+   * Every record of a session in `seq` order (insertion order among equal seq), or only those of one dispatch attempt
+   * (`opts.attempt`, 0-based). One query; each row is decoded once, on top of its already decoded base (a base outside
+   * the selection, e.g. a record of an earlier attempt, is read by id).
    * @throws Error when a base row is missing or corrupt.
    */
-  listBySession(sessionId: string): CompletionRecord[] {
-    const rows = this.db.query(`SELECT ${columns} FROM completions WHERE session_id = ? ORDER BY seq, rowid`).all(sessionId) as CompletionRow[];
+  listBySession(sessionId: string, opts: { attempt?: number } = {}): CompletionRecord[] {
+    const rows = (
+      opts.attempt === undefined
+        ? this.db.query(`SELECT ${columns} FROM completions WHERE session_id = ? ORDER BY seq, rowid`).all(sessionId)
+        : this.db.query(`SELECT ${columns} FROM completions WHERE session_id = ? AND attempt = ? ORDER BY seq, rowid`).all(sessionId, opts.attempt)
+    ) as CompletionRow[];
     const byId = new Map(rows.map((row) => [row.completion_id, row]));
     const resolved = new Map<string, Resolved>();
     const resolve = (row: CompletionRow): Resolved => {
@@ -212,6 +219,16 @@ export class CompletionRepository {
   nextSeq(sessionId: string): number {
     const row = this.db.query('SELECT MAX(seq) AS m FROM completions WHERE session_id = ?').get(sessionId) as { m: number | null };
     return row.m === null ? 0 : row.m + 1;
+  }
+
+  /**
+   * How many records each dispatch attempt of a session has, by attempt (0-based), ascending; empty for a session
+   * without records.
+   */
+  attemptCounts(sessionId: string): { attempt: number; completions: number }[] {
+    return this.db
+      .query('SELECT attempt, COUNT(*) AS completions FROM completions WHERE session_id = ? GROUP BY attempt ORDER BY attempt')
+      .all(sessionId) as { attempt: number; completions: number }[];
   }
 
   /** Ids of sessions that have records, in order of their first record. */
@@ -262,6 +279,7 @@ export class CompletionRepository {
         format,
         baseId,
         promptPrefix,
+        rec.attempt ?? 0,
       );
   }
 
@@ -371,5 +389,6 @@ function toRecord(row: CompletionRow, body: Resolved): CompletionRecord {
     warnings: JSON.parse(row.warnings),
     timings: { engine_ms: row.engine_ms, total_ms: row.total_ms },
     created_at: row.created_at,
+    attempt: row.attempt,
   };
 }

@@ -107,6 +107,16 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE completions ADD COLUMN prompt_prefix INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    // A resumed or re-dispatched session runs again under the same session id; its calls are told apart by the
+    // dispatch attempt, so a trajectory is built from one attempt only. Rows stored before this are attempt 0.
+    version: 4,
+    name: 'completion records: dispatch attempt',
+    sql: `
+      ALTER TABLE completions ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX completions_by_session_attempt ON completions (session_id, attempt, seq);
+    `,
+  },
 ];
 
 /**

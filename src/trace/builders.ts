@@ -3,6 +3,7 @@
  * CompletionRecords into traces; adding a strategy is one entry in `BUILDERS`.
  */
 import type { BuilderName, CompletionRecord, ReconstructionStats, Trace, Trajectory, TrajectoryStatus } from '../core/records.ts';
+import { selectAttempt } from './attempts.ts';
 import { applyTrainingFilter } from './filter.ts';
 import { buildPrefixMerged } from './prefix-merging.ts';
 import { BREAK_REASONS, type BuildContext, singleTrace } from './trace-parts.ts';
@@ -69,15 +70,22 @@ export interface BuildTrajectoryOptions {
   status: TrajectoryStatus;
   /** Which budget ran out when status is TIMEOUT: `agent` (agent_timeout during the run) stays trainable. */
   timeoutKind?: 'agent' | 'total';
+  /**
+   * The session's dispatch attempt (0-based) whose records form the trajectory; records of its other attempts (a
+   * killed run, a re-dispatch) are left out and counted. Default: the latest attempt among `records`.
+   */
+  attempt?: number;
 }
 
 /**
- * Build a session's trajectory: traces with reward 0 (rewards come from `applyRewards`), the training filter for
- * its status applied, and `metadata.reconstruction_stats`. Records are sorted by seq; none is ever dropped.
- * @param records CompletionRecords of this one session (any order)
+ * Build a session's trajectory from the records of one dispatch attempt (`opts.attempt`, default the latest): traces
+ * with reward 0 (rewards come from `applyRewards`), the training filter for its status applied, and
+ * `metadata.reconstruction_stats`. Records are sorted by seq; none of the attempt's is ever dropped, and those of
+ * other attempts are counted in `reconstruction_stats.other_attempt_completions`.
+ * @param records CompletionRecords of this one session (any order, any attempts)
  * @returns Trajectory with metadata {reconstruction_stats, evaluation: null, training_filter, builder, session_id,
- *   task_id, eot_ids, timeout_kind}
- * @throws Error on an unknown strategy, a record of another session, or a duplicate completion_id
+ *   task_id, eot_ids, timeout_kind, attempt}
+ * @throws Error on an unknown strategy, a record of another session, a duplicate completion_id or a bad attempt
  */
 export function buildTrajectory(records: readonly CompletionRecord[], opts: BuildTrajectoryOptions): Trajectory {
   const builder = getBuilder(opts.strategy);
@@ -93,7 +101,8 @@ export function buildTrajectory(records: readonly CompletionRecord[], opts: Buil
     if (seen.has(rec.completion_id)) throw new Error(`duplicate completion_id ${rec.completion_id}`);
     seen.add(rec.completion_id);
   }
-  const ordered = records.slice().sort((a, b) => a.seq - b.seq);
+  const selection = selectAttempt(records, opts.attempt);
+  const ordered = selection.records.sort((a, b) => a.seq - b.seq);
   const ctx: BuildContext = {
     session_id: opts.session_id,
     task_id: opts.task_id,
@@ -101,11 +110,13 @@ export function buildTrajectory(records: readonly CompletionRecord[], opts: Buil
     eotIds: opts.eotIds && opts.eotIds.length > 0 ? opts.eotIds : null,
   };
   const out = builder.build(ordered, ctx);
+  // The builder's traces are fresh objects: tag them in place so exported rows name their attempt too.
+  for (const trace of out.traces) trace.metadata.attempt = selection.attempt;
   return applyTrainingFilter({
     status: opts.status,
     traces: out.traces,
     metadata: {
-      reconstruction_stats: out.stats,
+      reconstruction_stats: { ...out.stats, other_attempt_completions: selection.others.length },
       evaluation: null,
       training_filter: { trainable: true, reasons: [] },
       builder: builder.name,
@@ -113,6 +124,7 @@ export function buildTrajectory(records: readonly CompletionRecord[], opts: Buil
       task_id: opts.task_id,
       eot_ids: out.eotIds,
       timeout_kind: opts.status === 'TIMEOUT' ? (opts.timeoutKind ?? 'total') : null,
+      attempt: selection.attempt,
     },
   });
 }

@@ -7,6 +7,8 @@ export { applyRewards, applyTrainingFilter } from './filter.ts';
 export type { FilterReason, TraceFilterNote } from './filter.ts';
 export { grpoAdvantages, leaveOneOutAdvantages } from './advantages.ts';
 export { verifyTraces, formatVerifyReport } from './verify.ts';
+export { attemptOf, latestAttempt, selectAttempt, trajectoryAttempt } from './attempts.ts';
+export type { AttemptSelection } from './attempts.ts';
 export type { VerifyReport, VerifyViolation, VerifyOptions, ViolationKind } from './verify.ts';
 export { detectEotId, isStrictPrefix } from './prefix-merging.ts';
 export { captureProblem, BREAK_REASONS } from './trace-parts.ts';

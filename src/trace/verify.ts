@@ -2,14 +2,16 @@
  * `verifyTraces`: check the builder invariant of ARCHITECTURE.md §4 against the stored records. Every token with
  * loss_mask=1 must be a token the behaviour policy sampled, in order, with its recorded logprob (and, under the
  * simulator, the logprob its scoring function gives in the context the engine really saw); no completion may be
- * dropped or used twice.
+ * dropped or used twice; and no completion of another dispatch attempt of the session may appear.
  */
 import type { CompletionRecord, Trace, Trajectory } from '../core/records.ts';
+import { attemptOf, latestAttempt, trajectoryAttempt } from './attempts.ts';
 import { captureProblem } from './trace-parts.ts';
 
 export type ViolationKind =
   | 'shape'
   | 'unknown_completion'
+  | 'other_attempt_completion'
   | 'duplicate_completion'
   | 'dropped_completion'
   | 'empty_trace'
@@ -36,7 +38,12 @@ export interface VerifyViolation {
 export interface VerifyReport {
   ok: boolean;
   traces: number;
+  /** The session attempt checked (0-based). */
+  attempt: number;
+  /** Completions of that attempt. */
   completions: number;
+  /** Completions of the session's other attempts: stored, not expected in (and not allowed into) the trajectory. */
+  other_attempt_completions: number;
   /** Mask-1 tokens checked against the records. */
   sampled_tokens: number;
   /** Mask-1 logprobs re-scored (0 without a rescore function). */
@@ -54,6 +61,11 @@ export interface VerifyOptions {
   rescore?: (contextIds: ArrayLike<number>, token: number) => number;
   /** Token-level violations listed per trace before the rest are only counted (default 5). */
   maxPerTrace?: number;
+  /**
+   * The dispatch attempt the trajectory must come from (0-based). Default: the trajectory's `metadata.attempt`, else
+   * the latest attempt among the records.
+   */
+  attempt?: number;
 }
 
 const same = (a: number, b: number): boolean => Math.fround(a) === Math.fround(b);
@@ -61,14 +73,17 @@ const same = (a: number, b: number): boolean => Math.fround(a) === Math.fround(b
 /**
  * Verify a trajectory's traces against the session's records. Logprobs compare at float32 precision (the store
  * keeps Float32). A trace masked by the training filter (`metadata.training_filter.masked`) or built from an unsound
- * capture must have an all-zero mask and still contain its completions' sampled ids in order.
- * @param records every CompletionRecord of the session (any order)
+ * capture must have an all-zero mask and still contain its completions' sampled ids in order. Only the records of
+ * one dispatch attempt (`opts.attempt`) must appear; a trace naming a record of another attempt is a violation.
+ * @param records every CompletionRecord of the session (any order, any attempts)
  * @returns a report; `ok` is true when `violations` is empty and nothing was suppressed
  */
 export function verifyTraces(records: readonly CompletionRecord[], trajectory: Trajectory, opts: VerifyOptions = {}): VerifyReport {
   const maxPerTrace = opts.maxPerTrace ?? 5;
+  const attempt = opts.attempt ?? trajectoryAttempt(trajectory) ?? latestAttempt(records);
   const byId = new Map<string, CompletionRecord>();
-  for (const rec of records) byId.set(rec.completion_id, rec);
+  const otherAttempt = new Map<string, CompletionRecord>();
+  for (const rec of records) (attemptOf(rec) === attempt ? byId : otherAttempt).set(rec.completion_id, rec);
   const usedIn = new Map<string, number>();
   const violations: VerifyViolation[] = [];
   let suppressed = 0;
@@ -102,9 +117,15 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
         push({ kind: 'duplicate_completion', trace: t, completion_id: id, message: `completion ${id} is in trace ${prior} and trace ${t}` });
       } else usedIn.set(id, t);
       const rec = byId.get(id);
+      const foreign = rec ? undefined : otherAttempt.get(id);
       if (rec) members.push(rec);
-      else push({ kind: 'unknown_completion', trace: t, completion_id: id, message: `trace ${t} names completion ${id}, which is not in the records` });
+      else if (foreign) {
+        push({ kind: 'other_attempt_completion', trace: t, completion_id: id,
+          message: `trace ${t} names completion ${id} of attempt ${attemptOf(foreign)}, but the trajectory is attempt ${attempt}'s` });
+      } else push({ kind: 'unknown_completion', trace: t, completion_id: id, message: `trace ${t} names completion ${id}, which is not in the records` });
     }
+    // Nothing to check the tokens against: the violations above already say why (not "masked by a capture error").
+    if (members.length === 0) return;
 
     const { response_ids: resp, loss_mask: mask, response_logprobs: lps } = trace;
     if (!Array.isArray(resp) || !Array.isArray(mask) || resp.length !== mask.length) {
@@ -207,7 +228,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
     }
   });
 
-  for (const rec of records) {
+  for (const rec of byId.values()) {
     if (!usedIn.has(rec.completion_id)) {
       violations.push({ kind: 'dropped_completion', trace: null, completion_id: rec.completion_id,
         message: `completion ${rec.completion_id} (seq ${rec.seq}) appears in no trace` });
@@ -216,7 +237,9 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
   return {
     ok: violations.length === 0 && suppressed === 0,
     traces: traces.length,
-    completions: records.length,
+    attempt,
+    completions: byId.size,
+    other_attempt_completions: otherAttempt.size,
     sampled_tokens: sampledTokens,
     rescored_tokens: rescoredTokens,
     violations,
@@ -226,7 +249,10 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
 
 /** Human-readable report, one violation a line. */
 export function formatVerifyReport(report: VerifyReport, label = 'trajectory'): string {
-  const head = `${label}: ${report.ok ? 'OK' : 'FAILED'} — ${report.traces} trace(s), ${report.completions} completion(s), ` +
+  const others = report.other_attempt_completions > 0
+    ? ` of attempt ${report.attempt} (${report.other_attempt_completions} of other attempts left out)`
+    : '';
+  const head = `${label}: ${report.ok ? 'OK' : 'FAILED'} — ${report.traces} trace(s), ${report.completions} completion(s)${others}, ` +
     `${report.sampled_tokens} sampled token(s) checked, ${report.rescored_tokens} re-scored`;
   const lines = [head];
   for (const v of report.violations) lines.push(`  ✗ [${v.kind}] ${v.message}`);

@@ -12,6 +12,13 @@ export const proxySchema = z
     strip_billing_header: z.boolean().default(true).describe('Remove the per-request billing header line that Claude Code adds to its system prompt, so prompt prefixes stay mergeable.'),
     /** Interval of synthetic keep-alive events while the engine works, in ms. */
     keepalive_interval_ms: z.number().int().positive().default(5000).describe('Interval between keep-alive events on a streaming response while the engine works, in ms.'),
+    /** Largest request body accepted, in bytes; a larger one gets 413 in the caller's provider shape. */
+    max_body_bytes: z
+      .number()
+      .int()
+      .positive()
+      .default(64 * 1024 * 1024)
+      .describe("Largest request body the proxy accepts, in bytes (default 64 MiB); a larger one is answered 413 in the caller's provider error shape."),
     /** SQLite file for captured completion records; null = `store.path`. */
     db: z.string().min(1).nullable().default(null).describe('SQLite file for captured completion records; null uses `store.path`.'),
   })

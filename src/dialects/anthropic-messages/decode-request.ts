@@ -34,12 +34,35 @@ export const BILLING_HEADER_PREFIX = 'x-anthropic-billing-header:';
 type AnyBlock = z.output<typeof AnyBlockSchema>;
 
 /**
+ * Every request content block type of the Messages API (stable and beta), from @anthropic-ai/sdk's `ContentBlockParam`,
+ * `BetaContentBlockParam` and tool_result content. A known type Polar cannot forward is dropped with a warning; a type
+ * outside this set is a client bug and a 400 that names it (the API rejects unknown tags too).
+ * Source: https://docs.anthropic.com/en/api/messages (messages[].content).
+ */
+const KNOWN_BLOCK_TYPES: ReadonlySet<string> = new Set([
+  'text', 'image', 'document', 'search_result', 'thinking', 'redacted_thinking', 'tool_use', 'tool_result',
+  'server_tool_use', 'web_search_tool_result', 'web_fetch_tool_result', 'advisor_tool_result', 'code_execution_tool_result',
+  'bash_code_execution_tool_result', 'text_editor_code_execution_tool_result', 'tool_search_tool_result', 'mcp_tool_use',
+  'mcp_tool_result', 'mcp_tool_listing', 'container_upload', 'compaction', 'tool_addition', 'tool_removal', 'fallback',
+  'tool_reference', 'browser_state',
+]);
+
+/** Warn about a known block type that is dropped; throw on a type the API does not have. */
+function dropBlock(block: AnyBlock, at: string, where: string, warnings: Warning[]): void {
+  if (!KNOWN_BLOCK_TYPES.has(block.type)) {
+    throw new GatewayError('invalid-request', `${at}.type: unknown block type ${JSON.stringify(block.type)}`, { param: `${at}.type` });
+  }
+  warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type}${where} was dropped` });
+}
+
+/**
  * Decode a `POST /v1/messages` body.
  * @param body parsed JSON body.
  * @param ctx `ctx.options.stripBillingHeader` (default true) removes Claude Code's billing-header line.
  * @returns IR request; lossy or unsupported features are listed in `warnings`.
- * @throws GatewayError('invalid-request') naming the failing path (e.g. `messages[1].content[0].tool_use_id: ...`),
- *   also for a `system` message that does not follow a user turn (the API's placement rule).
+ * @throws GatewayError('invalid-request') naming the failing path (e.g. `messages[1].content[0].tool_use_id: ...`,
+ *   `messages[0].content[0].type: unknown block type "weird"`), also for a `system` message that does not follow a
+ *   user turn (the API's placement rule) and for a conversation left empty once unsupported blocks are dropped.
  */
 export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   const wire = parseWire(MessagesRequestSchema, body);
@@ -96,6 +119,17 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   }
   const user = wire.metadata?.user_id;
   if (typeof user === 'string') request.user = user;
+  if (!messages.some((m) => m.role !== 'system')) {
+    // Without this an engine gets an empty conversation and answers with an error that hides the cause.
+    const dropped = warnings.filter((w) => w.code === 'unsupported-content').map((w) => w.message);
+    throw new GatewayError(
+      'invalid-request',
+      wire.messages.length === 0
+        ? 'messages: at least one message is required'
+        : `messages: nothing left to send${dropped.length > 0 ? ` after dropping unsupported content (${dropped.join('; ')})` : ': every message is empty'}`,
+      { param: 'messages' },
+    );
+  }
   return request;
 }
 
@@ -115,10 +149,7 @@ function decodeSystem(system: MessagesRequest['system'], stripBilling: boolean, 
   if (typeof system === 'string') texts.push(system);
   else {
     system.forEach((block, i) => {
-      if (block.type !== 'text') {
-        warnings.push({ code: 'unsupported-content', message: `system[${i}] of type ${block.type} was dropped` });
-        return;
-      }
+      if (block.type !== 'text') return dropBlock(block, `system[${i}]`, '', warnings);
       texts.push(parseWire(TextBlockSchema, block, `system[${i}]`).text);
     });
   }
@@ -142,10 +173,7 @@ function decodeSystemMessage(blocks: AnyBlock[], where: string, warnings: Warnin
   const content: IRContentPart[] = [];
   blocks.forEach((block, j) => {
     const at = `${where}.content[${j}]`;
-    if (block.type !== 'text') {
-      warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type} in a system message was dropped` });
-      return;
-    }
+    if (block.type !== 'text') return dropBlock(block, at, ' in a system message', warnings);
     const text = parseWire(TextBlockSchema, block, at).text;
     if (text !== '') content.push({ type: 'text', text });
   });
@@ -186,7 +214,7 @@ function decodeUser(blocks: AnyBlock[], where: string, toolNames: Map<string, st
             const innerAt = `${at}.content[${k}]`;
             if (inner.type === 'text') content.push({ type: 'text', text: parseWire(TextBlockSchema, inner, innerAt).text });
             else if (inner.type === 'image') content.push(decodeImage(inner, innerAt));
-            else warnings.push({ code: 'unsupported-content', message: `${innerAt} of type ${inner.type} was dropped` });
+            else dropBlock(inner, innerAt, '', warnings);
           });
         }
         const message: Extract<IRMessage, { role: 'tool' }> = { role: 'tool', toolCallId: result.tool_use_id, content };
@@ -197,7 +225,7 @@ function decodeUser(blocks: AnyBlock[], where: string, toolNames: Map<string, st
         break;
       }
       default:
-        warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type} in a user message was dropped` });
+        dropBlock(block, at, ' in a user message', warnings);
     }
   });
   flush();
@@ -236,7 +264,7 @@ function decodeAssistant(blocks: AnyBlock[], where: string, toolNames: Map<strin
         break;
       }
       default:
-        warnings.push({ code: 'unsupported-content', message: `${at} of type ${block.type} in an assistant message was dropped` });
+        dropBlock(block, at, ' in an assistant message', warnings);
     }
   });
   const message: Extract<IRMessage, { role: 'assistant' }> = { role: 'assistant', content };

@@ -7,6 +7,7 @@ import { contextOverflowCounts } from '../shared/context-overflow.ts';
 
 export type AnthropicErrorType =
   | 'invalid_request_error'
+  | 'request_too_large'
   | 'authentication_error'
   | 'permission_error'
   | 'not_found_error'
@@ -30,7 +31,8 @@ export function encodeError(error: GatewayError): { status: number; body: Anthro
   let status = error.status;
   switch (error.kind) {
     case 'invalid-request':
-      type = 'invalid_request_error';
+      // 413 has its own type: "request_too_large: Request exceeds the maximum allowed number of bytes".
+      type = status === 413 ? 'request_too_large' : 'invalid_request_error';
       break;
     case 'context-overflow': {
       type = 'invalid_request_error';

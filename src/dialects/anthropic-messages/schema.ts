@@ -1,7 +1,8 @@
 /**
  * Zod 4 schemas of the Anthropic Messages wire format (the parts Polar reads). Lenient where real clients send extras:
  * objects are loose (unknown keys pass through; `decodeRequest` reports unknown top-level fields as warnings), and content
- * blocks are first read as `{type}` so an unknown block type is a warning, not a 400.
+ * blocks are first read as `{type}` so a known block type Polar cannot forward is a warning, not a 400 (a type the
+ * API does not have is a 400 naming it: decode-request.ts).
  * Source: https://docs.anthropic.com/en/api/messages; shapes checked against fixtures/harness-traffic (Claude Code, pi).
  */
 import { z } from 'zod';

@@ -41,8 +41,9 @@ export function encodeError(error: GatewayError): { status: number; body: ChatEr
       type = 'permission_error';
       break;
     case 'not-found':
-      type = 'not_found_error';
-      code = 'model_not_found';
+      // The proxy's not-found is an unknown URL; OpenAI answers that as invalid_request_error with code null
+      // ("Invalid URL (GET /v1/x)"). `model_not_found` would send clients hunting for a model problem.
+      type = 'invalid_request_error';
       break;
     case 'rate-limited':
       type = 'rate_limit_error';

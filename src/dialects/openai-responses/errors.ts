@@ -20,7 +20,8 @@ function typeAndCode(kind: ErrorKind): { type: string; code: string | null } {
     case 'permission':
       return { type: 'permission_error', code: null };
     case 'not-found':
-      return { type: 'not_found_error', code: null };
+      // An unknown URL, as OpenAI answers it ("Invalid URL (GET /v1/x)").
+      return { type: 'invalid_request_error', code: null };
     case 'rate-limited':
       return { type: 'rate_limit_error', code: 'rate_limit_exceeded' };
     case 'overloaded':

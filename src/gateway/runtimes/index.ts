@@ -6,11 +6,18 @@ import { z } from 'zod';
 import { ApptainerRuntime } from './apptainer.ts';
 import { ContainerRuntime } from './container.ts';
 import { LocalRuntime } from './local.ts';
+import { destProblem } from './paths.ts';
 import type { CommandRunner, ProcessSpawner, Runtime } from './types.ts';
 
+/** An upload `dest`: relative to the runtime's work directory and never leaving it (see paths.ts `confineDest`). */
+const confinedDestSchema = z.string().min(1).superRefine((dest, ctx) => {
+  const problem = destProblem(dest);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 export const PrepareActionSchema = z.union([
-  z.object({ upload_file: z.object({ src: z.string().min(1), dest: z.string().min(1) }).strict() }).strict(),
-  z.object({ upload_dir: z.object({ src: z.string().min(1), dest: z.string().min(1) }).strict() }).strict(),
+  z.object({ upload_file: z.object({ src: z.string().min(1), dest: confinedDestSchema }).strict() }).strict(),
+  z.object({ upload_dir: z.object({ src: z.string().min(1), dest: confinedDestSchema }).strict() }).strict(),
   z.object({
     exec: z.object({
       command: z.string().min(1),
@@ -73,3 +80,4 @@ export const createRuntime: RuntimeFactory = (spec, ctx) => {
 };
 
 export type { Runtime } from './types.ts';
+export { confineDest, destProblem } from './paths.ts';

@@ -1,12 +1,14 @@
 /**
  * The `local` runtime: a per-session directory `<workRoot>/<hash>/{work,home,tmp}` on this host, every command its
  * own process group, a scrubbed environment (PATH, LANG, HOME, TMPDIR plus what the caller sets: no host secrets),
- * and bubblewrap isolation when `bwrap` is on PATH (isolation 'auto') or required ('bwrap').
+ * and bubblewrap isolation when `bwrap` is on PATH (isolation 'auto') or required ('bwrap'). `upload` and `writeFile`
+ * refuse host paths outside the session directory (symlinks followed).
  * Source: ARCHITECTURE.md §5; bubblewrap flags: https://github.com/containers/bubblewrap (bwrap(1)).
  */
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { assertWriteInside } from './paths.ts';
 import { runProcess, spawnProcessGroup } from './process.ts';
 import type { ExecOptions, ExecResult, ProcessSpawner, Runtime, RuntimeProcess, SpawnOptions } from './types.ts';
 
@@ -84,8 +86,9 @@ export class LocalRuntime implements Runtime {
     if (!this.opts.keep) rmSync(this.root, { recursive: true, force: true });
   }
 
+  /** Host path of a runtime path: relative paths resolve against `workDir`, `..` segments are resolved. */
   private path(p: string): string {
-    return isAbsolute(p) ? p : join(this.workDir, p);
+    return resolve(this.workDir, p);
   }
 
   exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
@@ -104,6 +107,8 @@ export class LocalRuntime implements Runtime {
   async upload(localPath: string, remotePath: string): Promise<void> {
     if (!existsSync(localPath)) throw new Error(`upload: ${localPath} does not exist`);
     const dest = this.path(remotePath);
+    // Writes happen on the host, outside bubblewrap: a path (or a symlink a prepare command left) must not lead out.
+    assertWriteInside(this.root, dest, localPath);
     mkdirSync(dirname(dest), { recursive: true });
     cpSync(localPath, dest, { recursive: true });
   }
@@ -117,6 +122,7 @@ export class LocalRuntime implements Runtime {
 
   async writeFile(remotePath: string, content: string): Promise<void> {
     const dest = this.path(remotePath);
+    assertWriteInside(this.root, dest);
     mkdirSync(dirname(dest), { recursive: true });
     writeFileSync(dest, content);
   }
