@@ -6,7 +6,7 @@
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
  * Runs until SIGINT/SIGTERM.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
 import type { EngineKind } from '../engines/types.ts';
 import { createProxyApp } from '../proxy/app.ts';
@@ -14,6 +14,7 @@ import { adHocSessions } from '../proxy/sessions.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort, parsePositiveInt, UsageError } from './common.ts';
+import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 interface ProxyFlags {
   port: number;
@@ -24,6 +25,7 @@ interface ProxyFlags {
   mode: string;
   db: string;
   servedModel?: string;
+  systemMessages: SystemMessagePlacement;
   timeoutMs: number;
   keepaliveMs: number;
   maxBodyBytes: number;
@@ -70,6 +72,7 @@ export function register(program: Command): void {
     .option('--db <file>', 'SQLite store for the completion records', 'polar.db')
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--served-model <name>', 'model name to send to the engine (default: the first model it lists)')
+    .addOption(new Option('--system-messages <placement>', 'merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--timeout-ms <ms>', 'engine call timeout in ms', parsePositiveInt('--timeout-ms'), 600_000)
     .option('--keepalive-ms <ms>', 'keep-alive interval of synthetic streams in ms', parsePositiveInt('--keepalive-ms'), 5000)
@@ -110,6 +113,7 @@ export function register(program: Command): void {
           tokenizerDir: flags.tokenizer,
           family: flags.family,
           goldenRate: flags.goldenRate,
+          systemMessages: flags.systemMessages,
         });
       } catch (error) {
         throw new UsageError(error instanceof Error ? error.message : String(error));

@@ -7,7 +7,7 @@
  * Exit 0 when every session COMPLETED (reward may be 0) and no harness CLI reported a failure in its result event,
  * 1 otherwise, 2 on bad usage.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
@@ -20,6 +20,7 @@ import { loadTaskDir } from '../rollout/task-file.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
 import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
+import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 interface RunFlags {
   harness: string;
@@ -29,6 +30,7 @@ interface RunFlags {
   engineUrl?: string;
   engineApiKey?: string;
   servedModel?: string;
+  systemMessages: SystemMessagePlacement;
   mode: string;
   db?: string;
   out?: string;
@@ -63,6 +65,7 @@ export function register(program: Command): void {
     .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine)')
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
+    .addOption(new Option('--system-messages <placement>', 'with --engine: merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
@@ -93,7 +96,10 @@ export function register(program: Command): void {
       }
 
       const engine = flags.engine
-        ? { kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY, servedModel: flags.servedModel }
+        ? {
+            kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
+            servedModel: flags.servedModel, systemMessages: flags.systemMessages,
+          }
         : null;
       if (engine) {
         // Before anything is created or dispatched: an engine that never answers would otherwise fail every session.

@@ -20,6 +20,7 @@ import type { RunSnapshot } from './run-progress.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 import { RolloutServer } from './server.ts';
 import { toTaskRequest, type LoadedTask } from './task-file.ts';
+import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 /** An external engine; absent = start the simulator in-process. */
 export interface EngineSpec {
@@ -34,6 +35,8 @@ export interface EngineSpec {
   /** Per-call timeout, ms (default 600 000). */
   timeoutMs?: number;
   defaults?: Partial<SamplingDefaults>;
+  /** Placement of later system messages (default merge; the built-in simulator's Qwen3 template renders them in place). */
+  systemMessages?: SystemMessagePlacement;
 }
 
 // ── engine reachability ───────────────────────────────────────────────────────────────────────────────────────
@@ -179,10 +182,11 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const sim = opts.engine ? null : await SimServer.start({ port: 0, ...opts.sim });
   let engineHealth: EngineHealthMonitor | null = null;
   try {
-    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir };
+    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: 'in-place' };
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
+      systemMessages: engineSpec.systemMessages,
     });
     engineHealth = new EngineHealthMonitor({
       check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,

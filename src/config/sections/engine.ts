@@ -35,6 +35,11 @@ export const engineSchema = z
     mode: z.enum(['chat', 'token']).default('chat').describe('Capture mode: chat (the engine renders the chat template) or token (the proxy renders and sends prompt ids).'),
     /** Per-call timeout in seconds. */
     timeout_s: z.number().positive().default(600).describe('Timeout of one engine call, in seconds.'),
+    /** Where system messages after the first turn go (engines/chat-request.ts SystemMessagePlacement). */
+    system_messages: z
+      .enum(['merge', 'in_place'])
+      .default('merge')
+      .describe('merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
     default_sampling: defaultSamplingSchema.prefault({}),
   })
   .describe('The inference engine the proxy forwards model calls to.');
