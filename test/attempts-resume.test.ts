@@ -7,18 +7,17 @@
 import { Database } from 'bun:sqlite';
 import { afterAll, expect, test } from 'bun:test';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { openStore } from '../src/store/index.ts';
 import { buildTrajectory } from '../src/trace/index.ts';
+import { REPO_ROOT as root, runPolarSync, SHELL_AGENT_COMMAND as agent, writeSimTask } from './support/polar-cli.ts';
 
-const root = resolve(import.meta.dir, '..');
 const bun = process.execPath;
 // Under the repository (git-ignored out/), not /tmp: a bwrap-isolated harness sees a private /tmp, and the agents
 // must see the marker file.
 mkdirSync(join(root, 'out'), { recursive: true });
 const scratch = mkdtempSync(join(root, 'out', 'test-attempts-resume-'));
 const marker = join(scratch, 'release');
-const agent = `${bun} ${join(root, 'test/run-shell-agent.ts')} {{INSTRUCTION}}`;
 const procs = new Set<ReturnType<typeof Bun.spawn>>();
 
 afterAll(() => {
@@ -29,18 +28,7 @@ afterAll(() => {
 
 /** One task whose scripted run captures two completions, then blocks in a tool call until the marker exists. */
 function writeTask(dir: string): string {
-  const taskDir = join(dir, 'resume-me');
-  mkdirSync(taskDir, { recursive: true });
-  writeFileSync(join(taskDir, 'task.yaml'), [
-    'task_id: resume-me',
-    'instruction: Create the file out.txt containing ok.',
-    'timeout_seconds: 60',
-    'runtime: {kind: local}',
-    'evaluator: {strategy: test_on_output, config: {command: "grep -q ok out.txt"}}',
-    'sim_script: sim.yaml',
-    '',
-  ].join('\n'));
-  writeFileSync(join(taskDir, 'sim.yaml'), [
+  return writeSimTask(dir, 'resume-me', [
     'variants:',
     '  solve:',
     '    weight: 1',
@@ -50,7 +38,6 @@ function writeTask(dir: string): string {
     '      - {say: "Created out.txt."}',
     '',
   ].join('\n'));
-  return dir;
 }
 
 function polarRun(tasks: string, db: string, out: string) {
@@ -117,14 +104,14 @@ test('a run killed mid-session and resumed with --db: trajectories hold the fina
     store.close();
   }
 
-  const verify = Bun.spawnSync([bun, 'src/main.ts', 'trace', 'verify', '--db', db, '--all'], { cwd: root, stdout: 'pipe', stderr: 'pipe' });
+  const verify = runPolarSync(['trace', 'verify', '--db', db, '--all']);
   expect(verify.stderr.toString()).toBe('');
   expect(verify.exitCode).toBe(0);
   expect(verify.stdout.toString()).toContain('2/2 session(s) verified clean');
   expect(verify.stdout.toString().match(/\(2 of other attempts left out\)/g)).toHaveLength(2);
 
   const out = join(scratch, 'traces.jsonl');
-  expect(Bun.spawnSync([bun, 'src/main.ts', 'export', '--db', db, '--format', 'jsonl', '--out', out], { cwd: root }).exitCode).toBe(0);
+  expect(runPolarSync(['export', '--db', db, '--format', 'jsonl', '--out', out]).exitCode).toBe(0);
   const rows = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { metadata: { attempt: number } });
   expect(rows.length).toBeGreaterThanOrEqual(2);
   expect(rows.every((r) => r.metadata.attempt >= 1)).toBe(true);

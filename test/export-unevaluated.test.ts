@@ -19,6 +19,7 @@ import { adHocSessions } from '../src/proxy/sessions.ts';
 import { acceptedMessages, exportTraces } from '../src/rollout/export.ts';
 import { openStore } from '../src/store/index.ts';
 import { startFakeEngine } from './support/fake-engine.ts';
+import { chatCompletionRecord } from './support/records.ts';
 
 const root = resolve(import.meta.dir, '..');
 const scratch = mkdtempSync(join(tmpdir(), 'polar-export-uneval-'));
@@ -27,30 +28,20 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const EOT = 151645;
 
 function record(sessionId: string, seq: number, promptIds: number[], responseIds: number[]): CompletionRecord {
-  return {
+  return chatCompletionRecord({
     completion_id: `${sessionId}-c${seq}`,
     session_id: sessionId,
     seq,
-    dialect: 'openai-chat',
-    request_body: {},
     ir_request: { version: IR_VERSION, model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: `turn ${seq}` }] }], tools: [], sampling: {}, stream: false, warnings: [] },
     ir_response: {
       id: 'r', model: 'm', content: [{ type: 'text', text: `answer ${seq}` }], toolCalls: [], finishReason: { unified: 'stop', raw: 'stop' },
       usage: { inputTokens: promptIds.length, outputTokens: responseIds.length, cachedInputTokens: 0, reasoningTokens: 0 }, warnings: [], createdAt: 0,
     },
-    finish_reason: { unified: 'stop', raw: 'stop' },
     prompt_ids: promptIds,
     response_ids: responseIds,
     logprobs: responseIds.map((_, k) => -(k + 1) / 8),
-    policy_version: null,
     engine_id: 'vllm@http://127.0.0.1:1',
-    logprob_semantics: 'raw',
-    mode: 'chat',
-    capture_error: null,
-    warnings: [],
-    timings: { engine_ms: 1, total_ms: 1 },
-    created_at: 0,
-  };
+  });
 }
 
 describe('hand-made records: one evaluated session, one unevaluated two-turn session', () => {

@@ -13,6 +13,7 @@ import { acceptedMessages, exportRows } from '../src/rollout/export.ts';
 import { buildGroup } from '../src/rollout/server.ts';
 import { putGroup } from '../src/rollout/store-port.ts';
 import { openStore } from '../src/store/index.ts';
+import { chatCompletionRecord } from './support/records.ts';
 
 const root = resolve(import.meta.dir, '..');
 const bun = join(root, 'node_modules/.bin/bun');
@@ -53,30 +54,20 @@ function record(sessionId: string, i: number): CompletionRecord {
     stream: false,
     warnings: [],
   };
-  return {
+  return chatCompletionRecord({
     completion_id: `c${i}`,
     session_id: sessionId,
     seq: 0,
-    dialect: 'openai-chat',
-    request_body: {},
     ir_request,
     ir_response: {
       id: 'r', model: 'sim', content: [{ type: 'text', text: 'done' }], toolCalls: [], finishReason: { unified: 'stop', raw: 'stop' },
       usage: { inputTokens: 3, outputTokens: 3, cachedInputTokens: 0, reasoningTokens: 0 }, warnings: [], createdAt: 0,
     },
-    finish_reason: { unified: 'stop', raw: 'stop' },
     prompt_ids: [10 + i, 11, 12],
     response_ids: [20 + i, 21, 151645],
     logprobs: [-0.5, -0.125, -0.25],
-    policy_version: null,
     engine_id: 'sim@http://127.0.0.1:1',
-    logprob_semantics: 'raw',
-    mode: 'chat',
-    capture_error: null,
-    warnings: [],
-    timings: { engine_ms: 1, total_ms: 1 },
-    created_at: 0,
-  };
+  });
 }
 
 {

@@ -8,10 +8,10 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI, type GenerateContentResponse } from '@google/genai';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import type { CompletionRecord } from '../src/core/records.ts';
-import { EOS_ID, fakeIds, fakeLogprob, startFakeEngine, type FakeEngine, type FakeReply } from './support/fake-engine.ts';
-import { startTestProxy, type TestProxy } from './support/proxy-harness.ts';
+import { fakeLogprob, type FakeReply } from './support/fake-engine.ts';
+import { expectedResponseIds, scenarioByMarker, useProxyPerShape } from './support/proxy-harness.ts';
 
 type Shape = 'vllm' | 'sglang';
 type Finish = 'stop' | 'length' | 'tool';
@@ -34,11 +34,7 @@ type Scenario = keyof typeof scenarios;
 const SCENARIOS = Object.keys(scenarios) as Scenario[];
 
 /** The scenario is named in the last user turn, so one fake engine per shape serves the whole matrix. */
-function scenarioOf(body: Record<string, unknown>): FakeReply {
-  const users = (body.messages as { role: string }[]).filter((m) => m.role === 'user');
-  const name = /scenario:(\w+)/.exec(JSON.stringify(users.at(-1)))?.[1] as Scenario | undefined;
-  return name && Object.hasOwn(scenarios, name) ? scenarios[name] : scenarios.text;
-}
+const scenarioOf = scenarioByMarker(scenarios);
 
 /** What a client must see for a scenario, derived from the engine's script. */
 function expectedOutcome(name: Scenario): Outcome {
@@ -53,17 +49,6 @@ function expectedOutcome(name: Scenario): Outcome {
     default:
       return { error: 'engine exploded', status: 502 };
   }
-}
-
-/** What the fake engine samples for a scenario: a Qwen3-style rendering + EOS unless truncated (fake-engine.ts). */
-function expectedResponseIds(reply: FakeReply): number[] {
-  let text = '';
-  if ('reasoning' in reply && reply.reasoning) text += `<think>\n${reply.reasoning}\n</think>\n\n`;
-  if (reply.kind === 'tool-calls') for (const call of reply.calls) text += `<tool_call>\n${JSON.stringify({ name: call.name, arguments: call.arguments })}\n</tool_call>`;
-  else if (reply.kind === 'text' || reply.kind === 'length') text += reply.text;
-  const ids = fakeIds(text);
-  if (reply.kind !== 'length') ids.push(EOS_ID);
-  return ids;
 }
 
 function errorOutcome(thrown: unknown): Outcome {
@@ -184,23 +169,10 @@ function capture(rec: CompletionRecord) {
   return { prompt_ids: rec.prompt_ids, response_ids: rec.response_ids, logprobs: rec.logprobs, finish: rec.finish_reason.unified, capture_error: rec.capture_error };
 }
 
-const engines = {} as Record<Shape, FakeEngine>;
-const proxies = {} as Record<Shape, TestProxy>;
+const { engines, proxies } = useProxyPerShape({ script: scenarioOf, timeoutMs: 2000 });
+
 /** shape → scenario → the capture every cell of that row agreed on. */
 const captured: Record<Shape, Partial<Record<Scenario, ReturnType<typeof capture>>>> = { vllm: {}, sglang: {} };
-
-beforeAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    engines[shape] = await startFakeEngine({ shape, servedModel: 'qwen3-test', script: scenarioOf });
-    proxies[shape] = await startTestProxy({ engineUrl: engines[shape].url, kind: shape, timeoutMs: 2000, options: { keepaliveIntervalMs: 50 } });
-  }
-});
-afterAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    await proxies[shape]?.stop();
-    await engines[shape]?.stop();
-  }
-});
 
 describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
   test.each(SCENARIOS)('scenario %s: 4 dialects × streaming and not agree on the captured tokens and the client result', async (name) => {

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeEngine, type FakeEngine } from './support/fake-engine.ts';
+import { startPolarProxy } from './support/polar-cli.ts';
 
 const root = join(import.meta.dir, '..');
 const bun = process.execPath;
@@ -22,20 +23,9 @@ afterAll(async () => {
 });
 
 async function startProxy(extra: string[]): Promise<{ url: string; stop(): Promise<number> }> {
-  const proc = Bun.spawn([bun, join(root, 'src/main.ts'), 'proxy', '--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--db', join(dir, 'p.db'), ...extra], {
-    cwd: dir,
-    stdout: 'pipe',
-    stderr: 'pipe',
-  });
-  const reader = proc.stdout.getReader();
-  let out = '';
-  while (!/listening on (http:\/\/\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`polar proxy exited early: ${await new Response(proc.stderr).text()}`);
-    out += new TextDecoder().decode(value);
-  }
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--db', join(dir, 'p.db'), ...extra], dir);
   return {
-    url: /listening on (http:\/\/\S+)/.exec(out)![1]!,
+    url,
     async stop() {
       proc.kill('SIGTERM');
       return proc.exited;

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../src/store/index.ts';
 import { startFakeEngine, type FakeEngine } from './support/fake-engine.ts';
+import { startPolarProxy } from './support/polar-cli.ts';
 
 const root = join(import.meta.dir, '..');
 const bun = process.execPath;
@@ -43,19 +44,7 @@ test('an unreachable engine is a failure of the work: exit 1', () => {
 
 test('serves, records into --db, and stops cleanly on SIGTERM', async () => {
   const db = join(dir, 'records.db');
-  const proc = Bun.spawn([bun, join(root, 'src/main.ts'), 'proxy', '--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--db', db], {
-    cwd: dir,
-    stdout: 'pipe',
-    stderr: 'pipe',
-  });
-  const reader = proc.stdout.getReader();
-  let out = '';
-  while (!/listening on (http:\/\/\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`polar proxy exited early: ${await new Response(proc.stderr).text()}`);
-    out += new TextDecoder().decode(value);
-  }
-  const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--db', db], dir);
   const client = new Anthropic({ baseURL: url, apiKey: 'cli-session', maxRetries: 0 });
   const message = await client.messages.create({ model: 'polar-test-model', max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] });
   expect(message.content[0]).toMatchObject({ type: 'text', text: 'from the cli' });

@@ -4,11 +4,10 @@
  * engine in vLLM and SGLang shape: text, tool calls (ids kept and matched), reasoning, truncation, errors, capture.
  */
 import { ApiError, GoogleGenAI, type GenerateContentResponse } from '@google/genai';
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import type { CompletionRecord } from '../src/core/records.ts';
+import { describe, expect, test } from 'bun:test';
 import { staticSessions } from '../src/proxy/sessions.ts';
-import { EOS_ID, fakeIds, fakeLogprob, startFakeEngine, type FakeEngine, type FakeReply } from './support/fake-engine.ts';
-import { startTestProxy, type TestProxy } from './support/proxy-harness.ts';
+import { fakeLogprob, type FakeReply } from './support/fake-engine.ts';
+import { expectedResponseIds, scenarioByMarker, sessionRecords, startTestProxy, useProxyPerShape, type TestProxy } from './support/proxy-harness.ts';
 
 const scenarios: Record<string, FakeReply> = {
   text: { kind: 'text', text: 'Voilà: héllo ✓ 🎉' },
@@ -19,11 +18,7 @@ const scenarios: Record<string, FakeReply> = {
   fail500: { kind: 'error', status: 500, message: 'engine exploded' },
 };
 
-function scenarioOf(body: Record<string, unknown>): FakeReply {
-  const users = (body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user');
-  const match = /scenario:(\w+)/.exec(JSON.stringify(users.at(-1)));
-  return scenarios[match?.[1] ?? 'text'] ?? scenarios.text!;
-}
+const scenarioOf = scenarioByMarker(scenarios);
 
 const shellTool = {
   functionDeclarations: [
@@ -31,38 +26,9 @@ const shellTool = {
   ],
 };
 
-const engines: Record<'vllm' | 'sglang', FakeEngine> = {} as never;
-const proxies: Record<'vllm' | 'sglang', TestProxy> = {} as never;
-
-beforeAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    engines[shape] = await startFakeEngine({ shape, servedModel: 'qwen3-test', script: scenarioOf });
-    proxies[shape] = await startTestProxy({ engineUrl: engines[shape].url, kind: shape, timeoutMs: 2000, options: { keepaliveIntervalMs: 50 } });
-  }
-});
-afterAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    await proxies[shape].stop();
-    await engines[shape].stop();
-  }
-});
+const { engines, proxies } = useProxyPerShape({ script: scenarioOf, timeoutMs: 2000 });
 
 const genai = (proxy: TestProxy, key: string) => new GoogleGenAI({ apiKey: key, httpOptions: { baseUrl: proxy.url, retryOptions: { attempts: 1 } } as never });
-
-async function records(proxy: TestProxy, session: string): Promise<CompletionRecord[]> {
-  const response = await fetch(`${proxy.url}/sessions/${session}/completions`);
-  return ((await response.json()) as { completions: CompletionRecord[] }).completions;
-}
-
-function expectedResponseIds(reply: FakeReply): number[] {
-  let text = '';
-  if ('reasoning' in reply && reply.reasoning) text += `<think>\n${reply.reasoning}\n</think>\n\n`;
-  if (reply.kind === 'tool-calls') for (const call of reply.calls) text += `<tool_call>\n${JSON.stringify({ name: call.name, arguments: call.arguments })}\n</tool_call>`;
-  else if (reply.kind === 'text' || reply.kind === 'length') text += reply.text;
-  const ids = fakeIds(text);
-  if (reply.kind !== 'length') ids.push(EOS_ID);
-  return ids;
-}
 
 /** Merge streamed chunks the way gemini-cli does: text concatenated per kind, function calls collected in order. */
 function merge(chunks: GenerateContentResponse[]) {
@@ -126,7 +92,7 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
             break;
         }
       }
-      const recs = await records(proxy, session);
+      const recs = await sessionRecords(proxy, session);
       expect(recs.map((r) => r.seq)).toEqual(okScenarios.map((_, i) => i));
       for (const [i, rec] of recs.entries()) {
         expect(rec.dialect).toBe('gemini');
@@ -208,6 +174,6 @@ describe('other endpoints and errors', () => {
     })().catch((e: unknown) => e);
     expect(streamed).toBeInstanceOf(ApiError);
     expect((streamed as ApiError).message).toContain('engine exploded');
-    expect(await records(proxies.sglang, 'gem-fail')).toEqual([]);
+    expect(await sessionRecords(proxies.sglang, 'gem-fail')).toEqual([]);
   });
 });

@@ -4,10 +4,9 @@
  * reasoning replayed through our encrypted_content, truncation, errors before and after the first byte, capture.
  */
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import type { CompletionRecord } from '../src/core/records.ts';
-import { EOS_ID, fakeIds, fakeLogprob, startFakeEngine, type FakeEngine, type FakeReply } from './support/fake-engine.ts';
-import { startTestProxy, type TestProxy } from './support/proxy-harness.ts';
+import { describe, expect, test } from 'bun:test';
+import { fakeLogprob, type FakeReply } from './support/fake-engine.ts';
+import { expectedResponseIds, scenarioByMarker, sessionRecords, useProxyPerShape, type TestProxy } from './support/proxy-harness.ts';
 
 const PATCH = '*** Begin Patch\n*** Add File: hello.txt\n+héllo ✓\n*** End Patch';
 
@@ -22,11 +21,7 @@ const scenarios: Record<string, FakeReply> = {
   fail500: { kind: 'error', status: 500, message: 'engine exploded' },
 };
 
-function scenarioOf(body: Record<string, unknown>): FakeReply {
-  const users = (body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user');
-  const match = /scenario:(\w+)/.exec(JSON.stringify(users.at(-1)));
-  return scenarios[match?.[1] ?? 'text'] ?? scenarios.text!;
-}
+const scenarioOf = scenarioByMarker(scenarios);
 
 const tools: OpenAI.Responses.Tool[] = [
   { type: 'function', name: 'exec_command', description: 'Run a command', strict: false, parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'] } },
@@ -40,38 +35,9 @@ const tools: OpenAI.Responses.Tool[] = [
   { type: 'web_search' } as OpenAI.Responses.Tool,
 ];
 
-const engines: Record<'vllm' | 'sglang', FakeEngine> = {} as never;
-const proxies: Record<'vllm' | 'sglang', TestProxy> = {} as never;
-
-beforeAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    engines[shape] = await startFakeEngine({ shape, servedModel: 'qwen3-test', script: scenarioOf });
-    proxies[shape] = await startTestProxy({ engineUrl: engines[shape].url, kind: shape, timeoutMs: 2000, options: { keepaliveIntervalMs: 50 } });
-  }
-});
-afterAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    await proxies[shape].stop();
-    await engines[shape].stop();
-  }
-});
+const { engines, proxies } = useProxyPerShape({ script: scenarioOf, timeoutMs: 2000 });
 
 const client = (proxy: TestProxy, key: string) => new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: key, maxRetries: 0 });
-
-async function records(proxy: TestProxy, session: string): Promise<CompletionRecord[]> {
-  const response = await fetch(`${proxy.url}/sessions/${session}/completions`);
-  return ((await response.json()) as { completions: CompletionRecord[] }).completions;
-}
-
-function expectedResponseIds(reply: FakeReply): number[] {
-  let text = '';
-  if ('reasoning' in reply && reply.reasoning) text += `<think>\n${reply.reasoning}\n</think>\n\n`;
-  if (reply.kind === 'tool-calls') for (const call of reply.calls) text += `<tool_call>\n${JSON.stringify({ name: call.name, arguments: call.arguments })}\n</tool_call>`;
-  else if (reply.kind === 'text' || reply.kind === 'length') text += reply.text;
-  const ids = fakeIds(text);
-  if (reply.kind !== 'length') ids.push(EOS_ID);
-  return ids;
-}
 
 const okScenarios = ['text', 'tool', 'parallel', 'custom', 'namespace', 'reasoning', 'length'] as const;
 
@@ -127,7 +93,7 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
             break;
         }
       }
-      const recs = await records(proxy, session);
+      const recs = await sessionRecords(proxy, session);
       expect(recs.map((r) => r.seq)).toEqual(okScenarios.map((_, i) => i));
       for (const [i, rec] of recs.entries()) {
         expect(rec.dialect).toBe('openai-responses');
@@ -191,6 +157,6 @@ describe('errors', () => {
     }
     expect(events).toEqual(['response.created', 'response.in_progress', 'response.failed']);
     expect(failed!.response.error).toMatchObject({ code: 'server_error', message: expect.stringContaining('engine exploded') });
-    expect(await records(proxies.sglang, 'resp-fail')).toEqual([]);
+    expect(await sessionRecords(proxies.sglang, 'resp-fail')).toEqual([]);
   });
 });

@@ -4,11 +4,10 @@
  */
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import type { CompletionRecord } from '../src/core/records.ts';
+import { describe, expect, test } from 'bun:test';
 import { staticSessions } from '../src/proxy/sessions.ts';
-import { EOS_ID, fakeIds, fakeLogprob, startFakeEngine, type FakeEngine, type FakeReply } from './support/fake-engine.ts';
-import { startTestProxy, type TestProxy } from './support/proxy-harness.ts';
+import { fakeIds, fakeLogprob, startFakeEngine, type FakeEngine, type FakeReply } from './support/fake-engine.ts';
+import { expectedResponseIds, sessionRecords, startTestProxy, useProxyPerShape, type TestProxy } from './support/proxy-harness.ts';
 
 const UNICODE = 'Voilà: héllo ✓ 日本語 🎉';
 
@@ -33,45 +32,13 @@ function scenarioOf(body: Record<string, unknown>): FakeReply {
 const bashTool = { name: 'Bash', description: 'Run a shell command', input_schema: { type: 'object' as const, properties: { command: { type: 'string' } }, required: ['command'] } };
 const bashFn = { type: 'function' as const, function: { name: 'Bash', description: 'Run a shell command', parameters: bashTool.input_schema } };
 
-const engines: Record<'vllm' | 'sglang', FakeEngine> = {} as never;
-const proxies: Record<'vllm' | 'sglang', TestProxy> = {} as never;
-
-beforeAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    engines[shape] = await startFakeEngine({ shape, servedModel: 'qwen3-test', script: scenarioOf });
-    proxies[shape] = await startTestProxy({ engineUrl: engines[shape].url, kind: shape, timeoutMs: 400, options: { keepaliveIntervalMs: 50 } });
-  }
-});
-afterAll(async () => {
-  for (const shape of ['vllm', 'sglang'] as const) {
-    await proxies[shape].stop();
-    await engines[shape].stop();
-  }
-});
+const { engines, proxies } = useProxyPerShape({ script: scenarioOf, timeoutMs: 400 });
 
 function anthropic(proxy: TestProxy, key: string, fetchImpl?: typeof fetch) {
   return new Anthropic({ baseURL: proxy.url, apiKey: key, maxRetries: 0, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
 }
 function openai(proxy: TestProxy, key: string, fetchImpl?: typeof fetch) {
   return new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: key, maxRetries: 0, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
-}
-
-async function records(proxy: TestProxy, session: string): Promise<CompletionRecord[]> {
-  const response = await fetch(`${proxy.url}/sessions/${session}/completions`);
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { completions: CompletionRecord[] }).completions;
-}
-
-/** What the fake engine samples for a scenario, as a Qwen3-style rendering + EOS. */
-function expectedResponseIds(name: string): number[] {
-  const reply = scenarios[name]!;
-  let text = '';
-  if ('reasoning' in reply && reply.reasoning) text += `<think>\n${reply.reasoning}\n</think>\n\n`;
-  if (reply.kind === 'tool-calls') for (const call of reply.calls) text += `<tool_call>\n${JSON.stringify({ name: call.name, arguments: call.arguments })}\n</tool_call>`;
-  else if (reply.kind === 'text' || reply.kind === 'length') text += reply.text;
-  const ids = fakeIds(text);
-  if (reply.kind !== 'length') ids.push(EOS_ID);
-  return ids;
 }
 
 const okScenarios = ['text', 'tool', 'parallel', 'reasoning', 'length'] as const;
@@ -116,12 +83,12 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
             break;
         }
       }
-      const recs = await records(proxy, session);
+      const recs = await sessionRecords(proxy, session);
       expect(recs.map((r) => r.seq)).toEqual([0, 1, 2, 3, 4]);
       for (const [i, rec] of recs.entries()) {
         expect(rec.dialect).toBe('anthropic-messages');
         expect(rec.capture_error).toBeNull();
-        expect(rec.response_ids).toEqual(expectedResponseIds(okScenarios[i]!));
+        expect(rec.response_ids).toEqual(expectedResponseIds(scenarios[okScenarios[i]!]!));
         expect(rec.logprobs).toEqual(rec.response_ids.map((_, k) => fakeLogprob(k)));
         expect(rec.prompt_ids.length).toBeGreaterThan(0);
         expect(rec.engine_id).toBe(`${shape}@${engines[shape].url}`);
@@ -161,11 +128,11 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
             break;
         }
       }
-      const recs = await records(proxy, session);
+      const recs = await sessionRecords(proxy, session);
       expect(recs.map((r) => r.seq)).toEqual([0, 1, 2, 3, 4]);
       for (const [i, rec] of recs.entries()) {
         expect(rec.dialect).toBe('openai-chat');
-        expect(rec.response_ids).toEqual(expectedResponseIds(okScenarios[i]!));
+        expect(rec.response_ids).toEqual(expectedResponseIds(scenarios[okScenarios[i]!]!));
         expect(rec.capture_error).toBeNull();
       }
       // developer + system were merged into one leading system message for the engine
@@ -196,7 +163,7 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
       if (name === 'fail500') expect((ea as Error).message).toContain('engine exploded');
     }
     expect(proxy.counters.engineErrors - before).toBe(6);
-    expect(await records(proxy, session)).toEqual([]);
+    expect(await sessionRecords(proxy, session)).toEqual([]);
   });
 
   test('an error after the first byte becomes the dialect in-band error event', async () => {
@@ -260,9 +227,9 @@ describe('client errors and sessions', () => {
       expect((await post('/s/sess-path/v1/messages', { 'x-polar-session': 'sess-header', 'x-api-key': 'sess-key' })).status).toBe(200);
       expect((await post('/v1/messages', { 'x-polar-session': 'sess-header', 'x-api-key': 'sess-key' })).status).toBe(200);
       expect((await post('/v1/messages?key=sess-key', {})).status).toBe(200);
-      expect((await records(proxy, 'sess-path')).length).toBe(1);
-      expect((await records(proxy, 'sess-header')).length).toBe(1);
-      expect((await records(proxy, 'sess-key')).length).toBe(1);
+      expect((await sessionRecords(proxy, 'sess-path')).length).toBe(1);
+      expect((await sessionRecords(proxy, 'sess-header')).length).toBe(1);
+      expect((await sessionRecords(proxy, 'sess-key')).length).toBe(1);
       expect(engines.vllm.chatRequests().at(-2)!.headers['x-polar-task']).toBe('t1');
     } finally {
       await proxy.stop();
@@ -332,7 +299,7 @@ describe('admin: pause, resume, policy version', () => {
       await admin('policy_version', { policy_version: 'v2' });
       await admin('inference/resume');
       await held;
-      const recs = await records(proxy, 'pv');
+      const recs = await sessionRecords(proxy, 'pv');
       expect(recs.map((r) => r.policy_version)).toEqual(['v1', 'v2']);
       expect(recs[0]!.warnings.some((w) => w.startsWith('straddled-policy-change'))).toBe(true);
       expect(recs[1]!.warnings.some((w) => w.startsWith('straddled-policy-change'))).toBe(false);
@@ -357,7 +324,7 @@ describe('admin: pause, resume, policy version', () => {
       gated.release();
       const { response } = await pending;
       expect(response.headers.get('x-polar-warnings')).toContain('straddled-policy-change');
-      const [rec] = await records(proxy, 'straddle');
+      const [rec] = await sessionRecords(proxy, 'straddle');
       expect(rec!.policy_version).toBe('v1');
       expect(proxy.app.gate.policyVersion).toBe('7');
     } finally {
@@ -375,7 +342,7 @@ describe('capture errors are records', () => {
     try {
       const message = await anthropic(proxy, 'mismatch').messages.create({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
       expect(message.content[0]).toMatchObject({ type: 'text', text: 'hello' });
-      const [rec] = await records(proxy, 'mismatch');
+      const [rec] = await sessionRecords(proxy, 'mismatch');
       expect(rec!.capture_error).toContain('logprobs for');
       expect(proxy.counters.captureErrors).toBe(1);
     } finally {

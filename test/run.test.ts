@@ -5,9 +5,9 @@
  * 2 bad usage), its results file and `polar export` on it.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createProgressView, describeSnapshot, type RunSnapshot } from '../src/rollout/run-progress.ts';
 import { formatSummaryTable, p50 } from '../src/rollout/run-summary.ts';
 import { runTasks } from '../src/rollout/run.ts';
@@ -15,42 +15,25 @@ import { rewardOf } from '../src/rollout/server.ts';
 import { loadTaskDir } from '../src/rollout/task-file.ts';
 import { chooseVariant, parseBehaviourScript } from '../src/sim/script.ts';
 import { openStore } from '../src/store/index.ts';
+import { runPolar, SHELL_AGENT_COMMAND as agent, writeSimTask } from './support/polar-cli.ts';
 
-const root = resolve(import.meta.dir, '..');
-const bun = process.execPath;
-const agent = `${bun} ${join(root, 'test/run-shell-agent.ts')} {{INSTRUCTION}}`;
 const scratch = mkdtempSync(join(tmpdir(), 'polar-run-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** A task directory: the solve variant writes the file the evaluator looks for (2 model calls), give_up answers at once (1). */
 function writeTasks(dir: string, opts: { timeoutSeconds?: number } = {}): string {
-  for (const id of ['touch-a', 'touch-b']) {
-    const taskDir = join(dir, id);
-    mkdirSync(taskDir, { recursive: true });
-    writeFileSync(join(taskDir, 'task.yaml'), [
-      `task_id: ${id}`,
-      'instruction: Create the file out.txt containing ok.',
-      `timeout_seconds: ${opts.timeoutSeconds ?? 60}`,
-      'runtime: {kind: local}',
-      'evaluator: {strategy: test_on_output, config: {command: "grep -q ok out.txt"}}',
-      'sim_script: sim.yaml',
-      '',
-    ].join('\n'));
-    writeFileSync(join(taskDir, 'sim.yaml'), [
-      'variants:',
-      '  solve: {weight: 0.5, steps: [{shell: "echo ok > out.txt"}, {say: "Created out.txt."}]}',
-      '  give_up: {weight: 0.5, steps: [{say: "I will not do that."}]}',
-      '',
-    ].join('\n'));
-  }
+  const script = [
+    'variants:',
+    '  solve: {weight: 0.5, steps: [{shell: "echo ok > out.txt"}, {say: "Created out.txt."}]}',
+    '  give_up: {weight: 0.5, steps: [{say: "I will not do that."}]}',
+    '',
+  ].join('\n');
+  for (const id of ['touch-a', 'touch-b']) writeSimTask(dir, id, script, opts);
   return dir;
 }
 
-async function polar(args: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn([bun, 'src/main.ts', ...args], { cwd: root, stdout: 'pipe', stderr: 'pipe', timeout: timeoutMs, killSignal: 'SIGKILL' });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  return { code, stdout, stderr };
-}
+/** `polar ...args`, SIGKILLed past `timeoutMs`. */
+const polar = (args: string[], timeoutMs = 60_000) => runPolar(args, { timeoutMs });
 
 test('runTasks: every task × sample runs through rollout server + gateway + proxy + simulator; rewards and summary follow the scripts', async () => {
   const tasks = loadTaskDir(writeTasks(join(scratch, 'inproc-tasks')));

@@ -4,20 +4,15 @@
  * bounded wait `polar run` uses succeeds for a slow starter and fails with a clear error for a dead one.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { EngineHealthMonitor, engineLivenessCheck, waitForEngine } from '../src/rollout/run.ts';
+import { startPolar, useScratch } from './support/polar-cli.ts';
 
-const root = resolve(import.meta.dir, '..');
-const bun = process.execPath;
-const scratch = mkdtempSync(join(tmpdir(), 'polar-serve-engine-'));
-const procs: ReturnType<typeof Bun.spawn>[] = [];
+const { dir: scratch, procs } = useScratch('polar-serve-engine-');
 const servers: ReturnType<typeof Bun.serve>[] = [];
 afterAll(() => {
-  for (const p of procs) p.kill('SIGKILL');
   for (const s of servers) s.stop(true);
-  rmSync(scratch, { recursive: true, force: true });
 });
 
 /** A port nothing listens on: bind one, note it, close it. */
@@ -38,18 +33,6 @@ function fakeEngine(port = 0): ReturnType<typeof Bun.serve> {
   return s;
 }
 
-async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stream.getReader();
-  let text = '';
-  while (!text.includes('\n')) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text.split('\n')[0]!;
-}
-
 test('polar serve with a dead engine: starts, warns, GET /health reports engine.ok false on the server and the node', async () => {
   const port = deadPort();
   const config = join(scratch, 'dead-engine.yaml');
@@ -59,9 +42,7 @@ test('polar serve with a dead engine: starts, warns, GET /health reports engine.
     `gateway: {nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
     `store: {path: ${join(scratch, 'dead.db')}}`, '',
   ].join('\n'));
-  const serve = Bun.spawn([bun, 'src/main.ts', 'serve', '--config', config], { cwd: root, stdout: 'pipe', stderr: 'pipe' });
-  procs.push(serve);
-  const line = await firstLine(serve.stdout as ReadableStream<Uint8Array>);
+  const { proc: serve, line } = await startPolar(['serve', '--config', config], procs);
   const server = line.match(/rollout server on (http:\/\/\S+?),/)?.[1];
   const node = line.match(/gateway box-0 on (http:\/\/\S+?)(,|$)/)?.[1];
   expect(server).toBeDefined();
@@ -136,9 +117,8 @@ test('polar gateway with a dead engine: listens, warns, and its GET /health repo
     `gateway: {nodes: [{node_id: gw-1, port: 0, work_root: ${join(scratch, 'gw-work')}}]}`,
     `store: {path: ${join(scratch, 'gw.db')}}`, '',
   ].join('\n'));
-  const gateway = Bun.spawn([bun, 'src/main.ts', 'gateway', '--config', config, '--node-id', 'gw-1'], { cwd: root, stdout: 'pipe', stderr: 'pipe' });
-  procs.push(gateway);
-  const url = (await firstLine(gateway.stdout as ReadableStream<Uint8Array>)).match(/listening on (http:\/\/\S+)/)?.[1];
+  const { proc: gateway, line } = await startPolar(['gateway', '--config', config, '--node-id', 'gw-1'], procs);
+  const url = line.match(/listening on (http:\/\/\S+)/)?.[1];
   expect(url).toBeDefined();
   const health = (await (await fetch(`${url}/health`)).json()) as { node_id: string; engine: { ok: boolean; error: string | null } };
   expect(health.node_id).toBe('gw-1');

@@ -5,25 +5,17 @@
  * simulator's "no behaviour script" reply. In-process: a stack on an external simulator registers each task's script
  * once, however many sessions it has. `polar submit` without an agent says to pass --harness.
  */
-import { afterAll, expect, test } from 'bun:test';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { expect, test } from 'bun:test';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startLocalStack } from '../src/rollout/run.ts';
 import { loadTaskDir, toTaskRequest } from '../src/rollout/task-file.ts';
 import { chooseVariant, parseBehaviourScript } from '../src/sim/script.ts';
 import { SimServer } from '../src/sim/server.ts';
 import { openStore } from '../src/store/index.ts';
+import { runPolarSync, SHELL_AGENT_COMMAND as agent, startPolar, useScratch, writeSimTask } from './support/polar-cli.ts';
 
-const root = resolve(import.meta.dir, '..');
-const bun = process.execPath;
-const agent = `${bun} ${join(root, 'test/run-shell-agent.ts')} {{INSTRUCTION}}`;
-const scratch = mkdtempSync(join(tmpdir(), 'polar-serve-sim-'));
-const procs: ReturnType<typeof Bun.spawn>[] = [];
-afterAll(() => {
-  for (const p of procs) p.kill('SIGKILL');
-  rmSync(scratch, { recursive: true, force: true });
-});
+const { dir: scratch, procs } = useScratch('polar-serve-sim-');
 
 const SCRIPT = [
   'variants:',
@@ -34,33 +26,8 @@ const SCRIPT = [
 
 /** Task directories (no agent in them: `polar submit --command` gives it) each with a sim.yaml. */
 function writeTasks(dir: string, ids: string[]): string {
-  for (const id of ids) {
-    const taskDir = join(dir, id);
-    mkdirSync(taskDir, { recursive: true });
-    writeFileSync(join(taskDir, 'task.yaml'), [
-      `task_id: ${id}`,
-      'instruction: Create the file out.txt containing ok.',
-      'timeout_seconds: 60',
-      'runtime: {kind: local}',
-      'evaluator: {strategy: test_on_output, config: {command: "grep -q ok out.txt"}}',
-      'sim_script: sim.yaml',
-      '',
-    ].join('\n'));
-    writeFileSync(join(taskDir, 'sim.yaml'), SCRIPT);
-  }
+  for (const id of ids) writeSimTask(dir, id, SCRIPT);
   return dir;
-}
-
-async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stream.getReader();
-  let text = '';
-  while (!text.includes('\n')) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text.split('\n')[0]!;
 }
 
 type TaskView = { status: string; sessions: { session_id: string; status: string; reward: number | null }[] };
@@ -74,16 +41,15 @@ test('polar serve --with-sim + polar submit <task dir>: sessions follow the task
     `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
     `store: {path: ${join(scratch, 'polar.db')}}`, '',
   ].join('\n'));
-  const serve = Bun.spawn([bun, 'src/main.ts', 'serve', '--config', config, '--with-sim'], { cwd: root, stdout: 'pipe', stderr: 'pipe' });
-  procs.push(serve);
-  const server = (await firstLine(serve.stdout as ReadableStream<Uint8Array>)).match(/rollout server on (http:\/\/\S+?),/)?.[1];
+  const { proc: serve, line } = await startPolar(['serve', '--config', config, '--with-sim'], procs);
+  const server = line.match(/rollout server on (http:\/\/\S+?),/)?.[1];
   expect(server).toBeDefined();
 
-  const noAgent = Bun.spawnSync([bun, 'src/main.ts', 'submit', tasksDir, '--server', server!], { cwd: root });
+  const noAgent = runPolarSync(['submit', tasksDir, '--server', server!]);
   expect(noAgent.exitCode).toBe(2);
   expect(noAgent.stderr.toString()).toContain('no agent to run task "script-a": pass --harness NAME');
 
-  const submit = Bun.spawnSync([bun, 'src/main.ts', 'submit', tasksDir, '--server', server!, '--command', agent, '--samples', '4'], { cwd: root });
+  const submit = runPolarSync(['submit', tasksDir, '--server', server!, '--command', agent, '--samples', '4']);
   expect(submit.stderr.toString()).toBe('');
   expect(submit.exitCode).toBe(0);
 

@@ -3,31 +3,12 @@
  * over HTTP, a TaskRequest submitted over the Polar API runs through it (shell harness + simulator), the evaluated
  * group is served once to the trainer API and acknowledged; SIGTERM exits 0. A bad config exits 2.
  */
-import { afterAll, expect, test } from 'bun:test';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { expect, test } from 'bun:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runPolarSync, SHELL_AGENT_COMMAND, startPolar, useScratch } from './support/polar-cli.ts';
 
-const root = resolve(import.meta.dir, '..');
-const bun = process.execPath;
-const scratch = mkdtempSync(join(tmpdir(), 'polar-serve-'));
-const procs: ReturnType<typeof Bun.spawn>[] = [];
-afterAll(() => {
-  for (const p of procs) p.kill('SIGKILL');
-  rmSync(scratch, { recursive: true, force: true });
-});
-
-async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stream.getReader();
-  let text = '';
-  while (!text.includes('\n')) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text.split('\n')[0]!;
-}
+const { dir: scratch, procs } = useScratch('polar-serve-');
 
 test('polar serve: submit → sessions on the local gateway → evaluated group served once → SIGTERM exits 0', async () => {
   const scripts = join(scratch, 'scripts');
@@ -41,15 +22,13 @@ test('polar serve: submit → sessions on the local gateway → evaluated group 
     `store: {path: ${join(scratch, 'polar.db')}}`,
     '',
   ].join('\n'));
-  const serve = Bun.spawn([bun, 'src/main.ts', 'serve', '--config', config, '--with-sim'], { cwd: root, stdout: 'pipe', stderr: 'pipe' });
-  procs.push(serve);
-  const line = await firstLine(serve.stdout as ReadableStream<Uint8Array>);
+  const { proc: serve, line } = await startPolar(['serve', '--config', config, '--with-sim'], procs);
   const server = line.match(/rollout server on (http:\/\/\S+?),/)?.[1];
   expect(server).toBeDefined();
 
   const task = {
     task_id: 'serve-task', instruction: 'Create out.txt containing ok.', num_samples: 2, timeout_seconds: 60,
-    agent: { harness: 'shell', command: `${bun} ${join(root, 'test/run-shell-agent.ts')} {{INSTRUCTION}}`, model_name: 'polar-sim' },
+    agent: { harness: 'shell', command: SHELL_AGENT_COMMAND, model_name: 'polar-sim' },
     builder: { strategy: 'prefix_merging' }, runtime: { kind: 'local' },
     evaluator: { strategy: 'test_on_output', config: { command: 'grep -q ok out.txt' } },
   };
@@ -81,7 +60,7 @@ test('polar serve: submit → sessions on the local gateway → evaluated group 
 test('polar serve with an invalid config exits 2 and names the field', () => {
   const config = join(scratch, 'bad.yaml');
   writeFileSync(config, 'gateway: {nodes: [{node_id: "bad id!"}]}\n');
-  const run = Bun.spawnSync([bun, 'src/main.ts', 'serve', '--config', config], { cwd: root });
+  const run = runPolarSync(['serve', '--config', config]);
   expect(run.exitCode).toBe(2);
   expect(run.stderr.toString()).toContain('node_id');
 });

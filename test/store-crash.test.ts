@@ -5,16 +5,16 @@
  */
 import { Database } from 'bun:sqlite';
 import { afterAll, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { CompletionRecord } from '../src/core/records.ts';
 import { openStore } from '../src/store/index.ts';
+import { createCrashWriter } from './support/crash-writer.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'polar-store-crash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const dbPath = join(dir, 'crash.db');
-const storeModule = resolve(import.meta.dir, '../src/store/index.ts');
 
 /** Deterministic content of record `i` (also embedded in the child script, so both sides agree). */
 const generatorSource = `
@@ -49,44 +49,7 @@ const { makeRecord, checksum } = new Function(`${generatorSource}; return { make
   checksum: (p: number[], r: number[], l: number[]) => number;
 };
 
-const childPath = join(dir, 'writer.ts');
-writeFileSync(
-  childPath,
-  `import { openStore } from ${JSON.stringify(storeModule)};
-${generatorSource}
-const store = openStore(${JSON.stringify(dbPath)});
-for (let i = store.completions.count(); ; i++) {
-  store.completions.insert(makeRecord(i));
-  process.stdout.write('committed ' + i + '\\n');
-}
-`,
-);
-
-/** Run the writer until it has reported `minCommits` commits, then SIGKILL it; returns the highest reported index. */
-async function runAndKill(minCommits: number): Promise<number> {
-  const child = Bun.spawn([process.execPath, childPath], { stdout: 'pipe', stderr: 'pipe' });
-  const decoder = new TextDecoder();
-  let buffered = '';
-  let seen = 0;
-  let last = -1;
-  for await (const chunk of child.stdout) {
-    buffered += decoder.decode(chunk, { stream: true });
-    const lines = buffered.split('\n');
-    buffered = lines.pop()!;
-    for (const line of lines) {
-      last = Number(line.slice('committed '.length));
-      seen++;
-    }
-    if (seen >= minCommits) {
-      child.kill('SIGKILL');
-      break;
-    }
-  }
-  expect(await child.exited).not.toBe(0);
-  expect(child.signalCode).toBe('SIGKILL');
-  if (seen < minCommits) throw new Error(`writer exited early: ${await new Response(child.stderr).text()}`);
-  return last;
-}
+const { runAndKill } = createCrashWriter({ dir, dbPath, generatorSource });
 
 function verifyAll(lastReported: number): number {
   const raw = new Database(dbPath);

@@ -6,16 +6,16 @@
  */
 import { Database } from 'bun:sqlite';
 import { afterAll, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { CompletionRecord } from '../src/core/records.ts';
 import { openStore } from '../src/store/index.ts';
+import { createCrashWriter } from './support/crash-writer.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'polar-store-delta-crash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const dbPath = join(dir, 'crash.db');
-const storeModule = resolve(import.meta.dir, '../src/store/index.ts');
 const SESSIONS = 4;
 
 /** Record `i` is turn floor(i / SESSIONS) of session i % SESSIONS; shared with the child as source text. */
@@ -48,43 +48,7 @@ function makeRecord(i) {
 `;
 const { makeRecord } = new Function(`${generatorSource}; return { makeRecord };`)() as { makeRecord: (i: number) => CompletionRecord };
 
-const childPath = join(dir, 'writer.ts');
-writeFileSync(
-  childPath,
-  `import { openStore } from ${JSON.stringify(storeModule)};
-${generatorSource}
-const store = openStore(${JSON.stringify(dbPath)});
-for (let i = store.completions.count(); ; i++) {
-  store.completions.insert(makeRecord(i));
-  process.stdout.write('committed ' + i + '\\n');
-}
-`,
-);
-
-async function runAndKill(minCommits: number): Promise<number> {
-  const child = Bun.spawn([process.execPath, childPath], { stdout: 'pipe', stderr: 'pipe' });
-  const decoder = new TextDecoder();
-  let buffered = '';
-  let seen = 0;
-  let last = -1;
-  for await (const chunk of child.stdout) {
-    buffered += decoder.decode(chunk, { stream: true });
-    const lines = buffered.split('\n');
-    buffered = lines.pop()!;
-    for (const line of lines) {
-      last = Number(line.slice('committed '.length));
-      seen++;
-    }
-    if (seen >= minCommits) {
-      child.kill('SIGKILL');
-      break;
-    }
-  }
-  expect(await child.exited).not.toBe(0);
-  expect(child.signalCode).toBe('SIGKILL');
-  if (seen < minCommits) throw new Error(`writer exited early: ${await new Response(child.stderr).text()}`);
-  return last;
-}
+const { runAndKill } = createCrashWriter({ dir, dbPath, generatorSource });
 
 function verifyAll(lastReported: number): number {
   const raw = new Database(dbPath);

@@ -5,9 +5,7 @@
  * edge cases (surrogate pairs) and clear errors on a corrupt chain.
  */
 import { Database } from 'bun:sqlite';
-import { afterEach, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { describe, expect, test } from 'bun:test';
 import { join } from 'node:path';
 import type { CompletionRecord } from '../src/core/records.ts';
 import { MAX_BASE_DEPTH, migrations, openStore, type CompletionRepositoryOptions, type Store } from '../src/store/index.ts';
@@ -15,18 +13,12 @@ import { migrate } from '../src/store/migrations.ts';
 import { BaseCache, type BaseEntry } from '../src/store/base-cache.ts';
 import { applyTextDelta, commonSegmentPrefix, cutSegments, decodeTextColumn, encodeTextColumn, textDelta } from '../src/store/delta.ts';
 import { packFloat32, packInt32 } from '../src/store/packing.ts';
+import { useTempStores } from './support/temp-stores.ts';
 
-const dirs: string[] = [];
-const stores: Store[] = [];
-afterEach(() => {
-  for (const store of stores.splice(0)) store.close();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+const { stores, tempDir } = useTempStores('polar-store-delta-');
 
 function tempDb(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'polar-store-delta-'));
-  dirs.push(dir);
-  return join(dir, 'polar.db');
+  return join(tempDir(), 'polar.db');
 }
 
 function open(path: string, completions: CompletionRepositoryOptions = {}): Store {

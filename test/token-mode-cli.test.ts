@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SimServer } from '../src/sim/server.ts';
 import { openStore } from '../src/store/index.ts';
+import { startPolarProxy } from './support/polar-cli.ts';
 
 const root = join(import.meta.dir, '..');
 const bun = process.execPath;
@@ -43,15 +44,7 @@ test('a tokenizer directory without tokenizer.json fails the start-up: exit 1', 
 
 test('serves in token mode, records mode "token", exposes the counters on GET /', async () => {
   const db = join(dir, 'records.db');
-  const proc = Bun.spawn([bun, join(root, 'src/main.ts'), 'proxy', '--port', '0', '--engine', 'sim', '--engine-url', sim.url, '--mode', 'token', '--db', db], { cwd: dir, stdout: 'pipe', stderr: 'pipe' });
-  const reader = proc.stdout.getReader();
-  let out = '';
-  while (!/listening on (http:\/\/\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`polar proxy exited early: ${await new Response(proc.stderr).text()}`);
-    out += new TextDecoder().decode(value);
-  }
-  const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'sim', '--engine-url', sim.url, '--mode', 'token', '--db', db], dir);
   const answer = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer cli-token', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello' }] }) });
   expect(answer.status).toBe(200);
   const health = (await (await fetch(url)).json()) as { engine_stats: { mode: string; family: string; golden: { checks: number; mismatches: number } } };

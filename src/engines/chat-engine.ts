@@ -12,7 +12,7 @@ import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
 import { buildChatRequest, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
-import { engineFetchJson } from './http.ts';
+import { engineFetchJson, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
 import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport } from './types.ts';
 
 /** What distinguishes one chat-mode engine from another. */
@@ -61,7 +61,7 @@ export class ChatModeEngine implements EngineClient {
   private reasoningField: ReasoningField;
   private readonly semantics: LogprobSemantics;
   private acceptsReturnTokenIds = true;
-  private probed: Promise<void> | null = null;
+  private readonly probeOnce = onceUntilFailure(() => this.runProbe());
   private report: EngineProbeReport | null = null;
   private readonly now: Clock;
   private readonly newId: IdGenerator;
@@ -88,11 +88,7 @@ export class ChatModeEngine implements EngineClient {
    * @throws GatewayError 'upstream' when the engine is unreachable or the configured served model is not served.
    */
   probe(): Promise<void> {
-    this.probed ??= this.runProbe().catch((thrown) => {
-      this.probed = null; // a later call may probe again once the engine is up
-      throw thrown;
-    });
-    return this.probed;
+    return this.probeOnce();
   }
 
   /** What the probe found (null before a successful probe). */
@@ -106,19 +102,13 @@ export class ChatModeEngine implements EngineClient {
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}), ...extra };
+    return engineHeaders(this.opts.apiKey, extra);
   }
 
   private async runProbe(): Promise<void> {
     const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers() };
-    const models = (await engineFetchJson(`${this.url}/v1/models`, { method: 'GET' }, http, `engine ${this.id} GET /v1/models`)) as { data?: unknown };
-    const ids = Array.isArray(models.data) ? models.data.flatMap((m) => (m && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string' ? [(m as { id: string }).id] : [])) : [];
-    if (this.served === undefined) {
-      if (ids[0] === undefined) throw new GatewayError('upstream', `engine ${this.id} lists no models at /v1/models`);
-      this.served = ids[0];
-    } else if (ids.length > 0 && !ids.includes(this.served)) {
-      throw new GatewayError('upstream', `engine ${this.id} does not serve model "${this.served}" (it serves ${ids.map((m) => `"${m}"`).join(', ')})`);
-    }
+    const { served, ids } = await probeServedModel(this.url, this.id, this.served, http);
+    this.served = served;
     if (this.profile.probeVersion && this.opts.reasoningField === undefined) {
       try {
         const info = (await engineFetchJson(`${this.url}/version`, { method: 'GET' }, http, 'version')) as { version?: unknown };

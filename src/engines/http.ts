@@ -87,3 +87,50 @@ export async function engineFetchJson(
     });
   }
 }
+
+/** Request headers for an engine: `authorization: Bearer <apiKey>` when a key is configured, then `extra`. */
+export function engineHeaders(apiKey: string | undefined, extra: Record<string, string> = {}): Record<string, string> {
+  return { ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}), ...extra };
+}
+
+/**
+ * Start-up check of the served model: `GET {url}/v1/models` (OpenAI list shape, https://platform.openai.com/docs/api-reference/models/list).
+ * The configured `served` model must be listed when the engine lists any; without one, the first listed model is used.
+ * @param engineId the engine's id (`kind@url`), for messages.
+ * @returns the served model, the listed entries that are objects (vLLM adds `max_model_len` to each) and their ids.
+ * @throws GatewayError 'upstream' when the engine is unreachable, lists no model (and none is configured), or does not
+ *   serve the configured one; the other errors of engineFetchJson.
+ */
+export async function probeServedModel(
+  url: string,
+  engineId: string,
+  served: string | undefined,
+  http: EngineHttpOptions,
+): Promise<{ served: string; listed: Record<string, unknown>[]; ids: string[] }> {
+  const models = (await engineFetchJson(`${url}/v1/models`, { method: 'GET' }, http, `engine ${engineId} GET /v1/models`)) as { data?: unknown };
+  const listed = Array.isArray(models.data) ? models.data.filter((m): m is Record<string, unknown> => !!m && typeof m === 'object') : [];
+  const ids = listed.flatMap((m) => (typeof m.id === 'string' ? [m.id] : []));
+  if (served === undefined) {
+    if (ids[0] === undefined) throw new GatewayError('upstream', `engine ${engineId} lists no models at /v1/models`);
+    return { served: ids[0], listed, ids };
+  }
+  if (ids.length > 0 && !ids.includes(served)) {
+    throw new GatewayError('upstream', `engine ${engineId} does not serve model "${served}" (it serves ${ids.map((m) => `"${m}"`).join(', ')})`);
+  }
+  return { served, listed, ids };
+}
+
+/**
+ * `run` at most once at a time and once for good: every call shares the first call's promise until it settles; after
+ * a failure the next call runs it again (an engine probed before it was up may be probed once it is).
+ */
+export function onceUntilFailure(run: () => Promise<void>): () => Promise<void> {
+  let pending: Promise<void> | null = null;
+  return () => {
+    pending ??= run().catch((thrown) => {
+      pending = null;
+      throw thrown;
+    });
+    return pending;
+  };
+}

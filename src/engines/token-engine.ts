@@ -17,7 +17,7 @@ import { detectModelFamily, resolveFamilyIds, type FamilyIds, type ModelFamily }
 import { SessionTokenBuffers, type PromptPlan, type RenderSettings, type TokenBufferOptions, type TokenBufferStats } from '../tokenization/token-buffer.ts';
 import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
-import { engineFetchJson } from './http.ts';
+import { engineFetchJson, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
 import type { TokenBackend, TokenSampling } from './token-backends.ts';
 import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, TokenCapture } from './types.ts';
 import type { LogprobSemantics } from '../core/records.ts';
@@ -95,7 +95,7 @@ export class TokenModeEngine implements EngineClient {
   private family: ModelFamily | null = null;
   private familyIds: FamilyIds | null = null;
   private buffers: SessionTokenBuffers | null = null;
-  private probed: Promise<void> | null = null;
+  private readonly probeOnce = onceUntilFailure(() => this.runProbe());
   private report: EngineProbeReport | null = null;
   private readonly semantics: LogprobSemantics;
   private readonly now: Clock;
@@ -131,11 +131,7 @@ export class TokenModeEngine implements EngineClient {
    *   engine is unreachable or does not serve the configured model.
    */
   probe(): Promise<void> {
-    this.probed ??= this.runProbe().catch((thrown) => {
-      this.probed = null;
-      throw thrown;
-    });
-    return this.probed;
+    return this.probeOnce();
   }
 
   probeReport(): EngineProbeReport | null {
@@ -163,7 +159,7 @@ export class TokenModeEngine implements EngineClient {
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}), ...extra };
+    return engineHeaders(this.opts.apiKey, extra);
   }
 
   private async runProbe(): Promise<void> {
@@ -176,15 +172,8 @@ export class TokenModeEngine implements EngineClient {
     this.maxModelLen = tokenizer.modelMaxLength;
 
     const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers() };
-    const models = (await engineFetchJson(`${this.url}/v1/models`, { method: 'GET' }, http, `engine ${this.id} GET /v1/models`)) as { data?: unknown };
-    const listed = Array.isArray(models.data) ? models.data.filter((m): m is Record<string, unknown> => !!m && typeof m === 'object') : [];
-    const ids = listed.flatMap((m) => (typeof m.id === 'string' ? [m.id] : []));
-    if (this.served === undefined) {
-      if (ids[0] === undefined) throw new GatewayError('upstream', `engine ${this.id} lists no models at /v1/models`);
-      this.served = ids[0];
-    } else if (ids.length > 0 && !ids.includes(this.served)) {
-      throw new GatewayError('upstream', `engine ${this.id} does not serve model "${this.served}" (it serves ${ids.map((m) => `"${m}"`).join(', ')})`);
-    }
+    const { served, listed, ids } = await probeServedModel(this.url, this.id, this.served, http);
+    this.served = served;
     const listedLen = listed.find((m) => m.id === this.served)?.max_model_len;
     if (typeof listedLen === 'number' && listedLen > 0) this.maxModelLen = listedLen;
 

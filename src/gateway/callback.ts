@@ -16,6 +16,13 @@ export interface RetryPolicy {
 /** True for statuses worth retrying: network trouble, 408, 429 and 5xx. */
 const retryable = (status: number) => status === 408 || status === 429 || status >= 500;
 
+/** Headers of a JSON call between control-plane parties: `authorization: Bearer <token>` when a token is set. */
+export function controlPlaneHeaders(token: string | null | undefined): Record<string, string> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  return headers;
+}
+
 /**
  * POST `body` as JSON to `url` until a 2xx, with `authorization: Bearer <token>` when a token is given.
  * Returns the number of tries used. Throws Error after the last try, or at once on a non-retryable 4xx.
@@ -28,8 +35,7 @@ export async function postWithRetry(
   const attempts = opts.attempts ?? 8;
   const base = opts.baseDelayMs ?? 500;
   const max = opts.maxDelayMs ?? 30_000;
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  const headers = controlPlaneHeaders(opts.token);
   const payload = JSON.stringify(body);
   let lastError = '';
   for (let attempt = 1; attempt <= attempts; attempt++) {

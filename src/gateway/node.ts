@@ -12,8 +12,9 @@ import type {
   CompletionRecord, EvaluationResult, SessionResult, SessionStatus, SessionTiming, TaskRequest, Trajectory,
 } from '../core/records.ts';
 import { EventHub } from '../observe/events.ts';
+import type { SessionDirectory } from '../proxy/types.ts';
 import { applyRewards, buildTrajectory } from '../trace/index.ts';
-import { postWithRetry, type RetryPolicy } from './callback.ts';
+import { controlPlaneHeaders, postWithRetry, type RetryPolicy } from './callback.ts';
 import { EVALUATORS } from './evaluators/index.ts';
 import type { Evaluator } from './evaluators/types.ts';
 import { HARNESS_ADAPTERS } from './harnesses/index.ts';
@@ -49,20 +50,6 @@ export interface StageCounts {
   ready: number;
   running: number;
   postrun: number;
-}
-
-/** What the proxy needs to attribute a call (structurally the proxy's ProxySessionInfo). */
-export interface ProxySessionInfo {
-  session_id: string;
-  task_id?: string;
-  policy_version?: string;
-  /** The dispatch's attempt (0-based), stored on each record so a trajectory is built from one attempt only. */
-  attempt?: number;
-}
-
-/** Resolves an API key / session id to an active session (structurally the proxy's SessionDirectory). */
-export interface SessionDirectory {
-  resolve(key: string): ProxySessionInfo | null;
 }
 
 /** The store repositories the node uses (a subset of src/store `Store`). */
@@ -800,10 +787,8 @@ export class GatewayNode {
     this.heartbeat = setInterval(() => {
       if (!registered) return;
       const doFetch = this.opts.fetch ?? fetch;
-      const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (this.opts.controlPlaneToken) headers.authorization = `Bearer ${this.opts.controlPlaneToken}`;
       void doFetch(`${base}/nodes/${encodeURIComponent(this.nodeId)}/heartbeat`, {
-        method: 'POST', headers, body: JSON.stringify({ stages: this.stageCounts() }), signal: AbortSignal.timeout(Math.max(1000, intervalMs)),
+        method: 'POST', headers: controlPlaneHeaders(this.opts.controlPlaneToken), body: JSON.stringify({ stages: this.stageCounts() }), signal: AbortSignal.timeout(Math.max(1000, intervalMs)),
       }).then(async (response) => {
         await response.body?.cancel();
         // A server that forgot us (restart, drain) gets a fresh registration.

@@ -2,16 +2,11 @@
  * The rollout server's side of the gateway node HTTP contract (contract 7): dispatch a session, cancel it, ask for it.
  * Every call carries `authorization: Bearer <control_plane_token>` when one is configured.
  */
-import type { TaskRequest } from '../core/records.ts';
+import { controlPlaneHeaders } from '../gateway/callback.ts';
+import type { DispatchSpec } from '../gateway/node.ts';
 
 /** Body of `POST {node}/sessions` (contract 7). */
-export interface DispatchSpec {
-  session_id: string;
-  task: TaskRequest;
-  sample_index: number;
-  callback_url?: string;
-  attempt?: number;
-}
+export type { DispatchSpec };
 
 /** How the server reaches one node. HTTP for every node; tests may pass their own. */
 export interface NodeClient {
@@ -35,8 +30,7 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
   const base = baseUrl.replace(/\/+$/, '');
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (options.controlPlaneToken) headers.authorization = `Bearer ${options.controlPlaneToken}`;
+  const headers = controlPlaneHeaders(options.controlPlaneToken);
   const call = (path: string, init: RequestInit) =>
     doFetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) });
   return {

@@ -339,30 +339,36 @@ export class SimServer {
     return { tools, toolResults, thinking: thinkingState(tk.decode(promptIds.slice(-8))) };
   }
 
-  /** Wait for the pause gate and a slot, simulate prefill + decode time, generate, count. */
-  private async run(input: {
-    promptIds: number[];
-    facts: PromptFacts;
-    sessionId: string;
-    taskId: string | null;
-    maxTokens: number;
-    stop?: string[];
-    stopTokenIds?: number[];
-    ignoreEos?: boolean;
-    signal?: AbortSignal;
-    /** Streaming callers pace decode themselves and release the slot when done. */
-    holdSlot?: boolean;
-  }): Promise<Started> {
-    const plan = planTurn({ script: this.scriptFor(input.taskId), sessionId: input.sessionId, toolResults: input.facts.toolResults, tools: input.facts.tools, thinking: input.facts.thinking });
-    const release = await this.timing.acquire(input.signal);
+  /**
+   * Wait for the pause gate and a slot, simulate prefill + decode time, generate, count. The session, the task (its
+   * behaviour script) and the abort signal come from the request; `facts` default to those read from the prompt ids.
+   */
+  private async run(
+    request: Request,
+    body: Body,
+    input: {
+      promptIds: number[];
+      facts?: PromptFacts;
+      maxTokens: number;
+      stop?: string[];
+      stopTokenIds?: number[];
+      ignoreEos?: boolean;
+      /** Streaming callers pace decode themselves and release the slot when done. */
+      holdSlot?: boolean;
+    },
+  ): Promise<Started> {
+    const facts = input.facts ?? this.promptFactsFromIds(input.promptIds);
+    const sessionId = sessionOf(request, body);
+    const plan = planTurn({ script: this.scriptFor(request.headers.get('x-polar-task')), sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking });
+    const release = await this.timing.acquire(request.signal);
     try {
       const startedAt = this.clock();
       const weightVersion = this.version;
-      const cachedTokens = this.cachedPrefix(input.sessionId, input.promptIds);
+      const cachedTokens = this.cachedPrefix(sessionId, input.promptIds);
       const gen = generate(this.tokenizer, { promptIds: input.promptIds, text: plan.text, maxTokens: input.maxTokens, stop: input.stop, stopTokenIds: input.stopTokenIds, ignoreEos: input.ignoreEos });
       await sleep(this.timing.prefillMs(input.promptIds.length - cachedTokens) + (input.holdSlot ? 0 : this.timing.decodeMs(gen.ids.length)));
       this.counters.record(input.promptIds.length, cachedTokens, gen.ids.length);
-      if (input.sessionId) this.remember(input.sessionId, input.promptIds, gen.ids);
+      if (sessionId) this.remember(sessionId, input.promptIds, gen.ids);
       if (!input.holdSlot) release();
       return { gen, promptIds: input.promptIds, cachedTokens, weightVersion, startedAt, plan, release };
     } catch (error) {
@@ -434,16 +440,13 @@ export class SimServer {
     const maxTokens = this.checkContext(promptIds.length, requestedMax === undefined || requestedMax === null ? null : intField(body, body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 0));
     const facts: PromptFacts = { tools, toolResults: messages.filter((m) => m.role === 'tool').length, thinking: thinkingState(promptText.slice(-32)) };
     const stream = body.stream === true;
-    const started = await this.run({
+    const started = await this.run(request, body, {
       promptIds,
       facts,
-      sessionId: sessionOf(request, body),
-      taskId: request.headers.get('x-polar-task'),
       maxTokens,
       stop: stopList(body.stop),
       stopTokenIds: tokenIdsField(body.stop_token_ids, 'stop_token_ids') ?? [],
       ignoreEos: body.ignore_eos === true,
-      signal: request.signal,
       holdSlot: stream,
     });
     const parseTools = tools.length > 0 && body.tool_choice !== 'none';
@@ -603,16 +606,12 @@ export class SimServer {
     if (body.n !== undefined && body.n !== 1) throw new SimHttpError(400, 'the simulator supports n = 1 only');
     const promptIds = this.promptFromBody(body.prompt, 'prompt');
     const maxTokens = this.checkContext(promptIds.length, intField(body, 'max_tokens', 16)); // vLLM's default is 16
-    const started = await this.run({
+    const started = await this.run(request, body, {
       promptIds,
-      facts: this.promptFactsFromIds(promptIds),
-      sessionId: sessionOf(request, body),
-      taskId: request.headers.get('x-polar-task'),
       maxTokens,
       stop: stopList(body.stop),
       stopTokenIds: tokenIdsField(body.stop_token_ids, 'stop_token_ids') ?? [],
       ignoreEos: body.ignore_eos === true,
-      signal: request.signal,
     });
     const { gen } = started;
     const skip = body.skip_special_tokens !== false;
@@ -686,16 +685,12 @@ export class SimServer {
     const sampling = (body.sampling_params && typeof body.sampling_params === 'object' ? body.sampling_params : {}) as Body;
     const maxTokens = this.checkContext(promptIds.length, intField(sampling, 'max_new_tokens', 128)); // SGLang's default is 128
     const rid = typeof body.rid === 'string' ? body.rid : this.newId('rid').split('_').pop()!;
-    const started = await this.run({
+    const started = await this.run(request, body, {
       promptIds,
-      facts: this.promptFactsFromIds(promptIds),
-      sessionId: sessionOf(request, body),
-      taskId: request.headers.get('x-polar-task'),
       maxTokens,
       stop: stopList(sampling.stop),
       stopTokenIds: tokenIdsField(sampling.stop_token_ids, 'sampling_params.stop_token_ids') ?? [],
       ignoreEos: sampling.ignore_eos === true,
-      signal: request.signal,
     });
     const { gen } = started;
     let ids = gen.ids;
@@ -712,16 +707,7 @@ export class SimServer {
     const promptIds = this.promptFromBody(body.prompt, 'prompt');
     const nPredict = body.n_predict === undefined || body.n_predict === -1 ? null : intField(body, 'n_predict', 0);
     const maxTokens = this.checkContext(promptIds.length, nPredict);
-    const started = await this.run({
-      promptIds,
-      facts: this.promptFactsFromIds(promptIds),
-      sessionId: sessionOf(request, body),
-      taskId: request.headers.get('x-polar-task'),
-      maxTokens,
-      stop: stopList(body.stop),
-      ignoreEos: body.ignore_eos === true,
-      signal: request.signal,
-    });
+    const started = await this.run(request, body, { promptIds, maxTokens, stop: stopList(body.stop), ignoreEos: body.ignore_eos === true });
     const { gen } = started;
     const nProbs = typeof body.n_probs === 'number' ? body.n_probs : 0;
     const entries = this.tokenLogprobs(promptIds, gen.ids, gen.logprobs, nProbs);

@@ -5,18 +5,16 @@
  * their logprobs re-score exactly with the simulator's policy. Runs only in a loopback-only network namespace
  * (`node scripts/test.mjs test/e2e/pi-modes.test.ts`). pi's models.json: PROTOCOL-NOTES.md §4.
  */
-import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { expect, test } from 'bun:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DialectName } from '../../src/core/ir.ts';
 import { PI_APIS, piBaseUrl } from '../../src/gateway/harnesses/pi.ts';
 import { staticSessions } from '../../src/proxy/sessions.ts';
 import { rescoreCompletion } from '../../src/sim/policy.ts';
-import { SimServer } from '../../src/sim/server.ts';
+import { LS_WORK_FILES, makeWorkspace, runPiPrint, useSimProxy } from '../support/harness-e2e.ts';
 import { harnessBin, HARNESS_CLIS } from '../support/install-harnesses.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
-import { startTestProxy, type TestProxy } from '../support/proxy-harness.ts';
 
 const PI = '@mariozechner/pi-coding-agent';
 const TASK_ID = 'pi-modes-ls';
@@ -30,50 +28,28 @@ const DIALECT_OF: Record<(typeof PI_APIS)[number], DialectName> = {
 };
 
 const isolated = networkIsolated();
-let sim: SimServer;
-let proxy: TestProxy;
-let root: string;
-
-beforeAll(async () => {
-  if (!isolated) return;
-  root = mkdtempSync(join(tmpdir(), 'polar-pi-modes-'));
-  sim = await SimServer.start({
-    prefillTps: 0,
-    decodeTps: 0,
-    scripts: { [TASK_ID]: { variants: { solve: { weight: 1, steps: [{ think: 'List the files first.', shell: 'ls' }, { say: FINAL }] } } } },
-  });
-  proxy = await startTestProxy({
-    engineUrl: sim.url,
-    kind: 'sim',
-    timeoutMs: 30_000,
-    // The session key is pi's API key; every mode gets its own session of the same task.
-    sessions: staticSessions(Object.fromEntries(PI_APIS.map((api) => [`ps_${api}`, { session_id: `ps_${api}`, task_id: TASK_ID }]))),
-    options: { keepaliveIntervalMs: 1000 },
-  });
-});
-afterAll(async () => {
-  await proxy?.stop();
-  await sim?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+const e2e = useSimProxy({
+  isolated,
+  tmpPrefix: 'polar-pi-modes-',
+  scripts: { [TASK_ID]: { variants: { solve: { weight: 1, steps: [{ think: 'List the files first.', shell: 'ls' }, { say: FINAL }] } } } },
+  // The session key is pi's API key; every mode gets its own session of the same task.
+  sessions: staticSessions(Object.fromEntries(PI_APIS.map((api) => [`ps_${api}`, { session_id: `ps_${api}`, task_id: TASK_ID }]))),
 });
 
 for (const api of PI_APIS) {
   test.skipIf(!isolated)(`pi (${api}) completes a two-turn tool loop through the proxy; both calls captured and re-scorable ${NEEDS_ISOLATION}`, async () => {
     const bin = harnessBin(PI, HARNESS_CLIS[PI]!, 'pi');
     expect(bin).not.toBeNull();
-    const dir = join(root, api);
-    const work = join(dir, 'work');
-    const home = join(dir, 'home');
+    const dir = join(e2e.root, api);
+    const { home, work } = makeWorkspace(dir, LS_WORK_FILES);
     const agentDir = join(dir, 'agent');
-    for (const d of [work, home, agentDir]) mkdirSync(d, { recursive: true });
-    writeFileSync(join(work, 'README.txt'), 'hello\n');
-    writeFileSync(join(work, 'main.py'), 'print("hi")\n');
+    mkdirSync(agentDir, { recursive: true });
     writeFileSync(
       join(agentDir, 'models.json'),
       JSON.stringify({
         providers: {
           polar: {
-            baseUrl: piBaseUrl(api, proxy.url),
+            baseUrl: piBaseUrl(api, e2e.proxy.url),
             api,
             apiKey: 'POLAR_API_KEY',
             models: [{ id: 'qwen3-sim', reasoning: false, contextWindow: 32768, maxTokens: 4096 }],
@@ -82,21 +58,12 @@ for (const api of PI_APIS) {
       }),
     );
     const session = `ps_${api}`;
-    const proc = Bun.spawn([bin!, '-p', '--provider', 'polar', '--model', 'qwen3-sim', '--no-session', 'List the files in the current directory'], {
-      cwd: work,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, PI_CODING_AGENT_DIR: agentDir, POLAR_API_KEY: session, PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0' },
-      stdin: 'ignore',
-      stdout: 'pipe',
-      stderr: 'pipe',
-    });
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 50_000);
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-    clearTimeout(timer);
+    const { code, stdout, stderr } = await runPiPrint({ bin: bin!, prompt: 'List the files in the current directory', work, home, agentDir, apiKey: session });
     if (code !== 0 || !stdout.includes(FINAL)) console.error(`pi (${api}) exited ${code}\nstdout:\n${stdout.slice(-3000)}\nstderr:\n${stderr.slice(-3000)}`);
     expect(code).toBe(0);
     expect(stdout).toContain(FINAL);
 
-    const records = proxy.store.completions.listBySession(session);
+    const records = e2e.proxy.store.completions.listBySession(session);
     expect(records.length).toBeGreaterThanOrEqual(2);
     const toolTurn = records.find((r) => r.ir_response?.toolCalls.some((c) => c.name === 'bash'));
     const finalTurn = records.find((r) => r.ir_request.messages.some((m) => m.role === 'tool'));
@@ -115,7 +82,7 @@ for (const api of PI_APIS) {
     expect(JSON.stringify(toolMessage)).toContain('README.txt');
     for (const rec of records) {
       expect(rec.dialect).toBe(DIALECT_OF[api]);
-      expect(rec.engine_id).toBe(`sim@${sim.url}`);
+      expect(rec.engine_id).toBe(`sim@${e2e.sim.url}`);
       expect(rec.capture_error).toBeNull();
       expect(rec.prompt_ids.length).toBeGreaterThan(0);
       expect(rec.response_ids.length).toBeGreaterThan(0);

@@ -7,24 +7,21 @@
  * Source: https://docs.anthropic.com/en/api/messages
  */
 import type { CodecContext } from '../../core/dialect.ts';
-import type { IRContentPart, IRMessage, IRReasoning, IRRequest, IRTool, IRToolCall, IRToolChoice, Warning } from '../../core/ir.ts';
+import type { IRContentPart, IRMessage, IRRequest, IRTool, IRToolChoice, Warning } from '../../core/ir.ts';
 import { IR_VERSION } from '../../core/ir.ts';
 import { GatewayError } from '../../core/errors.ts';
 import type { z } from 'zod';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
-import { argumentsFromToolInput } from '../shared/tool-input.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
+import { decodeAssistantBlock, type AssistantParts } from './content.ts';
 import {
   AnyBlockSchema,
   ImageBlockSchema,
   KNOWN_REQUEST_FIELDS,
   MessagesRequestSchema,
-  RedactedThinkingBlockSchema,
   TextBlockSchema,
-  ThinkingBlockSchema,
   ToolResultBlockSchema,
-  ToolUseBlockSchema,
   type MessagesRequest,
 } from './schema.ts';
 
@@ -233,43 +230,18 @@ function decodeUser(blocks: AnyBlock[], where: string, toolNames: Map<string, st
 }
 
 function decodeAssistant(blocks: AnyBlock[], where: string, toolNames: Map<string, string>, warnings: Warning[]): IRMessage {
-  const content: IRContentPart[] = [];
-  const toolCalls: IRToolCall[] = [];
-  let reasoning: IRReasoning | undefined;
+  const parts: AssistantParts = { content: [], toolCalls: [] };
   blocks.forEach((block, j) => {
     const at = `${where}.content[${j}]`;
-    switch (block.type) {
-      case 'text':
-        content.push({ type: 'text', text: parseWire(TextBlockSchema, block, at).text });
-        break;
-      case 'thinking': {
-        const thinking = parseWire(ThinkingBlockSchema, block, at);
-        if (reasoning) {
-          warnings.push({ code: 'merged-reasoning', message: `${at}: several thinking blocks in one turn were joined; the last signature is kept` });
-          reasoning.text += thinking.thinking;
-        } else reasoning = { text: thinking.thinking };
-        if (thinking.signature) reasoning.signature = thinking.signature;
-        break;
-      }
-      case 'redacted_thinking': {
-        const redacted = parseWire(RedactedThinkingBlockSchema, block, at);
-        reasoning ??= { text: '' };
-        reasoning.redacted = redacted.data;
-        break;
-      }
-      case 'tool_use': {
-        const use = parseWire(ToolUseBlockSchema, block, at);
-        toolNames.set(use.id, use.name);
-        toolCalls.push({ id: use.id, name: use.name, arguments: argumentsFromToolInput(use.input) });
-        break;
-      }
-      default:
-        dropBlock(block, at, ' in an assistant message', warnings);
-    }
+    const merging = block.type === 'thinking' && parts.reasoning !== undefined;
+    const decoded = decodeAssistantBlock(block, at, parts);
+    if (decoded === false) dropBlock(block, at, ' in an assistant message', warnings);
+    else if (decoded !== true) toolNames.set(decoded.id, decoded.name);
+    if (merging) warnings.push({ code: 'merged-reasoning', message: `${at}: several thinking blocks in one turn were joined; the last signature is kept` });
   });
-  const message: Extract<IRMessage, { role: 'assistant' }> = { role: 'assistant', content };
-  if (reasoning) message.reasoning = reasoning;
-  if (toolCalls.length > 0) message.toolCalls = toolCalls;
+  const message: Extract<IRMessage, { role: 'assistant' }> = { role: 'assistant', content: parts.content };
+  if (parts.reasoning) message.reasoning = parts.reasoning;
+  if (parts.toolCalls.length > 0) message.toolCalls = parts.toolCalls;
   return message;
 }
 
