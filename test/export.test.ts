@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { IR_VERSION, type IRRequest } from '../src/core/ir.ts';
-import type { CompletionRecord, SessionResult, Trace } from '../src/core/records.ts';
+import type { CompletionRecord, SessionResult, Trace, TrajectoryStatus } from '../src/core/records.ts';
 import { acceptedMessages, exportRows } from '../src/rollout/export.ts';
 import { buildGroup } from '../src/rollout/server.ts';
 import { putGroup } from '../src/rollout/store-port.ts';
@@ -22,7 +22,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const db = join(scratch, 'results.db');
 const rewards = [1, 0, 1];
-const statuses: SessionResult['status'][] = ['COMPLETED', 'COMPLETED', 'ERROR'];
+const statuses: TrajectoryStatus[] = ['COMPLETED', 'COMPLETED', 'ERROR'];
 
 function trace(sessionId: string, reward: number, i: number): Trace {
   return {

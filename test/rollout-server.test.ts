@@ -7,7 +7,7 @@ import { afterAll, afterEach, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SessionResult } from '../src/core/records.ts';
+import type { SessionResult, TrajectoryStatus } from '../src/core/records.ts';
 import type { DispatchSpec } from '../src/rollout/node-client.ts';
 import { pickNode, type SchedulableNode } from '../src/rollout/scheduler.ts';
 import { RolloutServer } from '../src/rollout/server.ts';
@@ -54,7 +54,7 @@ function fakeNode(token?: string) {
   return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled, known, forget: () => known.clear() };
 }
 
-function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: number, nodeId = 'n1', status: SessionResult['status'] = 'COMPLETED'): SessionResult {
+function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: number, nodeId = 'n1', status: TrajectoryStatus = 'COMPLETED'): SessionResult {
   return {
     session_id: spec.session_id,
     task_id: spec.task.task_id,
@@ -168,8 +168,9 @@ test('results are idempotent; the group carries GRPO and leave-one-out advantage
   const std = Math.sqrt(rewards.reduce((s, r) => s + (r - mean) ** 2, 0) / 4);
   g.grpo_advantages.forEach((a, i) => expect(a).toBeCloseTo((rewards[i]! - mean) / (std + 1e-6), 6));
   g.loo_advantages.forEach((a, i) => expect(a).toBeCloseTo(rewards[i]! - (3 - rewards[i]!) / 3, 9));
-  expect((await post(`${server.url}/rollout/groups/g1/ack`, {})).body.acked).toBe(true);
-  expect((await post(`${server.url}/rollout/groups/g1/ack`, {})).body.acked).toBe(false);
+  // Groups are per task: the ack names the task_id; group_id is the label from metadata.
+  expect((await post(`${server.url}/rollout/groups/t1/ack`, {})).body).toEqual({ task_id: 't1', group_id: 'g1', acked: true });
+  expect((await post(`${server.url}/rollout/groups/t1/ack`, {})).body.acked).toBe(false);
   expect(((await (await fetch(`${server.url}/rollout/groups?ready=1`)).json()) as { groups: unknown[] }).groups).toEqual([]);
 
   await until(() => trainerCalls.length === 1);

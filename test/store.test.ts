@@ -1,26 +1,18 @@
 /** Store repositories: CompletionRecord round-trip, packing, idempotent results, group ack, migrations. */
 import { Database } from 'bun:sqlite';
-import { afterEach, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { describe, expect, test } from 'bun:test';
 import { join } from 'node:path';
 import { fixedClock } from '../src/core/clock.ts';
 import type { CompletionRecord, SessionResult, TaskRequest } from '../src/core/records.ts';
 import { GROUP_EVALUATED, migrations, openStore, type Store } from '../src/store/index.ts';
 import { migrate } from '../src/store/migrations.ts';
 import { packInt32, unpackFloat32, unpackInt32 } from '../src/store/packing.ts';
+import { useTempStores } from './support/temp-stores.ts';
 
-const dirs: string[] = [];
-const stores: Store[] = [];
-afterEach(() => {
-  for (const store of stores.splice(0)) store.close();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+const { stores, tempDir } = useTempStores('polar-store-');
 
 function tempDb(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'polar-store-'));
-  dirs.push(dir);
-  return join(dir, 'nested', 'polar.db');
+  return join(tempDir(), 'nested', 'polar.db');
 }
 
 function open(path: string | ':memory:' = ':memory:'): Store {
@@ -182,22 +174,23 @@ describe('results and groups', () => {
     expect(store.results.get('nope')).toBeNull();
   });
 
-  test('groups: listReady returns evaluated, unacknowledged groups; ack succeeds once', () => {
+  test('groups: keyed by task_id (group_id is a shared label); listReady returns evaluated, unacknowledged groups; ack succeeds once', () => {
     const store = open();
     store.groups.upsert({ group_id: 'g1', task_id: 'task_1', status: 'PENDING' });
     expect(store.groups.listReady()).toEqual([]);
-    expect(store.groups.ack('g1')).toBe(false);
+    expect(store.groups.ack('task_1')).toBe(false);
     store.groups.upsert({ group_id: 'g1', task_id: 'task_1', status: GROUP_EVALUATED, data: { rewards: [1, 0] } });
-    store.groups.upsert({ group_id: 'g2', task_id: 'task_2', status: GROUP_EVALUATED });
-    expect(store.groups.listReady().map((g) => g.group_id)).toEqual(['g1', 'g2']);
-    expect(store.groups.get('g1')!.data).toEqual({ rewards: [1, 0] });
-    expect(store.groups.ack('g1')).toBe(true);
+    store.groups.upsert({ group_id: 'g1', task_id: 'task_2', status: GROUP_EVALUATED });
+    expect(store.groups.listReady().map((g) => [g.task_id, g.group_id])).toEqual([['task_1', 'g1'], ['task_2', 'g1']]);
+    expect(store.groups.get('task_1')!.data).toEqual({ rewards: [1, 0] });
+    expect(store.groups.listByGroupId('g1').map((g) => g.task_id)).toEqual(['task_1', 'task_2']);
+    expect(store.groups.ack('task_1')).toBe(true);
+    expect(store.groups.ack('task_1')).toBe(false);
     expect(store.groups.ack('g1')).toBe(false);
-    expect(store.groups.ack('nope')).toBe(false);
-    expect(store.groups.listReady().map((g) => g.group_id)).toEqual(['g2']);
+    expect(store.groups.listReady().map((g) => g.task_id)).toEqual(['task_2']);
     store.groups.upsert({ group_id: 'g1', task_id: 'task_1', status: GROUP_EVALUATED, data: { rewards: [1, 1] } });
-    expect(store.groups.get('g1')!.acked_at).not.toBeNull();
-    expect(store.groups.listReady().map((g) => g.group_id)).toEqual(['g2']);
+    expect(store.groups.get('task_1')!.acked_at).not.toBeNull();
+    expect(store.groups.listReady().map((g) => g.task_id)).toEqual(['task_2']);
   });
 });
 

@@ -26,11 +26,13 @@ export function register(program: Command): void {
       console.log(`tasks:    ${counts(body.tasks)}`);
       console.log(`sessions: ${counts(body.sessions)}`);
       console.log(`groups ready: ${String(body.groups_ready ?? 0)}`);
-      const nodes = (body.nodes ?? []) as { node_id: string; url: string; healthy: boolean; draining: boolean; in_flight: number; stages: Record<string, number> }[];
+      const nodes = (body.nodes ?? []) as { node_id: string; url: string; healthy: boolean; draining: boolean; in_flight: number; stages: Record<string, number>; stages_stale?: boolean }[];
       console.log(`nodes: ${nodes.length}`);
       for (const n of nodes) {
         const state = n.draining ? 'draining' : n.healthy ? 'healthy' : 'UNHEALTHY';
-        console.log(`  ${n.node_id.padEnd(16)} ${state.padEnd(9)} in_flight=${n.in_flight} ${counts(n.stages)} ${n.url}`);
+        // An unhealthy node's last stage counts say nothing about now; the server reports them as stale.
+        const stages = n.stages_stale ? 'stages=stale' : counts(n.stages);
+        console.log(`  ${n.node_id.padEnd(16)} ${state.padEnd(9)} in_flight=${n.in_flight} ${stages} ${n.url}`);
       }
     });
 }

@@ -146,7 +146,11 @@ export interface SessionTiming {
 export interface SessionResult {
   session_id: string;
   task_id: string;
-  status: 'COMPLETED' | 'ERROR' | 'TIMEOUT';
+  /**
+   * CANCELLED: the rollout server cancelled the session (task cancel or early stop) and it did not complete; its
+   * gateway's ERROR "cancelled" result is stored under this status. The trajectory's own status stays ERROR.
+   */
+  status: 'COMPLETED' | 'ERROR' | 'TIMEOUT' | 'CANCELLED';
   trajectory: Trajectory;
   timing: SessionTiming;
   node_id: string;

@@ -788,7 +788,7 @@ export class GatewayNode {
       if (!registered) return;
       const doFetch = this.opts.fetch ?? fetch;
       void doFetch(`${base}/nodes/${encodeURIComponent(this.nodeId)}/heartbeat`, {
-        method: 'POST', headers: controlPlaneHeaders(this.opts.controlPlaneToken), body: JSON.stringify({ stages: this.stageCounts() }), signal: AbortSignal.timeout(Math.max(1000, intervalMs)),
+        method: 'POST', headers: controlPlaneHeaders(this.opts.controlPlaneToken), body: JSON.stringify({ stages: this.stageCounts(), sessions: Object.fromEntries([...this.sessions.values()].map((x) => [x.id, x.status])) }), signal: AbortSignal.timeout(Math.max(1000, intervalMs)),
       }).then(async (response) => {
         await response.body?.cancel();
         // A server that forgot us (restart, drain) gets a fresh registration.

@@ -148,7 +148,7 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
 }
 
 function trajectoryStatus(result: SessionResult | null): 'COMPLETED' | 'TIMEOUT' | 'ERROR' {
-  return result?.status ?? 'ERROR';
+  return result === null || result.status === 'CANCELLED' ? 'ERROR' : result.status;
 }
 
 /** The median (mean of the middle two for an even count); null for no values. */

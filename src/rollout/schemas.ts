@@ -35,8 +35,12 @@ export const taskRequestSchema = z.object({
   early_stop_min_usable_sessions: z.number().int().min(1).optional(),
   metadata: z
     .looseObject({
+      /** The trainer's label for the task's group (default the task_id); tasks may share it. */
       group_id: z.string().optional(),
-      policy_version: z.string().optional(),
+      // A number is accepted (as /admin/policy_version accepts one) and kept as its decimal string.
+      policy_version: z.union([z.string(), z.number()]).transform(String).optional(),
+      /** Sent as `Authorization: Bearer …` to this task's callback_url; the control-plane token never is. */
+      callback_token: z.string().min(1).optional(),
       rollout_step: z.number().int().optional(),
       agent_timeout: z.number().positive().optional(),
     })
@@ -64,7 +68,7 @@ const timingSchema = z.object({
 export const sessionResultSchema = z.object({
   session_id: z.string().min(1),
   task_id: z.string().min(1),
-  status: z.enum(['COMPLETED', 'ERROR', 'TIMEOUT']),
+  status: z.enum(['COMPLETED', 'ERROR', 'TIMEOUT', 'CANCELLED']),
   trajectory: z.looseObject({
     status: z.enum(['COMPLETED', 'ERROR', 'TIMEOUT']),
     traces: z.array(z.looseObject({ reward: z.number() })),
@@ -102,7 +106,17 @@ export const nodeRegistrationSchema = z.object({
   capacity: capacitySchema,
 });
 
-export const heartbeatSchema = z.object({ stages: stageCountsSchema });
+/** Live statuses a node may report for a session it runs (final statuses come only with the SessionResult). */
+export const LIVE_SESSION_STATUSES = ['INITIALIZING', 'READY', 'RUNNING', 'POST_RUN', 'BUILDING', 'EVALUATING'] as const;
+
+/**
+ * `POST /nodes/{id}/heartbeat`: stage counts, and optionally the live status of each session the node holds
+ * (session_id → status); unknown statuses are ignored so a newer node can report more.
+ */
+export const heartbeatSchema = z.object({
+  stages: stageCountsSchema,
+  sessions: z.record(z.string().min(1), z.string()).optional(),
+});
 
 export type StageCounts = z.infer<typeof stageCountsSchema>;
 export type NodeCapacity = z.infer<typeof capacitySchema>;

@@ -12,15 +12,20 @@ import { newSessionSecret } from '../core/ids.ts';
 import type { SessionResult, TaskRequest } from '../core/records.ts';
 import { EventHub } from '../observe/events.ts';
 import { createRolloutMetrics, type RolloutMetrics } from '../observe/metrics.ts';
-import { grpoAdvantages, leaveOneOutAdvantages } from '../trace/advantages.ts';
+import { grpoAdvantages, leaveOneOutAdvantages, type GrpoStd } from '../trace/advantages.ts';
 import { httpNodeClient, type NodeClient } from './node-client.ts';
 import { pickNode, type SchedulableNode } from './scheduler.ts';
-import { formatIssues, heartbeatSchema, nodeRegistrationSchema, parseSessionResult, parseTaskRequest } from './schemas.ts';
-import { groupFromRow, putGroup, type GroupRecord, type NodeRow, type RolloutStore, type SessionRow, type TaskCallbackRow } from './store-port.ts';
+import { formatIssues, heartbeatSchema, LIVE_SESSION_STATUSES, nodeRegistrationSchema, parseSessionResult, parseTaskRequest, type StageCounts } from './schemas.ts';
+import { groupFromRow, putGroup, type GroupRecord, type GroupTrajectory, type NodeRow, type RolloutStore, type SessionRow, type TaskCallbackRow } from './store-port.ts';
 
 /** Statuses after which a session never changes again (rollout-side CANCELLED included). */
 const FINAL_SESSION = new Set(['COMPLETED', 'ERROR', 'TIMEOUT', 'CANCELLED']);
 const ACTIVE_TASK = 'RUNNING';
+const LIVE_SESSION = new Set<string>(LIVE_SESSION_STATUSES);
+const NO_STAGES: StageCounts = { init: 0, ready: 0, running: 0, postrun: 0, queued: 0 };
+
+/** A group as the trainer API serves it; `trajectories` only when asked for (`include=trajectories`). */
+export type ServedGroup = GroupRecord & { acked_at: number | null; grpo_std: GrpoStd; trajectories?: GroupTrajectory[] };
 
 export interface RolloutServerOptions {
   store: RolloutStore;
@@ -78,6 +83,9 @@ export class RolloutServer {
   #pumping: Promise<void> | null = null;
   #pumpAgain = false;
   #callbacksInFlight = new Set<string>();
+  /** Trainer callback deliveries in progress; stop() aborts and awaits them so none writes to a closed store. */
+  #callbackJobs = new Set<Promise<void>>();
+  #stopCallbacks = new AbortController();
   #callbackNextTry = new Map<string, number>();
   #stopped = false;
 
@@ -116,6 +124,7 @@ export class RolloutServer {
   start(): this {
     if (this.#server) return this;
     this.#stopped = false;
+    this.#stopCallbacks = new AbortController();
     this.#server = Bun.serve({
       hostname: this.#opts.host,
       port: this.#opts.port,
@@ -129,14 +138,19 @@ export class RolloutServer {
     return this;
   }
 
-  /** Stop listening and the timers; in-flight node calls are left to finish. */
+  /**
+   * Stop listening and the timers; in-flight node calls are left to finish. Trainer callbacks in flight are aborted
+   * and stay pending in the store, so the next start delivers them.
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
+    this.#stopCallbacks.abort();
     await this.#server?.stop(true);
     this.#server = null;
     await this.#pumping;
+    await Promise.allSettled([...this.#callbackJobs]);
   }
 
   // ---------------------------------------------------------------------------------------------- task intake
@@ -171,7 +185,7 @@ export class RolloutServer {
       const result = results.get(s.session_id);
       return { session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, attempt: s.attempt, reward: result ? rewardOf(result) : null, error: result?.error ?? null };
     });
-    const groupRow = this.store.groups.get(groupIdOf(row.task));
+    const groupRow = this.store.groups.get(taskId);
     const group = groupRow ? groupFromRow(groupRow) : null;
     return { task_id: taskId, status: row.status, num_samples: row.task.num_samples, created_at: row.created_at, updated_at: row.updated_at, sessions, results: results.size, group };
   }
@@ -233,10 +247,28 @@ export class RolloutServer {
     const recovered = !state.row.healthy;
     state.row = { ...state.row, stages: parsed.data.stages, healthy: true, last_heartbeat: this.#clock() };
     state.dispatchedSinceHeartbeat = 0;
-    this.store.nodes.upsert(state.row);
+    this.store.transaction(() => {
+      this.store.nodes.upsert(state.row);
+      if (parsed.data.sessions) this.#refreshSessionStages(nodeId, parsed.data.sessions);
+    });
     if (recovered) this.events.publish('node_healthy', { node_id: nodeId });
     this.pump();
     return state.row;
+  }
+
+  /**
+   * Take a node's view of the sessions it runs (RUNNING, POST_RUN, …) into the store, for `GET /rollout/task/{id}`.
+   * Only sessions this server dispatched to that node and still has open move; final statuses come with results.
+   */
+  #refreshSessionStages(nodeId: string, statuses: Record<string, string>): void {
+    const mine = this.#inFlight.get(nodeId);
+    if (!mine) return;
+    for (const [sessionId, status] of Object.entries(statuses)) {
+      if (!LIVE_SESSION.has(status) || !mine.has(sessionId)) continue;
+      const current = this.store.sessions.get(sessionId);
+      if (!current || current.node_id !== nodeId || FINAL_SESSION.has(current.status) || current.status === status) continue;
+      this.store.sessions.update(sessionId, { status });
+    }
   }
 
   /** Drain a node: it gets no new sessions; the ones it runs finish. @throws HttpError 404 for an unknown node. */
@@ -249,9 +281,20 @@ export class RolloutServer {
     return { node_id: nodeId, draining: true, in_flight: this.#inFlight.get(nodeId)?.size ?? 0 };
   }
 
+  /**
+   * Every known node with its in-flight count and heartbeat age (ms). An unhealthy node's `stages` are zeros with
+   * `stages_stale: true`; what it last reported stays in `last_reported_stages`.
+   */
   listNodes() {
     const now = this.#clock();
-    return [...this.#nodes.values()].map(({ row }) => ({ ...row, in_flight: this.#inFlight.get(row.node_id)?.size ?? 0, heartbeat_age_ms: now - row.last_heartbeat }));
+    return [...this.#nodes.values()].map(({ row }) => ({
+      ...row,
+      stages: row.healthy ? row.stages : { ...NO_STAGES },
+      stages_stale: !row.healthy,
+      last_reported_stages: row.stages,
+      in_flight: this.#inFlight.get(row.node_id)?.size ?? 0,
+      heartbeat_age_ms: now - row.last_heartbeat,
+    }));
   }
 
   // ---------------------------------------------------------------------------------------------- results
@@ -275,8 +318,12 @@ export class RolloutServer {
     // A gateway sharing this store (`polar serve`, `polar run`, one db file for every process) has already put the
     // result when its callback arrives, so "new" means: the session is not final yet, whoever stored the row.
     const stored = this.store.transaction(() => {
-      const fresh = this.store.results.put(result);
       const current = this.store.sessions.get(session.session_id);
+      // A session this server cancelled (task cancel, early stop) reports ERROR "cancelled": keep it as CANCELLED so
+      // groups, exports and task status never count it as a failure. A sample that completed first stays COMPLETED.
+      const cancelled = current?.status === 'CANCELLED' && result.status !== 'COMPLETED';
+      const fresh = this.store.results.put(cancelled ? { ...result, status: 'CANCELLED' } : result);
+      if (cancelled && !fresh) this.store.results.setStatus(session.session_id, 'CANCELLED', ['ERROR', 'TIMEOUT']);
       if (!current || FINAL_SESSION.has(current.status)) return false;
       const kept = fresh ? result : (this.store.results.get(session.session_id) ?? result);
       this.store.sessions.update(session.session_id, { status: kept.status });
@@ -296,15 +343,48 @@ export class RolloutServer {
 
   // ---------------------------------------------------------------------------------------------- trainer API
 
-  /** Evaluated groups not yet acknowledged, oldest first. */
-  readyGroups(): GroupRecord[] {
-    return this.store.groups.listReady().map(groupFromRow);
+  /**
+   * Evaluated groups not yet acknowledged, oldest first; one per task.
+   * @param opts.std GRPO std for `grpo_advantages` (default population, as stored); opts.trajectories adds each group's
+   *   GroupTrajectory list (full token data; large).
+   */
+  readyGroups(opts: { std?: GrpoStd; trajectories?: boolean } = {}): ServedGroup[] {
+    return this.store.groups.listReady().map((row) => this.#serveGroup(groupFromRow(row), opts));
   }
 
-  /** Acknowledge a group so it is never served again. @returns false when it was already acknowledged or is unknown. */
-  ackGroup(groupId: string): boolean {
-    const acked = this.store.groups.ack(groupId);
-    if (acked) this.events.publish('group_acked', { group_id: groupId });
+  /**
+   * The usable sessions of a task's evaluated group with their stored SessionResults (token ids, loss masks, logprobs)
+   * and per-session GRPO and leave-one-out advantages, in sample order; acknowledged groups too. Null when the task has
+   * no evaluated group.
+   */
+  groupTrajectories(taskId: string, opts: { std?: GrpoStd } = {}): ServedGroup & { trajectories: GroupTrajectory[] } | null {
+    const row = this.store.groups.get(taskId);
+    if (!row) return null;
+    return this.#serveGroup(groupFromRow(row), { ...opts, trajectories: true }) as ServedGroup & { trajectories: GroupTrajectory[] };
+  }
+
+  #serveGroup(group: GroupRecord & { acked_at: number | null }, opts: { std?: GrpoStd; trajectories?: boolean }): ServedGroup {
+    const std = opts.std ?? 'population';
+    const served: ServedGroup = { ...group, grpo_std: std };
+    if (std !== 'population') served.grpo_advantages = grpoAdvantages(group.rewards, undefined, std);
+    if (!opts.trajectories) return served;
+    const results = new Map(this.store.results.listByTask(group.task_id).map((r) => [r.session_id, r]));
+    served.trajectories = group.sessions.flatMap((s, i) => {
+      const result = results.get(s.session_id);
+      if (!result) return [];
+      return [{ ...result, sample_index: s.sample_index, reward: s.reward, grpo_advantage: served.grpo_advantages[i] ?? 0, loo_advantage: group.loo_advantages[i] ?? 0 }];
+    });
+    return served;
+  }
+
+  /**
+   * Acknowledge the group of a task so it is never served again. Groups are per task, so the key is the task_id, not
+   * the group_id label (which tasks may share).
+   * @returns false when it was already acknowledged or is unknown.
+   */
+  ackGroup(taskId: string): boolean {
+    const acked = this.store.groups.ack(taskId);
+    if (acked) this.events.publish('group_acked', { task_id: taskId, group_id: this.store.groups.get(taskId)?.group_id ?? taskId });
     return acked;
   }
 
@@ -381,7 +461,7 @@ export class RolloutServer {
 
   async #send(state: NodeState, session: SessionRow, task: TaskRequest, attempt: number): Promise<void> {
     try {
-      await state.client.dispatch({ session_id: session.session_id, task, sample_index: session.sample_index, callback_url: this.callbackUrl, attempt });
+      await state.client.dispatch({ session_id: session.session_id, task: withoutCallbackToken(task), sample_index: session.sample_index, callback_url: this.callbackUrl, attempt });
       this.metrics.sessionsDispatched.inc();
       this.events.publish('session_dispatched', { session_id: session.session_id, task_id: session.task_id, node_id: state.row.node_id, attempt });
     } catch (error) {
@@ -511,7 +591,14 @@ export class RolloutServer {
   async #deliverCallbacks(): Promise<void> {
     const now = this.#clock();
     const pending = this.store.taskCallbacks.listByState('pending').filter((c) => !this.#callbacksInFlight.has(c.task_id) && (this.#callbackNextTry.get(c.task_id) ?? 0) <= now);
-    await Promise.all(pending.map((c) => this.#deliverOne(c)));
+    if (this.#stopped) return;
+    await Promise.all(
+      pending.map((c) => {
+        const job = this.#deliverOne(c).finally(() => this.#callbackJobs.delete(job));
+        this.#callbackJobs.add(job);
+        return job;
+      }),
+    );
   }
 
   async #deliverOne(cb: TaskCallbackRow): Promise<void> {
@@ -519,16 +606,20 @@ export class RolloutServer {
     if (!row?.task.callback_url) return;
     this.#callbacksInFlight.add(cb.task_id);
     try {
+      // The control-plane token stays inside the cluster: a task's callback_url is whatever the submitter named, so it
+      // gets only the task's own metadata.callback_token, if any.
       const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (this.#token) headers.authorization = `Bearer ${this.#token}`;
-      const groupRow = this.store.groups.get(groupIdOf(row.task));
-      const body = { task_id: cb.task_id, status: row.status, group: groupRow ? groupFromRow(groupRow) : null };
-      const response = await this.#fetch(row.task.callback_url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+      const callbackToken = callbackTokenOf(row.task);
+      if (callbackToken) headers.authorization = `Bearer ${callbackToken}`;
+      const groupRow = this.store.groups.get(cb.task_id);
+      const body = { task_id: cb.task_id, status: row.status, group: groupRow ? this.#serveGroup(groupFromRow(groupRow), {}) : null };
+      const response = await this.#fetch(row.task.callback_url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any([AbortSignal.timeout(10_000), this.#stopCallbacks.signal]) });
       await response.body?.cancel();
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       this.store.taskCallbacks.upsert({ ...cb, state: 'done', attempts: cb.attempts + 1, last_error: null, updated_at: this.#clock() });
       this.events.publish('trainer_callback', { task_id: cb.task_id, ok: true });
     } catch (error) {
+      if (this.#stopped) return; // aborted by stop(): not an attempt; it stays pending for the next start
       const attempts = cb.attempts + 1;
       const state = attempts > this.#opts.callbackRetries ? 'failed' : 'pending';
       this.store.taskCallbacks.upsert({ ...cb, state, attempts, last_error: (error as Error).message, updated_at: this.#clock() });
@@ -565,6 +656,7 @@ export class RolloutServer {
 
   /** After a restart: results may have landed for tasks that never finished, and nodes may have forgotten sessions. */
   async #resume(): Promise<void> {
+    this.store.results.relabelCancelled();
     for (const task of this.store.tasks.list({ status: ACTIVE_TASK })) await this.#checkTask(task.task.task_id);
     await Promise.all([...this.#nodes.keys()].map((id) => this.#reconcileNode(id)));
     await this.tick();
@@ -632,12 +724,30 @@ export class RolloutServer {
       '/rollout/status': { GET: guarded(() => this.status()) },
       '/rollout/groups': {
         GET: guarded((req) => {
-          const ready = new URL(req.url).searchParams.get('ready');
+          const query = new URL(req.url).searchParams;
+          const ready = query.get('ready');
           if (ready !== null && ready !== '1' && ready !== 'true') throw new HttpError(400, 'only ready=1 is supported');
-          return { groups: this.readyGroups() };
+          const include = query.getAll('include').flatMap((v) => v.split(',')).filter(Boolean);
+          const unknown = include.filter((v) => v !== 'trajectories');
+          if (unknown.length > 0) throw new HttpError(400, `include: unknown value ${unknown.join(',')}; supported: trajectories`);
+          return { groups: this.readyGroups({ std: stdParam(query), trajectories: include.includes('trajectories') }) };
         }),
       },
-      '/rollout/groups/:id/ack': { POST: guarded((req) => ({ group_id: req.params.id, acked: this.ackGroup(req.params.id!) })) },
+      '/rollout/groups/:id/trajectories': {
+        GET: guarded((req) => {
+          const taskId = req.params.id!;
+          const group = this.groupTrajectories(taskId, { std: stdParam(new URL(req.url).searchParams) });
+          if (!group) throw new HttpError(404, `no evaluated group for task ${taskId} (groups are keyed by task_id)`);
+          return group;
+        }),
+      },
+      '/rollout/groups/:id/ack': {
+        POST: guarded((req) => {
+          const taskId = req.params.id!;
+          const row = this.store.groups.get(taskId);
+          return { task_id: taskId, group_id: row?.group_id ?? null, acked: this.ackGroup(taskId) };
+        }),
+      },
       '/nodes': { GET: guarded(() => ({ nodes: this.listNodes() })) },
       '/nodes/register': { POST: guarded(async (req) => this.registerNode(await body(req))) },
       '/nodes/:id/heartbeat': { POST: guarded(async (req) => this.heartbeat(req.params.id!, await body(req))) },
@@ -648,9 +758,50 @@ export class RolloutServer {
   }
 }
 
-/** The group id of a task: metadata.group_id, else the task_id. */
-export function groupIdOf(task: TaskRequest): string {
+/** The group label of a task (GroupRecord.group_id): metadata.group_id, else the task_id. Tasks may share it. */
+export function groupLabelOf(task: TaskRequest): string {
   return typeof task.metadata?.group_id === 'string' && task.metadata.group_id ? task.metadata.group_id : task.task_id;
+}
+
+/**
+ * The key of a task's group in the store (`store.groups.get`) and in `/rollout/groups/{id}/…`: its task_id, since a
+ * group is all sessions of one task.
+ * @deprecated use `task.task_id`; the label is `groupLabelOf`.
+ */
+export function groupIdOf(task: TaskRequest): string {
+  return task.task_id;
+}
+
+/** metadata.callback_token of a task, or null. */
+function callbackTokenOf(task: TaskRequest): string | null {
+  const token = task.metadata?.callback_token;
+  return typeof token === 'string' && token.length > 0 ? token : null;
+}
+
+/** The task as nodes get it: without metadata.callback_token, a secret meant only for the trainer's callback_url. */
+function withoutCallbackToken(task: TaskRequest): TaskRequest {
+  if (!task.metadata || !('callback_token' in task.metadata)) return task;
+  const { callback_token: _dropped, ...metadata } = task.metadata;
+  return { ...task, metadata };
+}
+
+/** `?std=population|unbiased` (default population). @throws HttpError 400 on another value. */
+function stdParam(query: URLSearchParams): GrpoStd {
+  const std = query.get('std');
+  if (std === null || std === 'population') return 'population';
+  if (std === 'unbiased') return 'unbiased';
+  throw new HttpError(400, `std must be population or unbiased, got ${std}`);
+}
+
+/** Distinct non-null policy versions over the traces of `results`, sorted (numeric-aware: "9" before "10"). */
+export function sampledPolicyVersions(results: readonly SessionResult[]): string[] {
+  const versions = new Set<string>();
+  for (const result of results) {
+    for (const trace of result.trajectory.traces) {
+      for (const v of trace.metadata?.policy_versions ?? []) if (v !== null && v !== undefined) versions.add(String(v));
+    }
+  }
+  return [...versions].sort(new Intl.Collator('en', { numeric: true }).compare);
 }
 
 /** Outcome reward of a session: the evaluation's outcome_reward, else the first trace's reward, else 0. */
@@ -666,16 +817,23 @@ export function isUsable(result: SessionResult): boolean {
   return result.status === 'TIMEOUT' && result.trajectory.metadata.training_filter?.trainable === true;
 }
 
-/** The evaluated group of a finished task with GRPO and leave-one-out advantages over its usable sessions. */
+/**
+ * The evaluated group of a finished task with GRPO (population std) and leave-one-out advantages over its usable
+ * sessions in sample order; policy versions as declared by the task and as sampled (over the usable sessions' traces).
+ */
 export function buildGroup(task: TaskRequest, sessions: SessionRow[], results: SessionResult[], earlyStopped: boolean, now: number): GroupRecord {
   const sampleIndex = new Map(sessions.map((s) => [s.session_id, s.sample_index]));
   const usable = results.filter(isUsable).sort((a, b) => (sampleIndex.get(a.session_id) ?? 0) - (sampleIndex.get(b.session_id) ?? 0));
   const rewards = usable.map(rewardOf);
+  const declared = task.metadata?.policy_version === undefined ? null : String(task.metadata.policy_version);
+  const sampled = sampledPolicyVersions(usable);
   return {
-    group_id: groupIdOf(task),
+    group_id: groupLabelOf(task),
     task_id: task.task_id,
     created_at: now,
-    policy_version: task.metadata?.policy_version ?? null,
+    policy_version: sampled.length === 1 ? sampled[0]! : declared,
+    declared_policy_version: declared,
+    policy_versions: sampled,
     rollout_step: task.metadata?.rollout_step ?? null,
     early_stopped: earlyStopped,
     sessions: usable.map((r, i) => ({ session_id: r.session_id, sample_index: sampleIndex.get(r.session_id) ?? -1, status: r.status, reward: rewards[i]! })),

@@ -117,6 +117,32 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX completions_by_session_attempt ON completions (session_id, attempt, seq);
     `,
   },
+  {
+    // A group is all sessions of ONE task (ARCHITECTURE.md §2), so the key is task_id; group_id stays as the trainer's
+    // label (metadata.group_id, default the task_id), which several tasks may share (slime reuses per-step indices).
+    // Existing rows keep their data and acknowledgement; a task_id held by two old rows keeps the later-updated one.
+    version: 5,
+    name: 'groups keyed by task_id; group_id is a label',
+    sql: `
+      CREATE TABLE groups_by_task (
+        task_id    TEXT PRIMARY KEY,
+        group_id   TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        data       TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        acked_at   INTEGER
+      );
+      INSERT INTO groups_by_task (task_id, group_id, status, data, created_at, updated_at, acked_at)
+        SELECT task_id, group_id, status, data, created_at, updated_at, acked_at FROM groups WHERE true ORDER BY updated_at, rowid
+        ON CONFLICT (task_id) DO UPDATE SET group_id = excluded.group_id, status = excluded.status, data = excluded.data,
+          created_at = excluded.created_at, updated_at = excluded.updated_at, acked_at = excluded.acked_at;
+      DROP TABLE groups;
+      ALTER TABLE groups_by_task RENAME TO groups;
+      CREATE INDEX groups_ready ON groups (status, acked_at);
+      CREATE INDEX groups_by_label ON groups (group_id);
+    `,
+  },
 ];
 
 /**

@@ -1,4 +1,8 @@
-/** Session results (idempotent per session) and groups (all sessions of a task, handed to the trainer once). */
+/**
+ * Session results (idempotent per session) and groups (all sessions of ONE task, keyed by task_id, handed to the trainer
+ * once). A group's `group_id` is only a label (the task's metadata.group_id); several tasks may share it. Schema:
+ * migrations 1 and 5.
+ */
 import type { Database } from 'bun:sqlite';
 import type { Clock } from '../core/clock.ts';
 import type { SessionResult } from '../core/records.ts';
@@ -29,6 +33,35 @@ export class ResultRepository {
     return (this.db.query('SELECT result FROM results WHERE task_id = ? ORDER BY rowid').all(taskId) as { result: string }[]).map((r) => JSON.parse(r.result) as SessionResult);
   }
 
+  /**
+   * Relabel the stored result of a session (the `status` column and the JSON's `status`), only when its current status
+   * is one of `from`. Used for sessions the rollout server cancelled: their gateway reports ERROR "cancelled".
+   * @returns true when a row changed.
+   */
+  setStatus(sessionId: string, status: SessionResult['status'], from: readonly SessionResult['status'][]): boolean {
+    if (from.length === 0) return false;
+    const marks = from.map(() => '?').join(', ');
+    return (
+      this.db
+        .query(`UPDATE results SET status = ?, result = json_set(result, '$.status', ?) WHERE session_id = ? AND status IN (${marks})`)
+        .run(status, status, sessionId, ...from).changes > 0
+    );
+  }
+
+  /**
+   * Relabel as CANCELLED every stored ERROR/TIMEOUT result whose session the rollout server cancelled (sessions.status
+   * = 'CANCELLED'): results a gateway stored in a shared database while no callback reached the server.
+   * @returns the number of results relabelled.
+   */
+  relabelCancelled(): number {
+    return this.db
+      .query(
+        `UPDATE results SET status = 'CANCELLED', result = json_set(result, '$.status', 'CANCELLED')
+         WHERE status IN ('ERROR', 'TIMEOUT') AND session_id IN (SELECT session_id FROM sessions WHERE status = 'CANCELLED')`,
+      )
+      .run().changes;
+  }
+
   /** Every result in arrival order. */
   listAll(): SessionResult[] {
     return (this.db.query('SELECT result FROM results ORDER BY rowid').all() as { result: string }[]).map((r) => JSON.parse(r.result) as SessionResult);
@@ -40,8 +73,10 @@ export const GROUP_EVALUATED = 'EVALUATED';
 
 /** What the rollout server stores for a group. */
 export interface GroupInput {
-  group_id: string;
+  /** The key: a group is all sessions of this one task. */
   task_id: string;
+  /** The trainer's label (the task's metadata.group_id, default the task_id); not unique. */
+  group_id: string;
   /** e.g. 'PENDING' while sessions run, then GROUP_EVALUATED. */
   status: string;
   /** Payload for the trainer: session ids, rewards, advantages, … (JSON). */
@@ -50,8 +85,8 @@ export interface GroupInput {
 
 /** A stored group. Times are Unix ms; `acked_at` is null until the trainer acknowledges it. */
 export interface GroupRow {
-  group_id: string;
   task_id: string;
+  group_id: string;
   status: string;
   data: Record<string, unknown>;
   created_at: number;
@@ -59,26 +94,31 @@ export interface GroupRow {
   acked_at: number | null;
 }
 
-const groupColumns = 'group_id, task_id, status, data, created_at, updated_at, acked_at';
+const groupColumns = 'task_id, group_id, status, data, created_at, updated_at, acked_at';
 
 export class GroupRepository {
   constructor(private readonly db: Database, private readonly clock: Clock) {}
 
-  /** Insert or update a group; `created_at` and `acked_at` of an existing group are kept. */
+  /** Insert or update the group of `task_id`; `created_at` and `acked_at` of an existing group are kept. */
   upsert(group: GroupInput): void {
     const now = this.clock();
     this.db
       .query(
         `INSERT INTO groups (${groupColumns}) VALUES (?, ?, ?, ?, ?, ?, NULL)
-         ON CONFLICT (group_id) DO UPDATE SET task_id = excluded.task_id, status = excluded.status, data = excluded.data, updated_at = excluded.updated_at`,
+         ON CONFLICT (task_id) DO UPDATE SET group_id = excluded.group_id, status = excluded.status, data = excluded.data, updated_at = excluded.updated_at`,
       )
-      .run(group.group_id, group.task_id, group.status, JSON.stringify(group.data ?? {}), now, now);
+      .run(group.task_id, group.group_id, group.status, JSON.stringify(group.data ?? {}), now, now);
   }
 
-  /** The group, or null. */
-  get(groupId: string): GroupRow | null {
-    const row = this.db.query(`SELECT ${groupColumns} FROM groups WHERE group_id = ?`).get(groupId) as RawGroup | null;
+  /** The group of a task, or null. */
+  get(taskId: string): GroupRow | null {
+    const row = this.db.query(`SELECT ${groupColumns} FROM groups WHERE task_id = ?`).get(taskId) as RawGroup | null;
     return row === null ? null : decodeGroup(row);
+  }
+
+  /** Groups carrying this label (any status), oldest update first. */
+  listByGroupId(groupId: string): GroupRow[] {
+    return (this.db.query(`SELECT ${groupColumns} FROM groups WHERE group_id = ? ORDER BY updated_at, rowid`).all(groupId) as RawGroup[]).map(decodeGroup);
   }
 
   /** Groups with status GROUP_EVALUATED not yet acknowledged, oldest update first. */
@@ -86,9 +126,12 @@ export class GroupRepository {
     return (this.db.query(`SELECT ${groupColumns} FROM groups WHERE status = ? AND acked_at IS NULL ORDER BY updated_at, rowid`).all(GROUP_EVALUATED) as RawGroup[]).map(decodeGroup);
   }
 
-  /** Acknowledge a ready group. @returns true when this call acknowledged it; false when unknown, not evaluated or already acknowledged. */
-  ack(groupId: string): boolean {
-    return this.db.query('UPDATE groups SET acked_at = ? WHERE group_id = ? AND status = ? AND acked_at IS NULL').run(this.clock(), groupId, GROUP_EVALUATED).changes > 0;
+  /**
+   * Acknowledge the ready group of a task.
+   * @returns true when this call acknowledged it; false when unknown, not evaluated or already acknowledged.
+   */
+  ack(taskId: string): boolean {
+    return this.db.query('UPDATE groups SET acked_at = ? WHERE task_id = ? AND status = ? AND acked_at IS NULL').run(this.clock(), taskId, GROUP_EVALUATED).changes > 0;
   }
 }
 

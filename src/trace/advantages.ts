@@ -12,15 +12,23 @@ function assertRewards(rewards: readonly number[]): void {
 }
 
 /**
- * GRPO advantages: (r − mean) / (std + eps), with the population standard deviation.
+ * Which standard deviation GRPO divides by. `population`: sqrt(Σ(r − mean)² / n), as the GRPO paper and Polar do.
+ * `unbiased`: sqrt(Σ(r − mean)² / (n − 1)) = population × sqrt(n / (n − 1)), as verl (`torch.std`) and TRL do; 0 for n = 1.
+ */
+export type GrpoStd = 'population' | 'unbiased';
+
+/**
+ * GRPO advantages: (r − mean) / (std + eps), with the population standard deviation unless `std` is 'unbiased'.
  * @param rewards one reward per sample of the group (length n ≥ 0)
  * @param eps added to the std so a group with equal rewards gives all-zero advantages (default 1e-6)
+ * @param std population (default) or unbiased (Bessel-corrected) standard deviation; see GrpoStd
  * @returns n advantages, in input order
- * @throws Error on a non-finite reward or eps < 0
+ * @throws Error on a non-finite reward, eps < 0 or an unknown `std`
  */
-export function grpoAdvantages(rewards: readonly number[], eps = 1e-6): number[] {
+export function grpoAdvantages(rewards: readonly number[], eps = 1e-6, std: GrpoStd = 'population'): number[] {
   assertRewards(rewards);
   if (!(eps >= 0) || !Number.isFinite(eps)) throw new Error(`eps must be a finite number ≥ 0, got ${String(eps)}`);
+  if (std !== 'population' && std !== 'unbiased') throw new Error(`std must be 'population' or 'unbiased', got ${String(std)}`);
   const n = rewards.length;
   if (n === 0) return [];
   let sum = 0;
@@ -28,8 +36,9 @@ export function grpoAdvantages(rewards: readonly number[], eps = 1e-6): number[]
   const mean = sum / n;
   let sq = 0;
   for (const r of rewards) sq += (r - mean) * (r - mean);
-  const std = Math.sqrt(sq / n);
-  return rewards.map((r) => (r - mean) / (std + eps));
+  const divisor = std === 'unbiased' ? n - 1 : n;
+  const sigma = divisor > 0 ? Math.sqrt(sq / divisor) : 0;
+  return rewards.map((r) => (r - mean) / (sigma + eps));
 }
 
 /**
