@@ -129,7 +129,9 @@ test('polar export --format jsonl writes one trace per line', () => {
   expect(proc.exitCode).toBe(0);
   const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   expect(lines).toHaveLength(3);
-  expect(Object.keys(lines[0]).sort()).toEqual(['advantage', 'loss_mask', 'metadata', 'prompt_ids', 'response_ids', 'response_logprobs', 'reward']);
+  expect(Object.keys(lines[0]).sort()).toEqual([
+    'advantage', 'finish_reason', 'loss_mask', 'metadata', 'prompt_ids', 'prompt_messages', 'response_ids', 'response_logprobs', 'response_messages', 'reward', 'tools',
+  ]);
 });
 
 test('messages: only COMPLETED sessions with reward > 0, in OpenAI Chat form with tools', () => {

@@ -1,7 +1,10 @@
 /**
  * `polar export --db FILE --format jsonl|parquet|messages --out PATH [--builder NAME] [--only-evaluated]
  * [--include-unevaluated]`: trainer rows (one trace per line/row with prompt_ids, response_ids, loss_mask,
- * response_logprobs, reward, advantage, metadata) or the accepted-sessions dataset in OpenAI messages form.
+ * response_logprobs, finish_reason {unified, raw}, prompt_messages, response_messages, tools (OpenAI Chat shape),
+ * reward, advantage, metadata incl. trajectory_status, training_filter, reconstruction_stats, evaluation; Parquet adds
+ * string columns finish_reason (unified), finish_reason_raw, group_id, session_id, task_id, status) or the
+ * accepted-sessions dataset in OpenAI messages form. Field list: src/rollout/export.ts `ExportRow`, `writeParquet`.
  * Sessions with records but no SessionResult (a `polar proxy` capture) are built from their records with --builder and
  * exported with `reward: null` and `metadata.evaluated: false`, unless --only-evaluated; in messages form they are
  * included only with --include-unevaluated. Prints how many evaluated and unevaluated sessions went in.

@@ -4,6 +4,8 @@
  * Refuses (exit 2) a non-loopback host without a control-plane token unless `--insecure-no-token`. Checks the engine at
  * start-up (a warning when it is down; the node serves anyway) and reports it in `GET /health` `engine`. With engine
  * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url`.
+ * The proxy's control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need the control-plane token when one
+ * is set; without one, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
  * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
  */
 import type { Command } from 'commander';
@@ -71,7 +73,7 @@ export function register(program: Command): void {
           kind: rt.kind, ...(rt.image ? { image: rt.image } : {}), isolation: isolationByBwrap[rt.bwrap],
           ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
         },
-        proxy: (sessions) => createProxyApp({ engine, store, sessions }),
+        proxy: (sessions, control) => createProxyApp({ engine, store, sessions, options: { adminToken: control.adminToken } }),
         rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
         controlPlaneToken: config.rollout.control_plane_token,
         engineHealth: () => engineHealth.state(),

@@ -4,6 +4,8 @@
  * (ARCHITECTURE.md §1). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
  * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
+ * `--admin-token T` (or $POLAR_ADMIN_TOKEN): `/admin/*` (pause, resume, policy_version) and `GET /sessions/{id}/completions`
+ * need `Authorization: Bearer T`; without a token, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
  * Runs until SIGINT/SIGTERM.
  */
 import { Option, type Command } from 'commander';
@@ -40,6 +42,7 @@ interface ProxyFlags {
   tokenizer?: string;
   family?: string;
   goldenRate?: number;
+  adminToken?: string;
 }
 
 function parseNumber(flag: string) {
@@ -84,6 +87,7 @@ export function register(program: Command): void {
     .option('--max-tokens <n>', 'default output cap in tokens', parsePositiveInt('--max-tokens'))
     .option('--policy-version <v>', 'policy version stamped on records until POST /admin/policy_version')
     .option('--abort-on-disconnect', 'abort the engine call when the client disconnects (default: finish and record it)')
+    .option('--admin-token <token>', 'bearer token required by /admin/* and GET /sessions/{id}/completions (default: $POLAR_ADMIN_TOKEN; none: admin from loopback callers only)')
     .option('--keep-billing-header', "keep Claude Code's x-anthropic-billing-header system line (default: strip it)")
     .action(async (flags: ProxyFlags) => {
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
@@ -94,6 +98,8 @@ export function register(program: Command): void {
       if (flags.engine === 'openai' && flags.mode === 'token') throw new UsageError('--engine openai has no token endpoint; use --mode chat');
       if (flags.mode !== 'token' && (flags.tokenizer !== undefined || flags.family !== undefined)) throw new UsageError('--tokenizer and --family apply to --mode token only');
       if (flags.goldenRate !== undefined && !(flags.goldenRate >= 0 && flags.goldenRate <= 1)) throw new UsageError(`--golden-rate must be in [0, 1], got ${flags.goldenRate}`);
+      const adminToken = flags.adminToken ?? (process.env.POLAR_ADMIN_TOKEN || undefined);
+      if (adminToken !== undefined && adminToken.trim() === '') throw new UsageError('--admin-token must not be empty');
       const defaults: EngineConfig['defaults'] = {};
       if (flags.temperature !== undefined) defaults.temperature = flags.temperature;
       if (flags.topP !== undefined) defaults.topP = flags.topP;
@@ -133,12 +139,14 @@ export function register(program: Command): void {
           abortOnClientDisconnect: flags.abortOnDisconnect === true,
           initialPolicyVersion: flags.policyVersion ?? null,
           dialectOptions: { stripBillingHeader: flags.keepBillingHeader !== true },
+          adminToken: adminToken ?? null,
         },
       });
       // idleTimeout 0: a synthetic stream may wait minutes on the engine between keep-alives. Bun's own body limit is
       // lifted so the app's limit (--max-body-bytes) always answers, in the caller's error shape, not Bun's empty 413.
       const server = Bun.serve({ port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
       console.log(`polar proxy listening on http://${flags.host}:${server.port} → ${engine.id} (model ${engine.servedModel()}), records in ${flags.db}`);
+      console.error(`polar proxy: admin endpoints ${adminToken ? 'require the admin token' : 'answer loopback callers only (no --admin-token)'}`);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         process.once('SIGINT', stop);

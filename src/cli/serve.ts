@@ -4,7 +4,10 @@
  * remote `polar gateway` would. With `--with-sim` the simulator (config `sim` section) runs in-process too and is the
  * engine. Refuses (exit 2) to listen on a non-loopback address without a control-plane token unless
  * `--insecure-no-token`; checks the engine at start-up (a warning when it is down, serving goes on) and reports it in
- * `GET /health` `engine`. Runs until SIGINT/SIGTERM, then cancels running sessions (their cleanup runs) and exits 0.
+ * `GET /health` `engine`. The gateway's proxy control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need
+ * the control-plane token when one is set; without one, `/admin/*` answers loopback callers only, which includes
+ * harnesses on this host (set a token when the agents are untrusted). Runs until SIGINT/SIGTERM, then cancels running
+ * sessions (their cleanup runs) and exits 0.
  */
 import type { Command } from 'commander';
 import { startLocalStack } from '../rollout/run.ts';

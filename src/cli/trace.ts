@@ -1,6 +1,11 @@
 /**
  * `polar trace verify` and `polar trace show` (ARCHITECTURE.md §1 command contract, §4 invariant).
  * verify: exit 0 when every checked session is clean, 1 with a readable report on any violation, 2 on bad usage.
+ * A session whose trajectory names completions that this database has no records of at all (the rollout server's db:
+ * records live in the store of the process that ran the proxy, a gateway's) is *skipped*, not a violation: it is
+ * listed as SKIPPED and counted on stderr. Exit 1 as well when nothing at all was verified (every session skipped),
+ * since a verify that checked nothing must not look clean; exit 0 when some sessions were verified clean and the
+ * rest skipped (the stderr line says how many). Partially missing records stay `unknown_completion` violations.
  */
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
@@ -108,6 +113,7 @@ export function register(program: Command): void {
           : [...new Set([...store.completions.listSessionIds(), ...store.results.listAll().map((r) => r.session_id)])];
         if (ids.length === 0) throw new Error(`${opts.db} holds no sessions`);
         let failed = 0;
+        let skipped = 0;
         const reports: unknown[] = [];
         for (const sessionId of ids) {
           const records = store.completions.listBySession(sessionId);
@@ -116,14 +122,25 @@ export function register(program: Command): void {
           const fromSim = records.length > 0 && records.every((r) => r.engine_id.startsWith('sim@'));
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
           const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scoreLogprob } : {}), ...(attempt !== undefined ? { attempt } : {}) });
-          if (!report.ok) failed++;
+          if (report.skipped) skipped++;
+          else if (!report.ok) failed++;
           if (opts.json) reports.push({ session_id: sessionId, source, ...report });
           else console.log(formatVerifyReport(report, `session ${sessionId} [${source}]`));
         }
+        const checked = ids.length - skipped;
         if (opts.json) console.log(JSON.stringify(reports, null, 2));
-        else console.log(`${ids.length - failed}/${ids.length} session(s) verified clean`);
+        else console.log(`${checked - failed}/${checked} session(s) verified clean${skipped > 0 ? `, ${skipped} skipped` : ''}`);
+        if (skipped > 0) {
+          console.error(
+            `polar: trace verify: ${skipped} session(s) skipped: no completion records in ${opts.db} for them ` +
+              "(records live where the proxy ran, e.g. the gateway's db; verify that one with --db)",
+          );
+        }
         if (failed > 0) {
           console.error(`polar: trace verify: ${failed} session(s) violate the trace invariant`);
+          process.exitCode = EXIT_FAILED;
+        } else if (checked === 0) {
+          console.error('polar: trace verify: nothing verified: no session had its completion records in this database');
           process.exitCode = EXIT_FAILED;
         }
       } finally {

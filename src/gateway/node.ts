@@ -111,8 +111,12 @@ export interface GatewayNodeOptions {
   publicUrl?: string;
   /** Origin harnesses use as their base URL (default: the listen URL; docker --network host sees the same). */
   gatewayUrl?: string;
-  /** Builds the proxy (`createProxyApp(...)`) that serves every path the session API does not; called at start. */
-  proxy?: (sessions: SessionDirectory) => { fetch: FetchHandler };
+  /**
+   * Builds the proxy (`createProxyApp(...)`) that serves every path the session API does not; called at start.
+   * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
+   * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
+   */
+  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation). */
   runtimeDefaults?: Partial<RuntimeSpec>;
   runtimeFactory?: RuntimeFactory;
@@ -277,7 +281,7 @@ export class GatewayNode {
   async start(): Promise<void> {
     if (this.server) return;
     this.stopping = new AbortController();
-    const proxy = this.opts.proxy?.(this.directory);
+    const proxy = this.opts.proxy?.(this.directory, { adminToken: this.opts.controlPlaneToken ?? null });
     this.server = startSessionServer(this, {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });

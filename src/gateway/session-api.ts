@@ -2,9 +2,13 @@
  * The node's HTTP surface (contract 7) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
  * `POST /sessions` → 202 {session_id, status}; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
- * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open).
+ * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),
+ * and so do the proxy's control paths (`/admin/*`, `GET /sessions/{id}/completions`): they are checked here too, before
+ * the fallback, because harnesses in the sandboxes reach this port and must not pause inference, re-stamp policy
+ * versions or read captures, whatever proxy the node was given.
  * Bun routes: https://bun.com/docs/api/http#routing
  */
+import { bearerMatches } from '../proxy/admin-access.ts';
 import type { DispatchSpec, GatewayNode } from './node.ts';
 import { DispatchError } from './node.ts';
 
@@ -21,9 +25,29 @@ export interface SessionServerOptions {
 
 const json = (body: unknown, status = 200) => Response.json(body, { status });
 
+/**
+ * The proxy's control paths: `/admin/...` and `/sessions/{id}/completions`, also when spelled with `//` or
+ * percent-escapes (hono's router decodes the path the same way before it matches).
+ */
+function isControlPath(pathname: string): boolean {
+  let p = pathname;
+  try {
+    p = decodeURI(pathname);
+  } catch {
+    // a malformed escape: hono leaves it undecoded too
+  }
+  p = p.replace(/\/{2,}/g, '/');
+  return p === '/admin' || p.startsWith('/admin/') || /^\/sessions\/[^/]+\/completions\/?$/.test(p);
+}
+
 /** Start the server for `node`. Throws when the port is taken. */
 export function startSessionServer(node: GatewayNode, opts: SessionServerOptions): Bun.Server<undefined> {
-  const authorized = (req: Request) => opts.token === null || req.headers.get('authorization') === `Bearer ${opts.token}`;
+  const authorized = (req: Request) => opts.token === null || bearerMatches(req.headers.get('authorization'), opts.token);
+  const fallback: FetchHandler = opts.fallback ?? (() => json({ error: 'not found' }, 404));
+  const guardedFallback: FetchHandler = (req, server) =>
+    opts.token !== null && isControlPath(new URL(req.url).pathname) && !authorized(req)
+      ? json({ error: 'missing or wrong control-plane token' }, 401)
+      : fallback(req, server);
   const guard = (handler: (req: Bun.BunRequest) => Response | Promise<Response>) => (req: Bun.BunRequest) =>
     authorized(req) ? handler(req) : json({ error: 'missing or wrong control-plane token' }, 401);
   return Bun.serve({
@@ -70,7 +94,7 @@ export function startSessionServer(node: GatewayNode, opts: SessionServerOptions
         GET: guard((req) => node.events.sseResponse(req.signal)),
       },
     },
-    fetch: opts.fallback ?? (() => json({ error: 'not found' }, 404)),
+    fetch: guardedFallback,
     error: (error) => json({ error: `internal error: ${error.message}` }, 500),
   });
 }

@@ -7,6 +7,9 @@
  * `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1beta/models/{model}:generateContent|streamGenerateContent|
  * countTokens`, `GET /v1beta/models[/{model}]`, `GET /v1/models`, `HEAD|GET /`. Plus `GET /sessions/{id}/completions`,
  * `POST /admin/inference/pause`, `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`.
+ * Access to those control endpoints (admin-access.ts): with `options.adminToken`, `/admin/*` and the completions
+ * listing need `Authorization: Bearer <token>`; without one, `/admin/*` answers loopback peers only (the peer comes
+ * from the Bun server passed as `fetch`'s 2nd argument) and the listing stays open (its session id is the secret).
  *
  * Errors the router itself produces render in the dialect that owns the path prefix (`dialectForPath`): an unknown
  * route is 404, a known path with the wrong method is 405 with `Allow`, a body over `maxBodyBytes` is 413.
@@ -24,6 +27,7 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, IRResponse, Warning } from '../core/ir.ts';
 import { responseToStreamEvents } from '../core/stream.ts';
 import type { EngineCompletion } from '../engines/types.ts';
+import { controlRefusal, peerAddressOf } from './admin-access.ts';
 import { defaultDialectRoutes, dialectForPath, type DialectRoute } from './dialect-table.ts';
 import { InferenceGate } from './inference-gate.ts';
 import { Recorder } from './recorder.ts';
@@ -79,6 +83,9 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
       maxSize: maxBodyBytes,
       onError: (c) => {
         counters.rejected++;
+        // The rest of the body is never read: close the connection, or a keep-alive client that reuses it for its
+        // next request sends that request after unread body bytes and waits forever.
+        c.header('connection', 'close');
         return renderError(c, errorDialect(c), new GatewayError('invalid-request', `request body is larger than this proxy's limit of ${maxBodyBytes} bytes (proxy.max_body_bytes)`, { status: 413 }));
       },
     }),
@@ -341,16 +348,21 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
     allow(['GET'], root);
   }
 
+  /** Refuse a control call per the rule of admin-access.ts (token when configured, else loopback-only admin). */
+  const guardControl = (c: Context<Env>, endpoint: 'admin' | 'captures'): void => {
+    const refusal = controlRefusal(endpoint, c.req.raw, options.adminToken, peerAddressOf(c.env));
+    if (refusal) throw new GatewayError(refusal.kind, refusal.message);
+  };
+
   allow(['GET'], '/sessions/:id/completions');
   app.get('/sessions/:id/completions', (c) => {
+    guardControl(c, 'captures');
     const id = c.req.param('id');
     return c.json({ session_id: id, completions: deps.store.completions.listBySession(id) });
   });
 
   app.use('/admin/*', async (c, next) => {
-    if (options.adminToken && c.req.header('authorization') !== `Bearer ${options.adminToken}`) {
-      throw new GatewayError('authentication', 'admin endpoints need the admin token');
-    }
+    guardControl(c, 'admin');
     await next();
   });
   app.post('/admin/inference/pause', async (c) => {

@@ -62,8 +62,12 @@ export interface ProxyOptions {
   dialectOptions?: DialectOptions;
   /** Policy version in force at start-up (default null until `POST /admin/policy_version`). */
   initialPolicyVersion?: string | null;
-  /** When set, `/admin/*` requires `Authorization: Bearer <adminToken>`. */
-  adminToken?: string;
+  /**
+   * When set, `/admin/*` and `GET /sessions/{id}/completions` require `Authorization: Bearer <adminToken>` from any
+   * caller. When unset (or ''), `/admin/*` answers loopback peers only and the completions listing is open (see
+   * admin-access.ts). The gateway passes its control-plane token; `polar proxy` takes `--admin-token`.
+   */
+  adminToken?: string | null;
 }
 
 /** Counters the proxy keeps (exposed for metrics). */

@@ -4,13 +4,18 @@
  * A session with completion records but no SessionResult (a `polar proxy` capture, or a session still running) is
  * *unevaluated*: its trajectory is built from the records with a builder, and its rows carry `reward: null`,
  * `advantage: null` and `metadata.evaluated: false`.
+ * Every trainer row also carries the §2 Trace fields `finish_reason` `{unified, raw}` (mask truncated samples with
+ * `unified === 'length'`), `prompt_messages`, `response_messages` and `tools`, the messages and tools in the same
+ * OpenAI Chat shape as the messages export (`toOpenAiMessage`, `toOpenAiTool`), and under `metadata` the trajectory's
+ * `trajectory_status`, `training_filter`, `reconstruction_stats` and `evaluation` (null for an unevaluated session,
+ * whose built trajectory is no verdict).
  * Parquet via hyparquet-writer (https://github.com/hyparam/hyparquet-writer); messages shape:
  * https://platform.openai.com/docs/api-reference/chat/create (messages, tools).
  */
 import { writeFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';
-import { textOf, type IRMessage, type IRTool } from '../core/ir.ts';
-import type { BuilderName, CompletionRecord, SessionResult } from '../core/records.ts';
+import { textOf, type FinishReason, type IRMessage, type IRTool } from '../core/ir.ts';
+import type { BuilderName, CompletionRecord, SessionResult, Trace } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, selectAttempt, trajectoryAttempt } from '../trace/index.ts';
 import { groupIdOf, isUsable, rewardOf } from './server.ts';
@@ -24,6 +29,17 @@ export interface ExportRow {
   loss_mask: number[];
   /** Per response token, or null when the engine gave none. */
   response_logprobs: number[] | null;
+  /**
+   * Why the trace's last completion ended: `unified` (stop | length | tool-calls | content-filter | error | other;
+   * `length` = truncated by the token cap) and the engine's `raw` value (null when it gave none).
+   */
+  finish_reason: { unified: FinishReason['unified']; raw: string | null };
+  /** The conversation before the trace's first response, OpenAI Chat messages. */
+  prompt_messages: Record<string, unknown>[];
+  /** What the trace's response covers (assistant turns and, when merged, the tool results between them), OpenAI Chat messages. */
+  response_messages: Record<string, unknown>[];
+  /** Tools offered to the model, OpenAI Chat `{type: 'function', function: {name, description?, parameters}}`. */
+  tools: Record<string, unknown>[];
   /** The evaluated reward; null for an unevaluated session. */
   reward: number | null;
   /**
@@ -31,7 +47,11 @@ export interface ExportRow {
    * for an unevaluated session.
    */
   advantage: number | null;
-  /** Trace metadata plus status, group_id, the leave-one-out advantage and `evaluated`. */
+  /**
+   * Trace metadata (session_id, task_id, builder, harness, completion_ids, policy_versions, …) plus `status` (the
+   * SessionResult's, or the session's for an unevaluated one), `group_id`, `loo_advantage`, `usable`, `evaluated`,
+   * `trajectory_status`, `training_filter`, `reconstruction_stats` and `evaluation`.
+   */
   metadata: Record<string, unknown>;
 }
 
@@ -77,17 +97,19 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
   const results = orderedResults(store);
   for (const result of results) {
     const adv = advantageBySession.get(result.session_id);
-    for (const trace of result.trajectory.traces) {
+    const meta = result.trajectory.metadata;
+    result.trajectory.traces.forEach((trace, t) => {
       rows.push({
-        prompt_ids: trace.prompt_ids,
-        response_ids: trace.response_ids,
-        loss_mask: trace.loss_mask,
-        response_logprobs: trace.response_logprobs,
+        ...traceFields(trace, `session ${result.session_id} trace ${t}`),
         reward: trace.reward,
         advantage: adv?.grpo ?? 0,
-        metadata: { ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated: true },
+        metadata: {
+          ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated: true,
+          trajectory_status: result.trajectory.status, training_filter: meta?.training_filter ?? null,
+          reconstruction_stats: meta?.reconstruction_stats ?? null, evaluation: meta?.evaluation ?? null,
+        },
       });
-    }
+    });
   }
   const evaluatedSessions = results.length;
   const unevaluated = unevaluatedSessionIds(store, results);
@@ -104,12 +126,9 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
       // Not a verdict: COMPLETED keeps the builder's mask (the training filter zeroes it for any other status).
       status: 'COMPLETED',
     });
-    for (const trace of trajectory.traces) {
+    trajectory.traces.forEach((trace, t) => {
       rows.push({
-        prompt_ids: trace.prompt_ids,
-        response_ids: trace.response_ids,
-        loss_mask: trace.loss_mask,
-        response_logprobs: trace.response_logprobs,
+        ...traceFields(trace, `session ${sessionId} trace ${t}`),
         reward: null,
         advantage: null,
         metadata: {
@@ -119,12 +138,58 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
           loo_advantage: null,
           usable: false,
           evaluated: false,
+          trajectory_status: null,
+          training_filter: null,
           reconstruction_stats: trajectory.metadata.reconstruction_stats,
+          evaluation: null,
         },
       });
-    }
+    });
   }
   return { rows, evaluatedSessions, unevaluatedSessions: unevaluated.length, skippedUnevaluated: 0 };
+}
+
+/**
+ * The token and Trace fields of a row: ids, mask and logprobs as stored, finish_reason with `raw` null when absent,
+ * messages and tools converted from the IR to OpenAI Chat form.
+ * @param where names the trace in errors
+ * @throws Error when a message or tool is not in IR form (a corrupt stored trajectory)
+ */
+function traceFields(trace: Trace, where: string): Pick<ExportRow, 'prompt_ids' | 'response_ids' | 'loss_mask' | 'response_logprobs' | 'finish_reason' | 'prompt_messages' | 'response_messages' | 'tools'> {
+  const finish = trace.finish_reason as Partial<FinishReason> | undefined;
+  return {
+    prompt_ids: trace.prompt_ids,
+    response_ids: trace.response_ids,
+    loss_mask: trace.loss_mask,
+    response_logprobs: trace.response_logprobs,
+    finish_reason: { unified: finish?.unified ?? 'other', raw: finish?.raw ?? null },
+    prompt_messages: irMessagesToOpenAi(trace.prompt_messages, `${where} prompt_messages`),
+    response_messages: irMessagesToOpenAi(trace.response_messages, `${where} response_messages`),
+    tools: irToolsToOpenAi(trace.tools, `${where} tools`),
+  };
+}
+
+const IR_ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+
+function irMessagesToOpenAi(messages: unknown, where: string): Record<string, unknown>[] {
+  if (messages === undefined || messages === null) return [];
+  if (!Array.isArray(messages)) throw new Error(`${where}: expected an array of messages, got ${typeof messages}`);
+  return messages.map((m, i) => {
+    const message = m as { role?: unknown; content?: unknown } | null;
+    if (typeof message !== 'object' || message === null || !IR_ROLES.has(message.role as string) || !Array.isArray(message.content)) {
+      throw new Error(`${where}[${i}]: not an IR message ({role, content: parts[]})`);
+    }
+    return toOpenAiMessage(message as IRMessage);
+  });
+}
+
+function irToolsToOpenAi(tools: unknown, where: string): Record<string, unknown>[] {
+  if (tools === undefined || tools === null) return [];
+  if (!Array.isArray(tools)) throw new Error(`${where}: expected an array of tools, got ${typeof tools}`);
+  return tools.map((tool, i) => {
+    if (typeof (tool as { name?: unknown } | null)?.name !== 'string') throw new Error(`${where}[${i}]: not an IR tool ({name, parameters})`);
+    return toOpenAiTool(tool as IRTool);
+  });
 }
 
 /** Sessions with completion records and no SessionResult, in order of their first record. */
@@ -148,7 +213,10 @@ export function writeJsonl(rows: readonly ExportRow[], path: string): number {
 
 /**
  * Write rows as Parquet: prompt_ids/response_ids/loss_mask as LIST<INT32>, response_logprobs as optional LIST<FLOAT>,
- * reward/advantage as optional DOUBLE (null for unevaluated sessions), metadata as JSON. @returns the number of rows written.
+ * reward/advantage as optional DOUBLE (null for unevaluated sessions); the columns a trainer filters or groups by as
+ * plain strings: `finish_reason` (the unified value; the engine's raw one in `finish_reason_raw`), `group_id`,
+ * `session_id`, `task_id`, `status` (each also kept inside `metadata`); prompt_messages, response_messages, tools and
+ * metadata as JSON. @returns the number of rows written.
  */
 export function writeParquet(rows: readonly ExportRow[], path: string): number {
   const intList = (name: string) => [
@@ -156,6 +224,9 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
     { name: 'list', repetition_type: 'REPEATED' as const, num_children: 1 },
     { name: 'element', type: 'INT32' as const, repetition_type: 'REQUIRED' as const },
   ];
+  const text = (name: string, repetition: 'REQUIRED' | 'OPTIONAL') => ({ name, type: 'BYTE_ARRAY' as const, converted_type: 'UTF8' as const, repetition_type: repetition });
+  const json = (name: string) => ({ name, type: 'BYTE_ARRAY' as const, converted_type: 'JSON' as const, repetition_type: 'REQUIRED' as const });
+  const metaText = (r: ExportRow, key: string): string | null => (typeof r.metadata[key] === 'string' ? (r.metadata[key] as string) : null);
   const buffer = parquetWriteBuffer({
     columnData: [
       { name: 'prompt_ids', data: rows.map((r) => r.prompt_ids) },
@@ -164,10 +235,19 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
       { name: 'response_logprobs', data: rows.map((r) => r.response_logprobs) },
       { name: 'reward', data: rows.map((r) => r.reward) },
       { name: 'advantage', data: rows.map((r) => r.advantage) },
+      { name: 'finish_reason', data: rows.map((r) => r.finish_reason.unified) },
+      { name: 'finish_reason_raw', data: rows.map((r) => r.finish_reason.raw) },
+      { name: 'group_id', data: rows.map((r) => metaText(r, 'group_id')) },
+      { name: 'session_id', data: rows.map((r) => metaText(r, 'session_id')) },
+      { name: 'task_id', data: rows.map((r) => metaText(r, 'task_id')) },
+      { name: 'status', data: rows.map((r) => metaText(r, 'status')) },
+      { name: 'prompt_messages', data: rows.map((r) => r.prompt_messages) },
+      { name: 'response_messages', data: rows.map((r) => r.response_messages) },
+      { name: 'tools', data: rows.map((r) => r.tools) },
       { name: 'metadata', data: rows.map((r) => r.metadata) },
     ],
     schema: [
-      { name: 'root', num_children: 7 },
+      { name: 'root', num_children: 16 },
       ...intList('prompt_ids'),
       ...intList('response_ids'),
       ...intList('loss_mask'),
@@ -176,7 +256,16 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
       { name: 'element', type: 'FLOAT', repetition_type: 'REQUIRED' },
       { name: 'reward', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
       { name: 'advantage', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
-      { name: 'metadata', type: 'BYTE_ARRAY', converted_type: 'JSON', repetition_type: 'REQUIRED' },
+      text('finish_reason', 'REQUIRED'),
+      text('finish_reason_raw', 'OPTIONAL'),
+      text('group_id', 'OPTIONAL'),
+      text('session_id', 'OPTIONAL'),
+      text('task_id', 'OPTIONAL'),
+      text('status', 'OPTIONAL'),
+      json('prompt_messages'),
+      json('response_messages'),
+      json('tools'),
+      json('metadata'),
     ],
     createdBy: 'polar export',
   });

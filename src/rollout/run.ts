@@ -5,6 +5,7 @@
  * the single-box path is the multi-host path. Without an engine the built-in simulator is started too.
  * `runTasks` submits task files as TaskRequests to that stack, reports progress, waits for every task and summarises.
  */
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { BuilderName, CompletionRecord } from '../core/records.ts';
 import { engineFetchJson } from '../engines/http.ts';
@@ -150,6 +151,12 @@ export interface LocalStackOptions {
   /** Node heartbeat interval, ms (default 2000). */
   heartbeatIntervalMs?: number;
   controlPlaneToken?: string | null;
+  /**
+   * Token the proxy's `/admin/*` and completions listing require (default: `controlPlaneToken`; with neither, admin
+   * answers loopback callers only, which includes harnesses on this host). With both set, the node's server still
+   * checks the control-plane token on those paths first, so a call needs both.
+   */
+  adminToken?: string | null;
   /** Called after each CompletionRecord is committed (progress counters). */
   onRecord?: (rec: CompletionRecord) => void;
   /** Interval of engine liveness checks for `GET /health`, ms (default 10 000). */
@@ -208,7 +215,9 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       port: opts.node.port ?? 0,
       publicUrl: opts.node.publicUrl,
       runtimeDefaults: opts.node.runtimeDefaults,
-      proxy: (sessions) => createProxyApp({ engine, store: opts.store, sessions, onRecord: opts.onRecord }),
+      proxy: (sessions, control) => createProxyApp({
+        engine, store: opts.store, sessions, onRecord: opts.onRecord, options: { adminToken: opts.adminToken ?? control.adminToken },
+      }),
       rollout: { url: server.url, heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 2000 },
       controlPlaneToken: opts.controlPlaneToken ?? null,
       engineHealth: () => engineHealth!.state(),
@@ -321,6 +330,9 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
       capacity: { max_run_workers: n, init_workers: Math.max(1, Math.min(n, 8)), ready_buffer: Math.min(n, 8), postrun_workers: Math.max(1, Math.min(n, 8)) },
     },
+    // Nothing outside this process needs the proxy's admin endpoints during a run, while the harnesses on this host
+    // reach its port over loopback: a random token closes them to everyone (pause/version stay in-process only).
+    adminToken: randomBytes(24).toString('base64url'),
     onRecord: (rec) => {
       counters.completions++;
       counters.tokens += rec.prompt_ids.length + rec.response_ids.length;

@@ -51,6 +51,12 @@ export interface VerifyReport {
   violations: VerifyViolation[];
   /** Violations not listed because a trace had more than `maxPerTrace`. */
   suppressed: number;
+  /**
+   * Set when nothing could be checked: `no_records` = the trajectory names completions but `records` is empty (the
+   * records live in the store of the process that ran the proxy, e.g. a gateway's, not in the rollout server's).
+   * `ok` is then false and `violations` empty: an unchecked trajectory is neither clean nor a violation.
+   */
+  skipped?: 'no_records';
 }
 
 export interface VerifyOptions {
@@ -76,11 +82,21 @@ const same = (a: number, b: number): boolean => Math.fround(a) === Math.fround(b
  * capture must have an all-zero mask and still contain its completions' sampled ids in order. Only the records of
  * one dispatch attempt (`opts.attempt`) must appear; a trace naming a record of another attempt is a violation.
  * @param records every CompletionRecord of the session (any order, any attempts)
- * @returns a report; `ok` is true when `violations` is empty and nothing was suppressed
+ * @returns a report; `ok` is true when `violations` is empty and nothing was suppressed. With no records at all while
+ *   the traces name completions, nothing is checked: `skipped: 'no_records'`, `ok` false, no violations.
  */
 export function verifyTraces(records: readonly CompletionRecord[], trajectory: Trajectory, opts: VerifyOptions = {}): VerifyReport {
   const maxPerTrace = opts.maxPerTrace ?? 5;
   const attempt = opts.attempt ?? trajectoryAttempt(trajectory) ?? latestAttempt(records);
+  if (records.length === 0 && Array.isArray(trajectory?.traces)) {
+    const named = trajectory.traces.some((t) => Array.isArray(t?.metadata?.completion_ids) && t.metadata.completion_ids.length > 0);
+    if (named) {
+      return {
+        ok: false, traces: trajectory.traces.length, attempt, completions: 0, other_attempt_completions: 0, sampled_tokens: 0, rescored_tokens: 0,
+        violations: [], suppressed: 0, skipped: 'no_records',
+      };
+    }
+  }
   const byId = new Map<string, CompletionRecord>();
   const otherAttempt = new Map<string, CompletionRecord>();
   for (const rec of records) (attemptOf(rec) === attempt ? byId : otherAttempt).set(rec.completion_id, rec);
@@ -249,6 +265,10 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
 
 /** Human-readable report, one violation a line. */
 export function formatVerifyReport(report: VerifyReport, label = 'trajectory'): string {
+  if (report.skipped === 'no_records') {
+    return `${label}: SKIPPED — no completion records in this database for it (its ${report.traces} trace(s) name completions); ` +
+      "records live where the proxy ran, e.g. the gateway's store: verify with --db pointing there";
+  }
   const others = report.other_attempt_completions > 0
     ? ` of attempt ${report.attempt} (${report.other_attempt_completions} of other attempts left out)`
     : '';
