@@ -52,6 +52,7 @@ describe('golden: prefix_merging', () => {
     expect(traj.traces[1]!.prompt_ids).toEqual([...SYS_SUB, 210, ...GEN]);
     expect(traj.metadata.reconstruction_stats).toEqual({
       completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0 }, other_attempt_completions: 0,
+      rerender_mismatches: 0,
     });
     expect(verifyTraces([m1, s1, m2, m3], traj).ok).toBe(true);
   });
@@ -89,6 +90,22 @@ describe('prefix_merging details', () => {
     expect(traj.traces).toHaveLength(2);
     expect(traj.metadata.reconstruction_stats.breaks.eot_unknown).toBe(1);
     expect(traj.metadata.eot_ids).toEqual([]);
+  });
+
+  test('a join whose next prompt re-rendered the sampled answer still merges, and is counted as a re-render mismatch', () => {
+    // EOT=99. The engine saw [10, 12, 99] in the next prompt where [10, 11, 99] was sampled (chat mode re-rendering).
+    const a = rec({ seq: 0, prompt: [1, 2, 3], response: [10, 11, EOT] });
+    const b = rec({ seq: 1, prompt: [1, 2, 3, 10, 12, EOT, 50, 51], response: [20, 21, EOT] });
+    const c = rec({ seq: 2, prompt: [1, 2, 3, 10, 12, EOT, 50, 51, 20, 21, EOT, 60], response: [30, EOT] });
+    const traj = buildTrajectory([a, b, c], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] });
+    expect(traj.traces).toHaveLength(1);
+    expect(traj.traces[0]!.response_ids).toEqual([10, 11, EOT, 50, 51, 20, 21, EOT, 60, 30, EOT]);
+    expect(traj.metadata.reconstruction_stats.rerender_mismatches).toBe(1);
+    expect(traj.traces[0]!.metadata.rerender_mismatches).toBe(1);
+    // A truncated answer (no EOT) compares without the canonical EOT that closes it.
+    const t1 = rec({ seq: 0, prompt: [1], response: [10, 11], finish: 'length' });
+    const t2 = rec({ seq: 1, prompt: [1, 10, 11, EOT, 50], response: [20, EOT] });
+    expect(buildTrajectory([t1, t2], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] }).metadata.reconstruction_stats.rerender_mismatches).toBe(0);
   });
 
   test('several configured EOT ids: the first one found in the tail splits', () => {

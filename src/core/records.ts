@@ -91,6 +91,12 @@ export interface ReconstructionStats {
   /** Chain breaks by reason, e.g. {prefix_break: 1, no_eot: 0}. */
   breaks: Record<string, number>;
   /**
+   * prefix_merging: joins where the next prompt held a re-rendered version of the sampled answer rather than the
+   * sampled tokens themselves (chat mode: the template dropped reasoning, re-serialised tool JSON, …); the trace trains
+   * on the sampled tokens, the engine was conditioned on the re-rendered ones. Always 0 in token mode.
+   */
+  rerender_mismatches?: number;
+  /**
    * Completions of the session's other attempts (a killed or re-dispatched run of the same session id), left out of
    * this trajectory; they stay stored.
    */

@@ -47,6 +47,12 @@ export interface HarnessSummary {
    * prefix_merging shares one prompt per chain, so it processes fewer than per_request on multi-turn sessions.
    */
   trainer_tokens: Record<BuilderName, number>;
+  /**
+   * prefix_merging joins where the engine's next prompt held a re-rendered version of the sampled answer (chat mode:
+   * reasoning dropped, tool JSON re-serialised): the engine was conditioned on tokens other than the trained ones.
+   * 0 in token mode.
+   */
+  rerender_mismatches: number;
   /** Groups (tasks) whose rewards are not all equal: the ones GRPO learns from. */
   groups_with_reward_variance: number;
   p50: StageMedians;
@@ -93,6 +99,7 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
   let passRateSum = 0;
   let variance = 0;
   let harnessFailures = 0;
+  let rerenderMismatches = 0;
   const failureReasons = new Set<string>();
   for (const taskId of taskIds) {
     const rows = store.sessions.listByTask(taskId);
@@ -121,6 +128,7 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
           strategy, eotIds, session_id: s.session_id, task_id: taskId, harness, status: trajectoryStatus(result),
         });
         traces[strategy] += built.traces.length;
+        if (strategy === 'prefix_merging') rerenderMismatches += built.metadata.reconstruction_stats.rerender_mismatches ?? 0;
         for (const t of built.traces) trainerTokens[strategy] += t.prompt_ids.length + t.response_ids.length;
       }
     }
@@ -142,6 +150,7 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
     completions,
     traces,
     trainer_tokens: trainerTokens,
+    rerender_mismatches: rerenderMismatches,
     groups_with_reward_variance: variance,
     p50: { init_ms: median('init_ms'), ready_queue_ms: median('ready_queue_ms'), run_ms: median('run_ms'), postrun_ms: median('postrun_ms'), e2e_ms: median('e2e_ms') },
   };
@@ -161,7 +170,7 @@ export function p50(values: readonly number[]): number | null {
 
 /** The summary as a fixed-width text table (one row per harness) plus the engine line. */
 export function formatSummaryTable(summary: RunSummary): string {
-  const header = ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'mean turns', 'completions', 'traces per_req', 'traces prefix', 'tokens per_req', 'tokens prefix', 'p50 init', 'p50 run', 'p50 postrun', 'p50 e2e'];
+  const header = ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'mean turns', 'completions', 'traces per_req', 'traces prefix', 'tokens per_req', 'tokens prefix', 're-rendered', 'p50 init', 'p50 run', 'p50 postrun', 'p50 e2e'];
   const ms = (v: number | null) => (v === null ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(0)}s` : v >= 1000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
   const rows = summary.harnesses.map((h) => [
     h.harness,
@@ -175,6 +184,7 @@ export function formatSummaryTable(summary: RunSummary): string {
     String(h.traces.prefix_merging),
     String(h.trainer_tokens.per_request),
     String(h.trainer_tokens.prefix_merging),
+    String(h.rerender_mismatches),
     ms(h.p50.init_ms),
     ms(h.p50.run_ms),
     ms(h.p50.postrun_ms),
@@ -187,5 +197,6 @@ export function formatSummaryTable(summary: RunSummary): string {
   for (const h of summary.harnesses) for (const reason of h.harness_failure_reasons) out.push(`${h.harness}: harness failure: ${reason}`);
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
   out.push('trainer tokens = Σ over traces of len(prompt_ids) + len(response_ids): what a trainer processes per builder');
+  out.push('re-rendered = prefix_merging joins whose next prompt held a re-rendered version of the sampled answer (chat mode only)');
   return out.join('\n');
 }

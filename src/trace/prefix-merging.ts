@@ -39,6 +39,12 @@ interface Chain {
   /** Request messages already accounted for (the prompt plus every turn merged so far). */
   messagesSeen: number;
   interstitialTokens: number;
+  /**
+   * Joins where the next prompt did not contain the sampled answer verbatim (the engine re-rendered it: dropped
+   * reasoning, re-serialised tool-call JSON, …). The trace still trains on the sampled tokens, but the engine's next
+   * turn was conditioned on the re-rendered ones. Chat mode only; token mode keeps it at 0 by construction.
+   */
+  rerenderMismatches: number;
   /** Set for a closed single-record chain (capture error): built at once, never extended. */
   closed: Trace | null;
 }
@@ -103,6 +109,7 @@ export function buildPrefixMerged(
       responseMessages: assistant ? [assistant] : [],
       messagesSeen: (rec.ir_request?.messages?.length ?? 0) + 1,
       interstitialTokens: 0,
+      rerenderMismatches: 0,
       closed: null,
     };
     chains.push(chain);
@@ -116,7 +123,7 @@ export function buildPrefixMerged(
       breaks.capture_error = (breaks.capture_error ?? 0) + 1;
       chains.push({
         index, members: [rec], startedBy: 'capture_error', tip: [], lastResponse: [], lastSeq: rec.seq,
-        responseIds: [], lossMask: [], logprobs: [], responseMessages: [], messagesSeen: 0, interstitialTokens: 0,
+        responseIds: [], lossMask: [], logprobs: [], responseMessages: [], messagesSeen: 0, interstitialTokens: 0, rerenderMismatches: 0,
         closed: singleTrace(rec, 'prefix_merging', ctx, index, 'capture_error'),
       });
       continue;
@@ -142,6 +149,10 @@ export function buildPrefixMerged(
     const prevLast = chain.lastResponse[chain.lastResponse.length - 1];
     // A truncated answer has no EOT of its own: the interstitial then starts at the canonical EOT that closes it.
     const from = prevLast !== undefined && eotSet.has(prevLast) ? eotAt + 1 : eotAt;
+    // tail[0, from) is the previous answer as the engine saw it in this prompt; compare it with what was sampled.
+    let verbatim = from - start === chain.lastResponse.length;
+    for (let i = 0; verbatim && i < from - start; i++) verbatim = prompt[start + i] === chain.lastResponse[i];
+    if (!verbatim) chain.rerenderMismatches++;
     const { responseIds, lossMask, logprobs } = chain;
     for (let i = from; i < prompt.length; i++) {
       responseIds.push(prompt[i]!);
@@ -173,6 +184,7 @@ export function buildPrefixMerged(
     chains: chains.length,
     merged: chains.reduce((n, c) => n + c.members.length, 0),
     breaks,
+    rerender_mismatches: chains.reduce((n, c) => n + c.rerenderMismatches, 0),
   };
   return { traces, stats, eotIds };
 }
@@ -203,6 +215,7 @@ function finishChain(chain: Chain, ctx: BuildContext): Trace {
       chain_index: chain.index,
       started_by: chain.startedBy,
       interstitial_tokens: chain.interstitialTokens,
+      rerender_mismatches: chain.rerenderMismatches,
     }),
   };
 }

@@ -67,7 +67,7 @@ export function traceMetadata(
   members: readonly CompletionRecord[],
   builder: BuilderName,
   ctx: BuildContext,
-  extra: { chain_index: number; started_by: ChainStart; capture_error?: string; interstitial_tokens: number },
+  extra: { chain_index: number; started_by: ChainStart; capture_error?: string; interstitial_tokens: number; rerender_mismatches?: number },
 ): TraceMetadata {
   let invalid = 0;
   for (const m of members) invalid += parserInvalidCount(m);
@@ -85,6 +85,7 @@ export function traceMetadata(
     parser_invalid_tool_calls: invalid,
   };
   if (extra.capture_error !== undefined) meta.capture_error = extra.capture_error;
+  if (extra.rerender_mismatches !== undefined) meta.rerender_mismatches = extra.rerender_mismatches;
   return meta;
 }
 
