@@ -199,7 +199,8 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,
       intervalMs: opts.engineCheckIntervalMs, log: opts.log,
     });
-    await engineHealth.start();
+    // Probe before serving when the engine is up, so the first calls do not wait for it (see src/cli/gateway.ts).
+    if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,
