@@ -4,6 +4,7 @@
 #
 #   scripts/harness-matrix.sh                      # every harness, 2 samples per task
 #   SAMPLES=4 HARNESSES="pi codex" scripts/harness-matrix.sh
+#   MODE=token scripts/harness-matrix.sh           # token mode (default chat)
 #
 # Each CLI is installed first with `polar harness install` (the only step that uses the network: the npm registry),
 # then runs inside `unshare -n` with only `lo` up, so nothing it sends can leave the machine. Needs root (or
@@ -17,6 +18,7 @@ HARNESSES=${HARNESSES:-"pi claude_code codex qwen_code gemini_cli opencode"}
 SAMPLES=${SAMPLES:-2}
 TASKS=${TASKS:-examples/tasks}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-600}
+MODE=${MODE:-chat}
 OUT=${OUT:-out/harness-matrix-$(date -u +%Y%m%dT%H%M%SZ)}
 if command -v bun >/dev/null 2>&1; then BUN=$(command -v bun); else BUN=$PWD/node_modules/.bin/bun; fi
 mkdir -p "$OUT"
@@ -38,10 +40,10 @@ for h in $HARNESSES; do
     status=1
     continue
   fi
-  echo "== $h: polar run $TASKS --samples $SAMPLES (loopback-only namespace)" >&2
+  echo "== $h: polar run $TASKS --samples $SAMPLES --mode $MODE (loopback-only namespace)" >&2
   start=$(date +%s)
-  $NS sh -c 'ip link set lo up; exec "$0" src/main.ts run "$1" --harness "$2" --samples "$3" --out "$4" --timeout-s "$5"' \
-    "$BUN" "$TASKS" "$h" "$SAMPLES" "$dir" "$RUN_TIMEOUT_S" >"$dir/run.log" 2>&1
+  $NS sh -c 'ip link set lo up; exec "$0" src/main.ts run "$1" --harness "$2" --samples "$3" --out "$4" --timeout-s "$5" --mode "$6"' \
+    "$BUN" "$TASKS" "$h" "$SAMPLES" "$dir" "$RUN_TIMEOUT_S" "$MODE" >"$dir/run.log" 2>&1
   rc=$?
   echo "$rc $(( $(date +%s) - start ))" >"$dir/exit"
   [ "$rc" -eq 0 ] || status=1
