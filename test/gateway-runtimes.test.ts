@@ -41,6 +41,35 @@ test('local: killing a spawned harness kills its grandchildren (process group)',
   expect(existsSync(rt.root)).toBe(false);
 });
 
+test('local: a harness that exits leaving a background job is done at its exit; the job is killed with its group', async () => {
+  const rt = local('bg');
+  await rt.start();
+  const started = performance.now();
+  const proc = rt.spawn(['sh', '-c', 'sleep 30 & echo $! > bg.pid; echo done; exit 0']);
+  const { exitCode } = await proc.exited;
+  expect(exitCode).toBe(0);
+  expect(proc.stdout()).toContain('done');
+  expect(performance.now() - started).toBeLessThan(10_000); // not the 30 s the background job holds stdout open
+  const bg = Number(readFileSync(join(rt.workDir, 'bg.pid'), 'utf8').trim());
+  for (let i = 0; i < 100 && alive(bg); i++) await Bun.sleep(10);
+  expect(alive(bg)).toBe(false);
+  await rt.stop();
+});
+
+test('local: a child that left the group (setsid) but holds the pipe does not wedge the command', async () => {
+  const rt = local('setsid');
+  await rt.start();
+  const started = performance.now();
+  // The pause lets setsid run before the leader exits, so the sleep really is outside the group when it is killed.
+  const proc = rt.spawn(['sh', '-c', 'setsid sleep 30 & echo $! > escaped.pid; sleep 0.3; exit 3']);
+  expect((await proc.exited).exitCode).toBe(3);
+  expect(performance.now() - started).toBeLessThan(10_000); // the pipe stays open for 30 s; we stop waiting after the drain
+  // The escapee is out of the group kill's reach (bwrap's --unshare-pid is what contains it); clean it up here.
+  const escaped = Number(readFileSync(join(rt.workDir, 'escaped.pid'), 'utf8').trim());
+  try { process.kill(escaped, 'SIGKILL'); } catch {}
+  await rt.stop();
+});
+
 test('local: the environment is scrubbed (no host secrets), HOME/TMPDIR are the session\'s', async () => {
   process.env.POLAR_TEST_SECRET = 'hunter2';
   const rt = local('env');

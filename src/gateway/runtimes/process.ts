@@ -26,6 +26,9 @@ class TailBuffer {
   }
 }
 
+/** How long to wait for a finished command's stdout/stderr to close before giving up on the rest of its output, ms. */
+export const PIPE_DRAIN_MS = 2000;
+
 /** SIGKILL a process group; ESRCH (already gone) is not an error. */
 export function killGroup(pgid: number): void {
   try {
@@ -53,14 +56,35 @@ export const spawnProcessGroup: ProcessSpawner = (argv, opts = {}) => {
   });
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => out.push(chunk));
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => err.push(chunk));
+  const pid = child.pid ?? null;
   const exited = new Promise<{ exitCode: number | null; signal: string | null }>((resolve) => {
+    let settled = false;
+    const finish = (exitCode: number | null, signal: string | null) => {
+      if (settled) return;
+      settled = true;
+      resolve({ exitCode, signal });
+    };
     child.once('error', (error) => {
       err.push(`spawn ${file}: ${error.message}\n`);
-      resolve({ exitCode: 127, signal: null });
+      finish(127, null);
     });
-    child.once('close', (code, signal) => resolve({ exitCode: code, signal }));
+    // The command is over when its leader exits, not when its pipes close: a background job it left (`server &`)
+    // holds them open. Kill what it left in its group, give the pipes a moment to drain, then stop waiting (a child
+    // that called setsid and still holds a pipe would otherwise wedge the session; it escapes the group kill — only
+    // bwrap's --unshare-pid reaches it).
+    child.once('exit', (code, signal) => {
+      if (pid !== null) killGroup(pid);
+      const drain = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        finish(code, signal);
+      }, PIPE_DRAIN_MS);
+      child.once('close', () => {
+        clearTimeout(drain);
+        finish(code, signal);
+      });
+    });
   });
-  const pid = child.pid ?? null;
   const proc: RuntimeProcess = {
     pid,
     exited,
