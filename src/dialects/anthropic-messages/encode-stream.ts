@@ -19,12 +19,7 @@ import { toolInputFromArguments } from '../shared/tool-input.ts';
 import { encodeError } from './errors.ts';
 import { encodeStopReason } from './finish-reason.ts';
 import { encodeUsage } from './usage.ts';
-
-interface PendingToolCall {
-  id: string;
-  name: string;
-  args: string;
-}
+import { createToolCallBuffer, type BufferedToolCall } from '../shared/tool-call-buffer.ts';
 
 /** A fresh encoder for one streamed reply; `push` returns the SSE text to write now (possibly empty). */
 export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
@@ -34,7 +29,7 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
   let open: { kind: 'thinking' | 'text'; index: number } | null = null;
   let thinkingText = '';
   let toolUseSent = false;
-  const pendingTools = new Map<number, PendingToolCall>();
+  const pendingTools = createToolCallBuffer();
 
   const frame = (type: string, data: Record<string, unknown>) => sseFrame({ type, ...data }, type);
 
@@ -81,7 +76,7 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
     return out;
   }
 
-  function emitToolCall(call: PendingToolCall): string {
+  function emitToolCall(call: BufferedToolCall): string {
     const index = nextIndex++;
     toolUseSent = true;
     const input = JSON.stringify(toolInputFromArguments(call.args));
@@ -93,12 +88,7 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
   }
 
   function flushTools(): string {
-    let out = '';
-    for (const key of [...pendingTools.keys()].sort((a, b) => a - b)) {
-      out += emitToolCall(pendingTools.get(key)!);
-      pendingTools.delete(key);
-    }
-    return out;
+    return pendingTools.drain().map(emitToolCall).join('');
   }
 
   return {
@@ -127,17 +117,14 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
         case 'text-end':
           return open?.kind === 'text' ? closeOpen() : '';
         case 'tool-call-start':
-          pendingTools.set(event.index, { id: event.id, name: event.name, args: '' });
+          pendingTools.start(event.index, event.id, event.name);
           return ensureStarted();
-        case 'tool-call-delta': {
-          const call = pendingTools.get(event.index);
-          if (call) call.args += event.argumentsDelta;
+        case 'tool-call-delta':
+          pendingTools.append(event.index, event.argumentsDelta);
           return '';
-        }
         case 'tool-call-end': {
-          const call = pendingTools.get(event.index);
+          const call = pendingTools.take(event.index);
           if (!call) return '';
-          pendingTools.delete(event.index);
           return ensureStarted() + closeOpen() + emitToolCall(call);
         }
         case 'finish': {

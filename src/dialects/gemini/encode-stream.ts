@@ -17,6 +17,7 @@ import { encodeError } from './errors.ts';
 import { encodeFinishReason } from './finish-reason.ts';
 import { functionCallPart, type GenerateContentResponse, type WirePart } from './encode-response.ts';
 import { encodeUsage } from './usage.ts';
+import { createToolCallBuffer } from '../shared/tool-call-buffer.ts';
 
 /** A fresh SSE encoder for one streamed generateContent reply. */
 export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
@@ -24,7 +25,7 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
   let model = ctx.request?.model ?? '';
   let held: GenerateContentResponse | null = null;
   let done = false;
-  const calls = new Map<number, { id: string; name: string; args: string }>();
+  const calls = createToolCallBuffer();
 
   const chunk = (parts: WirePart[]): GenerateContentResponse => ({
     candidates: [{ content: { role: 'model', parts }, index: 0 }],
@@ -61,24 +62,20 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
         case 'text-end':
           return '';
         case 'tool-call-start':
-          calls.set(event.index, { id: event.id, name: event.name, args: '' });
+          calls.start(event.index, event.id, event.name);
           return '';
-        case 'tool-call-delta': {
-          const call = calls.get(event.index);
-          if (call) call.args += event.argumentsDelta;
+        case 'tool-call-delta':
+          calls.append(event.index, event.argumentsDelta);
           return '';
-        }
         case 'tool-call-end': {
-          const call = calls.get(event.index);
+          const call = calls.take(event.index);
           if (!call) return '';
-          calls.delete(event.index);
           return hold(chunk([functionCallPart({ id: call.id, name: call.name, arguments: call.args })]));
         }
         case 'finish': {
           done = true;
           let out = '';
-          for (const call of calls.values()) out += hold(chunk([functionCallPart({ id: call.id, name: call.name, arguments: call.args })]));
-          calls.clear();
+          for (const call of calls.drain()) out += hold(chunk([functionCallPart({ id: call.id, name: call.name, arguments: call.args })]));
           if (!responseId) responseId = event.response.id;
           if (!model) model = event.response.model;
           const last: GenerateContentResponse = held ?? chunk([]);
