@@ -11,7 +11,7 @@ import { createEngineClient } from '../src/engines/index.ts';
 import { createProxyApp } from '../src/proxy/app.ts';
 import { adHocSessions } from '../src/proxy/sessions.ts';
 import { openStore } from '../src/store/index.ts';
-import { HARNESS_TRAFFIC } from '../test/support/shared-fixtures.ts';
+import { HARNESS_TRAFFIC } from '../test/support/harness-traffic.ts';
 
 const iterations = Number(process.argv[2] ?? 300);
 const concurrency = Number(process.argv[3] ?? 8);

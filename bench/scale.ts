@@ -20,7 +20,7 @@ import { defineBench } from './lib/bench.ts';
 import { peakRssBytes, processTree, treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
-import { HARNESS_TRAFFIC } from '../test/support/shared-fixtures.ts';
+import { HARNESS_TRAFFIC } from '../test/support/harness-traffic.ts';
 
 const ROOT = join(import.meta.dir, '..');
 const FIXTURES = HARNESS_TRAFFIC;

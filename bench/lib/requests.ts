@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HARNESS_TRAFFIC } from '../../test/support/shared-fixtures.ts';
+import { HARNESS_TRAFFIC } from '../../test/support/harness-traffic.ts';
 
 const SHARED = HARNESS_TRAFFIC;
 const REPO = join(import.meta.dir, '..', '..');

@@ -1,6 +1,6 @@
 /**
  * Renders docs/config.md from the schema, so the reference cannot drift from the code
- * (test/config-docs.test.ts compares the committed file; `polar config docs > docs/config.md` regenerates it).
+ * (test/config/docs.test.ts compares the committed file; `polar config docs > docs/config.md` regenerates it).
  */
 import { stringify } from 'yaml';
 import { z } from 'zod';

@@ -11,8 +11,8 @@ import { join, resolve } from 'node:path';
 
 export const REPO_ROOT = resolve(import.meta.dir, '../..');
 
-/** `polar run`/`submit --command` agent: test/run-shell-agent.ts, which makes real model calls and runs shell steps. */
-export const SHELL_AGENT_COMMAND = `${process.execPath} ${join(REPO_ROOT, 'test/run-shell-agent.ts')} {{INSTRUCTION}}`;
+/** `polar run`/`submit --command` agent: test/support/run-shell-agent.ts, which makes real model calls and runs shell steps. */
+export const SHELL_AGENT_COMMAND = `${process.execPath} ${join(REPO_ROOT, 'test/support/run-shell-agent.ts')} {{INSTRUCTION}}`;
 
 export interface PolarResult {
   code: number;

@@ -1,0 +1,71 @@
+/**
+ * Smoke tests of the benchmark infrastructure: the runner's table parsing and aggregation, percentiles, and one
+ * real benchmark variant run through the bench protocol at its smallest size. No timing assertions: benchmarks
+ * print numbers, they never pass or fail on time.
+ */
+import { expect, test } from 'bun:test';
+import { join } from 'node:path';
+import { aggregate, mergeSameShape, parseTextTable } from '../../bench/run.ts';
+import { RESULT_MARK } from '../../bench/lib/bench.ts';
+import { median, percentile, spread } from '../../bench/lib/stats.ts';
+import { renderMarkdown, type BenchTable } from '../../bench/lib/table.ts';
+
+test('percentile uses nearest rank and median averages the middle pair', () => {
+  const samples = [5, 1, 4, 2, 3, 10, 9, 8, 7, 6];
+  expect(percentile(samples, 50)).toBe(5);
+  expect(percentile(samples, 99)).toBe(10);
+  expect(percentile(samples, 0)).toBe(1);
+  expect(median(samples)).toBe(5.5);
+  expect(Number.isNaN(percentile([], 50))).toBe(true);
+  expect(() => percentile(samples, 101)).toThrow(RangeError);
+  expect(spread([3, Number.NaN, 1, 2])).toEqual({ median: 2, min: 1, max: 3, n: 3 });
+});
+
+test('the runner parses a printed table and reports median (min–max) per cell across repeats', () => {
+  const printed = (ms: string) => `trajectory builders\nturns  builder  build ms  tok/s\n    8  per_request  ${ms}  12M\n`;
+  const runs = ['30', '10', '20'].map((ms) => parseTextTable(printed(ms)));
+  expect(runs[0]!.columns).toEqual(['turns', 'builder', 'build ms', 'tok/s']);
+  const merged = aggregate(runs);
+  expect(merged.rows[0]).toEqual(['8', 'per_request', '20 (10–30)', '12M']);
+  expect(() => parseTextTable('no table here')).toThrow('no table');
+  const markdown = parseTextTable('proxy\n| contender | p50 ms |\n|---|---:|\n| direct | 0.64 |\n| proxy | 4.34 |\nrecords: 3');
+  expect(markdown.columns).toEqual(['contender', 'p50 ms']);
+  expect(markdown.rows).toEqual([['direct', '0.64'], ['proxy', '4.34']]);
+});
+
+test('aggregate keeps key columns and renders numbers of repeated runs as markdown', () => {
+  const run = (rps: number): BenchTable => ({ title: 't', columns: ['contender', 'req/s'], rows: [['ours', rps]], keyColumns: 1 });
+  const merged = aggregate([run(100), run(300), run(200)]);
+  expect(merged.rows[0]).toEqual(['ours', '200 (100–300)']);
+  expect(renderMarkdown(merged.columns, merged.rows)).toContain('| ours | 200 (100–300) |');
+});
+
+test('a benchmark variant runs in its own process and hands the runner a table', async () => {
+  const proc = Bun.spawn([process.execPath, join(import.meta.dir, '../../bench/tokenization.ts'), '--variant', '8k', '--quick'], { stdout: 'pipe', stderr: 'pipe' });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  expect(stderr).toBe('');
+  expect(code).toBe(0);
+  console.log(stdout.split('\n').filter((l) => !l.startsWith(RESULT_MARK)).join('\n'));
+  const line = stdout.split('\n').find((l) => l.startsWith(RESULT_MARK));
+  expect(line).toBeDefined();
+  const table = JSON.parse(line!.slice(RESULT_MARK.length)) as BenchTable;
+  const row = table.rows[0]!;
+  const tokens = row[table.columns.indexOf('context tokens')] as number;
+  expect(tokens).toBeGreaterThan(6_000);
+  expect(tokens).toBeLessThan(11_000);
+  expect(row[table.columns.indexOf('full ms/turn')]).toBeGreaterThan(0);
+}, 60_000);
+
+test('an unknown variant is a usage error (exit 2), not a crash', async () => {
+  const proc = Bun.spawn([process.execPath, join(import.meta.dir, '../../bench/tokenization.ts'), '--variant', '3k'], { stdout: 'pipe', stderr: 'pipe' });
+  const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  expect(code).toBe(2);
+  expect(stderr).toContain('unknown variant "3k"');
+});
+
+test('variants with the same table shape are reported as one table', () => {
+  const variant = (ready: number, busy: number) => ({ title: 'staging', columns: ['ready', 'busy'], rows: [[ready, busy]], keyColumns: 1, notes: ['n'], runs: 1 });
+  const merged = mergeSameShape([variant(0, 0.2), variant(4, 0.4), { ...variant(1, 0.3), title: 'other' }]);
+  expect(merged.map((t) => t.rows)).toEqual([[[0, 0.2], [4, 0.4]], [[1, 0.3]]]);
+  expect(merged[0]!.notes).toEqual(['n']);
+});

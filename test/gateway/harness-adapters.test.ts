@@ -1,0 +1,135 @@
+/** Each harness adapter's config files, environment and argv for one session, and its success judgement. */
+import { expect, test } from 'bun:test';
+import { getHarnessAdapter, HARNESS_ADAPTERS } from '../../src/gateway/harnesses/index.ts';
+import { opencodeMessageWords } from '../../src/gateway/harnesses/opencode.ts';
+import type { HarnessContext } from '../../src/gateway/harnesses/types.ts';
+
+const ctx = (over: Partial<HarnessContext> = {}): HarnessContext => ({
+  sessionId: 'ps_secret123', instruction: "fix the test; don't cheat", modelName: 'qwen3-sim', gatewayUrl: 'http://127.0.0.1:4321',
+  home: '/s/home', workDir: '/s/work', binPath: '/cache/bin/x', installDir: '/cache/node_modules', settings: {}, ...over,
+});
+const file = (launch: { files: { path: string; content: string }[] }, path: string) => {
+  const f = launch.files.find((x) => x.path === path);
+  if (!f) throw new Error(`no file ${path} in ${launch.files.map((x) => x.path).join(', ')}`);
+  return f.content;
+};
+
+test('all seven adapters are registered with pinned packages', () => {
+  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'codex', 'gemini_cli', 'opencode', 'pi', 'qwen_code', 'shell']);
+  for (const a of Object.values(HARNESS_ADAPTERS)) if (a.package) expect(a.package.version).toMatch(/^\d+\.\d+\.\d+$/);
+  expect(getHarnessAdapter('claude-code').name).toBe('claude_code');
+  expect(() => getHarnessAdapter('nope')).toThrow(/unknown harness/);
+});
+
+test('shell: {{INSTRUCTION}} is substituted shell-quoted; the gateway is in the env; exit code decides', async () => {
+  const a = getHarnessAdapter('shell');
+  const launch = a.launch(ctx({ command: 'printf %s {{INSTRUCTION}}' }));
+  expect(launch.argv[0]).toBe('sh');
+  const out = Bun.spawnSync(launch.argv).stdout.toString();
+  expect(out).toBe("fix the test; don't cheat");
+  expect(launch.env).toMatchObject({ OPENAI_BASE_URL: 'http://127.0.0.1:4321/v1', OPENAI_API_KEY: 'ps_secret123', ANTHROPIC_BASE_URL: 'http://127.0.0.1:4321', POLAR_MODEL: 'qwen3-sim' });
+  expect(() => a.launch(ctx())).toThrow(/needs agent.command/);
+  expect(a.outcome({ exitCode: 0, stdout: '', stderr: '' }).success).toBe(true);
+  expect(a.outcome({ exitCode: 2, stdout: '', stderr: '' }).success).toBe(false);
+});
+
+test('pi: models.json in PI_CODING_AGENT_DIR, base URL suffix per API, key by env name, agent_end decides', () => {
+  const a = getHarnessAdapter('pi');
+  const launch = a.launch(ctx());
+  expect(launch.env).toMatchObject({ PI_CODING_AGENT_DIR: '/s/home/.pi/agent', POLAR_API_KEY: 'ps_secret123', PI_OFFLINE: '1', PI_TELEMETRY: '0' });
+  const models = JSON.parse(file(launch, '/s/home/.pi/agent/models.json'));
+  expect(models.providers.polar).toMatchObject({ baseUrl: 'http://127.0.0.1:4321', api: 'anthropic-messages', apiKey: 'POLAR_API_KEY' });
+  expect(models.providers.polar.models[0].id).toBe('qwen3-sim');
+  expect(launch.argv).toEqual(['/cache/bin/x', '--mode', 'json', '--provider', 'polar', '--model', 'qwen3-sim', '--no-session', "fix the test; don't cheat"]);
+  const url = (api: string) => JSON.parse(file(a.launch(ctx({ settings: { api } })), '/s/home/.pi/agent/models.json')).providers.polar.baseUrl;
+  expect(url('openai-completions')).toBe('http://127.0.0.1:4321/v1');
+  expect(url('openai-responses')).toBe('http://127.0.0.1:4321/v1');
+  expect(url('google-generative-ai')).toBe('http://127.0.0.1:4321/v1beta');
+  expect(() => a.launch(ctx({ settings: { api: 'bogus' } }))).toThrow(/settings.api/);
+  const end = (stopReason: string) => JSON.stringify({ type: 'agent_end', messages: [{ role: 'assistant', stopReason, content: [{ type: 'text', text: 'done' }] }] });
+  expect(a.outcome({ exitCode: 0, stdout: `{"type":"agent_start"}\n${end('stop')}\n`, stderr: '' })).toMatchObject({ success: true, finalText: 'done' });
+  expect(a.outcome({ exitCode: 0, stdout: `${end('error')}\n`, stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 0, stdout: 'plain text\n', stderr: '' }).success).toBe(false);
+});
+
+test('claude_code: bare-host base URL, key, model, no nonessential traffic, stream-json result decides', () => {
+  const a = getHarnessAdapter('claude_code');
+  const launch = a.launch(ctx());
+  expect(launch.env).toEqual({
+    ANTHROPIC_BASE_URL: 'http://127.0.0.1:4321', ANTHROPIC_API_KEY: 'ps_secret123', ANTHROPIC_MODEL: 'qwen3-sim',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', IS_SANDBOX: '1',
+  });
+  expect(launch.argv).toEqual(['/cache/bin/x', '-p', "fix the test; don't cheat", '--allowedTools', 'Bash,Read,Edit,Write', '--output-format', 'stream-json', '--verbose']);
+  expect(a.outcome({ exitCode: 0, stdout: '{"type":"result","subtype":"success","is_error":false,"result":"ok"}\n', stderr: '' })).toMatchObject({ success: true, finalText: 'ok' });
+  expect(a.outcome({ exitCode: 1, stdout: '{"type":"result","subtype":"error_during_execution","is_error":true}\n', stderr: '' }).success).toBe(false);
+});
+
+test('codex: config.toml in CODEX_HOME with a responses provider at /v1, env_key, analytics off; turn events decide', () => {
+  const a = getHarnessAdapter('codex');
+  const launch = a.launch(ctx());
+  expect(launch.env).toEqual({ CODEX_HOME: '/s/home/.codex', POLAR_API_KEY: 'ps_secret123' });
+  const toml = file(launch, '/s/home/.codex/config.toml');
+  for (const line of ['model = "qwen3-sim"', 'model_provider = "polar"', 'check_for_update_on_startup = false', '[model_providers.polar]',
+    'base_url = "http://127.0.0.1:4321/v1"', 'env_key = "POLAR_API_KEY"', 'wire_api = "responses"', '[analytics]', 'enabled = false']) {
+    expect(toml.split('\n')).toContain(line);
+  }
+  expect(launch.argv.slice(1, 8)).toEqual(['exec', '--json', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--disable', 'plugins', '--disable']);
+  expect(a.outcome({ exitCode: 0, stdout: '{"type":"thread.started"}\n{"type":"turn.completed","usage":{}}\n', stderr: '' }).success).toBe(true);
+  expect(a.outcome({ exitCode: 1, stdout: '{"type":"turn.failed","error":{"message":"stream disconnected"}}\n', stderr: '' })).toMatchObject({ success: false, reason: 'turn.failed: stream disconnected' });
+});
+
+test('qwen_code: OPENAI_* env at /v1, usage statistics off; exit 0 with a failed result event is a failure', () => {
+  const a = getHarnessAdapter('qwen_code');
+  const launch = a.launch(ctx());
+  expect(launch.env).toEqual({ OPENAI_BASE_URL: 'http://127.0.0.1:4321/v1', OPENAI_API_KEY: 'ps_secret123', OPENAI_MODEL: 'qwen3-sim' });
+  expect(JSON.parse(file(launch, '/s/home/.qwen/settings.json'))).toEqual({ privacy: { usageStatisticsEnabled: false } });
+  expect(launch.argv).toEqual(['/cache/bin/x', '--auth-type', 'openai', '--yolo', '-o', 'stream-json', "fix the test; don't cheat"]);
+  const failed = '{"type":"result","subtype":"error_during_execution","is_error":true,"result":"[API Error: 500]"}\n';
+  expect(a.outcome({ exitCode: 0, stdout: failed, stderr: '' }).success).toBe(false);
+});
+
+test('gemini_cli: bare-host GOOGLE_GEMINI_BASE_URL, api-key auth selected, stats off, result status decides', () => {
+  const a = getHarnessAdapter('gemini_cli');
+  const launch = a.launch(ctx());
+  expect(launch.env).toEqual({ GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:4321', GEMINI_API_KEY: 'ps_secret123', GEMINI_CLI_TRUST_WORKSPACE: 'true' });
+  expect(JSON.parse(file(launch, '/s/home/.gemini/settings.json'))).toEqual({ security: { auth: { selectedType: 'gemini-api-key' } }, privacy: { usageStatisticsEnabled: false } });
+  expect(launch.argv).toEqual(['/cache/bin/x', '-m', 'qwen3-sim', '--yolo', '-o', 'stream-json', '-p', "fix the test; don't cheat"]);
+  expect(a.outcome({ exitCode: 0, stdout: '{"type":"result","status":"success"}\n', stderr: '' }).success).toBe(true);
+  expect(a.outcome({ exitCode: 1, stdout: '{"type":"result","status":"error","error":{"message":"x"}}\n', stderr: '' }).success).toBe(false);
+});
+
+test('opencode: provider config via OPENCODE_CONFIG, own XDG dirs, plugin linked, words after --; error events fail', () => {
+  const a = getHarnessAdapter('opencode');
+  const launch = a.launch(ctx());
+  expect(launch.env).toMatchObject({
+    OPENCODE_CONFIG: '/s/home/.config/opencode/polar.json', OPENCODE_DISABLE_MODELS_FETCH: '1', POLAR_API_KEY: 'ps_secret123',
+    XDG_CONFIG_HOME: '/s/home/.config', XDG_DATA_HOME: '/s/home/.local/share', XDG_CACHE_HOME: '/s/home/.cache', XDG_STATE_HOME: '/s/home/.local/state',
+  });
+  const config = JSON.parse(file(launch, '/s/home/.config/opencode/polar.json'));
+  expect(config).toMatchObject({ model: 'polar/qwen3-sim', enabled_providers: ['polar'], autoupdate: false, share: 'disabled' });
+  expect(config.provider.polar.options).toEqual({ baseURL: 'http://127.0.0.1:4321/v1', apiKey: '{env:POLAR_API_KEY}' });
+  expect(launch.links).toEqual([{ path: '/s/home/.config/opencode/node_modules', target: '/cache/node_modules' }]);
+  expect(a.package?.companions).toEqual([{ name: '@opencode-ai/plugin', version: a.package!.version }]);
+  expect(launch.argv).toEqual(['/cache/bin/x', 'run', '--format', 'json', '--title', 'polar', '--', 'fix', 'the', 'test;', "don't", 'cheat']);
+  expect(a.outcome({ exitCode: 0, stdout: '{"type":"step_finish","part":{"reason":"stop"}}\n', stderr: '' }).success).toBe(true);
+  expect(a.outcome({ exitCode: 0, stdout: '{"type":"error","error":{"name":"APIError"}}\n', stderr: '' }).success).toBe(false);
+});
+
+// Regression (harness matrix, opencode 10/10 "exit 1" without a model call): the example tasks' instruction holds
+// `python3 -m unittest -q`; passed as bare words, yargs took `-m unittest` as --model and `-q` as an unknown flag,
+// opencode printed its usage and exited 1. Everything after `--` is message text.
+test('opencode: an instruction with option-like words goes after --, and the words join back to the exact text', () => {
+  const a = getHarnessAdapter('opencode');
+  const instruction = 'The unit tests fail (run `python3 -m unittest -q` to see them).\nFix  stats.py\tand say "done".';
+  const argv = a.launch(ctx({ instruction })).argv;
+  const dashes = argv.indexOf('--');
+  expect(argv.slice(0, dashes)).toEqual(['/cache/bin/x', 'run', '--format', 'json', '--title', 'polar']);
+  const words = argv.slice(dashes + 1);
+  expect(words).toContain('-m');
+  expect(words).toContain('-q`');
+  // opencode wraps a word holding a space in quotes before joining with ' ': no word may hold one.
+  expect(words.some((w) => w.includes(' '))).toBe(false);
+  expect(words.join(' ')).toBe(instruction);
+  expect(opencodeMessageWords('a  b\nc')).toEqual(['a', '', 'b\nc']);
+  expect(opencodeMessageWords('-x')).toEqual(['-x']);
+});

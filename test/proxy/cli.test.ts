@@ -1,0 +1,62 @@
+/** `polar proxy` as a process: usage errors exit 2; a real run captures a call into --db and stops on SIGTERM. */
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openStore } from '../../src/store/index.ts';
+import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
+import { startPolarProxy } from '../support/polar-cli.ts';
+
+const root = join(import.meta.dir, '..', '..');
+const bun = process.execPath;
+let engine: FakeEngine;
+const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cli-'));
+
+beforeAll(async () => {
+  engine = await startFakeEngine({ shape: 'vllm', script: [{ kind: 'text', text: 'from the cli' }] });
+});
+afterAll(async () => {
+  await engine.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function polar(args: string[]) {
+  return Bun.spawnSync([bun, join(root, 'src/main.ts'), 'proxy', ...args], { cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+}
+
+test('usage errors exit 2 with a clear message', () => {
+  const token = polar(['--port', '0', '--engine', 'openai', '--engine-url', engine.url, '--mode', 'token']);
+  expect(token.exitCode).toBe(2);
+  expect(token.stderr.toString()).toContain('--engine openai has no token endpoint');
+  const kind = polar(['--port', '0', '--engine', 'tgi', '--engine-url', engine.url]);
+  expect(kind.exitCode).toBe(2);
+  expect(kind.stderr.toString()).toContain('--engine must be one of');
+  const missing = polar(['--port', '0', '--engine', 'vllm']);
+  expect(missing.exitCode).toBe(2);
+});
+
+test('an unreachable engine is a failure of the work: exit 1', () => {
+  const down = polar(['--port', '0', '--engine', 'vllm', '--engine-url', 'http://127.0.0.1:9', '--timeout-ms', '2000']);
+  expect(down.exitCode).toBe(1);
+  expect(down.stderr.toString()).toContain('unreachable');
+});
+
+test('serves, records into --db, and stops cleanly on SIGTERM', async () => {
+  const db = join(dir, 'records.db');
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--db', db], dir);
+  const client = new Anthropic({ baseURL: url, apiKey: 'cli-session', maxRetries: 0 });
+  const message = await client.messages.create({ model: 'polar-test-model', max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] });
+  expect(message.content[0]).toMatchObject({ type: 'text', text: 'from the cli' });
+  proc.kill('SIGTERM');
+  expect(await proc.exited).toBe(0);
+  const store = openStore(db);
+  try {
+    const records = store.completions.listBySession('cli-session');
+    expect(records.length).toBe(1);
+    expect(records[0]!.engine_id).toBe(`vllm@${engine.url}`);
+    expect(records[0]!.capture_error).toBeNull();
+  } finally {
+    store.close();
+  }
+});

@@ -1,0 +1,295 @@
+/**
+ * Rollout server unit tests against fake gateway nodes (contract 7 on Bun.serve port 0) and a real SQLite store:
+ * submit/expand, scheduler choice, idempotent callbacks, early stop, groups + advantages + ack (trainer side),
+ * heartbeat timeout re-dispatch, control-plane token, restart from the same database.
+ */
+import { afterAll, afterEach, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SessionResult, TrajectoryStatus } from '../../src/core/records.ts';
+import type { DispatchSpec } from '../../src/rollout/node-client.ts';
+import { pickNode, type SchedulableNode } from '../../src/rollout/scheduler.ts';
+import { RolloutServer } from '../../src/rollout/server.ts';
+import { openStore, type Store } from '../../src/store/index.ts';
+
+const scratch = mkdtempSync(join(tmpdir(), 'polar-rollout-'));
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const capacity = { init_workers: 2, ready_buffer: 2, max_run_workers: 2, postrun_workers: 2 };
+const idle = { init: 0, ready: 0, running: 0, postrun: 0, queued: 0 };
+
+/** A fake gateway node: records dispatches and cancels; knows the sessions it was given. */
+function fakeNode(token?: string) {
+  const dispatched: DispatchSpec[] = [];
+  const cancelled: string[] = [];
+  const known = new Set<string>();
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    routes: {
+      '/sessions': {
+        POST: async (req) => {
+          if (token && req.headers.get('authorization') !== `Bearer ${token}`) return new Response('no', { status: 401 });
+          const spec = (await req.json()) as DispatchSpec;
+          dispatched.push(spec);
+          known.add(spec.session_id);
+          return Response.json({ session_id: spec.session_id, status: 'REGISTERED' }, { status: 202 });
+        },
+      },
+      '/sessions/:id': {
+        GET: (req) => (known.has(req.params.id) ? Response.json({ status: 'RUNNING' }) : new Response('', { status: 404 })),
+        DELETE: (req) => {
+          cancelled.push(req.params.id);
+          return known.delete(req.params.id) ? Response.json({ ok: true }) : new Response('', { status: 404 });
+        },
+      },
+    },
+  });
+  cleanups.push(() => server.stop(true));
+  return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled, known, forget: () => known.clear() };
+}
+
+function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: number, nodeId = 'n1', status: TrajectoryStatus = 'COMPLETED'): SessionResult {
+  return {
+    session_id: spec.session_id,
+    task_id: spec.task.task_id,
+    status,
+    trajectory: {
+      status,
+      traces: [],
+      metadata: { reconstruction_stats: { completions: 0, chains: 0, merged: 0, breaks: {} }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
+    },
+    timing: { init_ms: 1, ready_queue_ms: 0, run_ms: 2, postrun_ms: 1, build_ms: 0, eval_ms: 1, e2e_ms: 5 },
+    node_id: nodeId,
+    error: null,
+  };
+}
+
+const task = (id: string, extra: Record<string, unknown> = {}) => ({
+  task_id: id,
+  instruction: 'fix the bug',
+  num_samples: 4,
+  timeout_seconds: 60,
+  agent: { harness: 'shell', model_name: 'sim' },
+  builder: { strategy: 'prefix_merging' },
+  ...extra,
+});
+
+let clockNow = 1_000_000;
+const clock = () => clockNow;
+
+function makeServer(store: Store, extra: Partial<ConstructorParameters<typeof RolloutServer>[0]> = {}) {
+  const server = new RolloutServer({ store, clock, tickMs: 60_000, heartbeatTimeoutMs: 5_000, ...extra }).start();
+  cleanups.push(() => server.stop());
+  return server;
+}
+
+async function post(url: string, body: unknown, token?: string) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+async function until(cond: () => boolean, ms = 3000) {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await Bun.sleep(5);
+  }
+}
+
+test('pickNode: run queue first, then postrun, init, READY gap; skips unhealthy, draining and full nodes', () => {
+  const node = (id: string, stages: Partial<typeof idle>, extra: Partial<SchedulableNode> = {}): SchedulableNode => ({
+    node_id: id, healthy: true, draining: false, capacity, stages: { ...idle, ...stages }, in_flight: 0, dispatched_since_heartbeat: 0, ...extra,
+  });
+  expect(pickNode([node('a', { running: 2 }), node('b', { running: 1, postrun: 2 })])?.node_id).toBe('b');
+  expect(pickNode([node('a', { postrun: 1 }), node('b', { init: 2 })])?.node_id).toBe('b');
+  expect(pickNode([node('a', { init: 1 }), node('b', { init: 1, ready: 1 })])?.node_id).toBe('a');
+  expect(pickNode([node('a', {}, { dispatched_since_heartbeat: 1 }), node('b', { running: 1 }, { dispatched_since_heartbeat: 1 })])?.node_id).toBe('a');
+  expect(pickNode([node('a', {}, { healthy: false }), node('b', { running: 2 })])?.node_id).toBe('b');
+  expect(pickNode([node('a', {}, { draining: true })])).toBeNull();
+  expect(pickNode([node('a', {}, { in_flight: 8 })])).toBeNull();
+});
+
+test('submit expands into num_samples secret sessions, dispatches them, and is idempotent per task_id', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity })).status).toBe(200);
+  const first = await post(`${server.url}/rollout/task/submit`, task('t1'));
+  expect(first).toEqual({ status: 200, body: { task_id: 't1', status: 'RUNNING', sessions: 4 } });
+  expect((await post(`${server.url}/rollout/task/submit`, task('t1'))).body.sessions).toBe(4);
+  const sessions = store.sessions.listByTask('t1');
+  expect(sessions.map((s) => s.sample_index)).toEqual([0, 1, 2, 3]);
+  expect(new Set(sessions.map((s) => s.session_id)).size).toBe(4);
+  for (const s of sessions) expect(s.session_id).toMatch(/^ps_[A-Za-z0-9_-]{43}$/);
+  await until(() => node.dispatched.length === 4);
+  expect(node.dispatched[0]!.callback_url).toBe(`${server.url}/callbacks/session_result`);
+  expect(store.sessions.listByTask('t1').every((s) => s.node_id === 'n1' && s.status === 'INITIALIZING')).toBe(true);
+  const bad = await post(`${server.url}/rollout/task/submit`, { ...task('t2'), num_samples: 0 });
+  expect(bad.status).toBe(400);
+  expect(String(bad.body.error)).toContain('num_samples');
+});
+
+test('results are idempotent; the group carries GRPO and leave-one-out advantages; a trainer never gets a group twice; callback_url once', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const trainerCalls: unknown[] = [];
+  const trainer = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (trainerCalls.push(await req.json()), new Response('ok')) });
+  cleanups.push(() => trainer.stop(true));
+  const server = makeServer(store);
+  const node = fakeNode();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t1', { callback_url: `http://127.0.0.1:${trainer.port}/done`, metadata: { group_id: 'g1' } }));
+  await until(() => node.dispatched.length === 4);
+  const rewards = [1, 0, 1, 1];
+  const bySample = [...node.dispatched].sort((a, b) => a.sample_index - b.sample_index);
+  for (const [i, spec] of bySample.entries()) {
+    const r = await post(`${server.url}/callbacks/session_result`, resultFor(spec, rewards[i]!));
+    expect(r.body).toEqual({ session_id: spec.session_id, accepted: true, duplicate: false });
+  }
+  const dup = await post(`${server.url}/callbacks/session_result`, resultFor(bySample[0]!, 0));
+  expect(dup).toEqual({ status: 200, body: { session_id: bySample[0]!.session_id, accepted: false, duplicate: true } });
+  expect(store.results.listByTask('t1').length).toBe(4);
+
+  // Trainer side: pull, check advantages, ack, pull again.
+  const pulled = (await (await fetch(`${server.url}/rollout/groups?ready=1`)).json()) as { groups: { group_id: string; rewards: number[]; grpo_advantages: number[]; loo_advantages: number[] }[] };
+  expect(pulled.groups.map((g) => g.group_id)).toEqual(['g1']);
+  const g = pulled.groups[0]!;
+  expect(g.rewards).toEqual(rewards);
+  const mean = 0.75;
+  const std = Math.sqrt(rewards.reduce((s, r) => s + (r - mean) ** 2, 0) / 4);
+  g.grpo_advantages.forEach((a, i) => expect(a).toBeCloseTo((rewards[i]! - mean) / (std + 1e-6), 6));
+  g.loo_advantages.forEach((a, i) => expect(a).toBeCloseTo(rewards[i]! - (3 - rewards[i]!) / 3, 9));
+  // Groups are per task: the ack names the task_id; group_id is the label from metadata.
+  expect((await post(`${server.url}/rollout/groups/t1/ack`, {})).body).toEqual({ task_id: 't1', group_id: 'g1', acked: true });
+  expect((await post(`${server.url}/rollout/groups/t1/ack`, {})).body.acked).toBe(false);
+  expect(((await (await fetch(`${server.url}/rollout/groups?ready=1`)).json()) as { groups: unknown[] }).groups).toEqual([]);
+
+  await until(() => trainerCalls.length === 1);
+  await server.tick();
+  await Bun.sleep(20);
+  expect(trainerCalls).toHaveLength(1);
+  expect((trainerCalls[0] as { task_id: string; status: string }).status).toBe('COMPLETED');
+  expect(store.taskCallbacks.get('t1')?.state).toBe('done');
+  const status = (await (await fetch(`${server.url}/rollout/task/t1`)).json()) as { status: string; sessions: { reward: number }[] };
+  expect(status.status).toBe('COMPLETED');
+  expect(status.sessions.map((s) => s.reward)).toEqual(rewards);
+  expect(await (await fetch(`${server.url}/metrics`)).text()).toContain('polar_rollout_duplicate_results_total 1');
+});
+
+test('early stop at early_stop_min_usable_sessions cancels the rest on their node', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t1', { early_stop_min_usable_sessions: 2 }));
+  await until(() => node.dispatched.length === 4);
+  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1));
+  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[1]!, 0, 'n1', 'ERROR'));
+  expect(store.tasks.get('t1')?.status).toBe('RUNNING');
+  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[2]!, 0));
+  expect(store.tasks.get('t1')?.status).toBe('COMPLETED');
+  expect(node.cancelled).toEqual([node.dispatched[3]!.session_id]);
+  expect(store.sessions.get(node.dispatched[3]!.session_id)?.status).toBe('CANCELLED');
+  const [group] = server.readyGroups();
+  expect(group?.early_stopped).toBe(true);
+  expect(group?.rewards).toEqual([1, 0]);
+});
+
+test('a node that misses heartbeats is unhealthy; its sessions go to another node with attempt + 1; a late duplicate is ignored', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const a = fakeNode();
+  const b = fakeNode();
+  await post(`${server.url}/nodes/register`, { node_id: 'a', url: a.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t1', { num_samples: 3 }));
+  await until(() => a.dispatched.length === 3);
+  await post(`${server.url}/nodes/register`, { node_id: 'b', url: b.url, capacity });
+  clockNow += 4_000;
+  await post(`${server.url}/nodes/b/heartbeat`, { stages: idle });
+  clockNow += 2_000; // a: 6 s without a heartbeat > 5 s timeout; b: 2 s.
+  await server.tick();
+  await until(() => b.dispatched.length === 3);
+  expect(b.dispatched.every((d) => d.attempt === 1)).toBe(true);
+  expect(server.listNodes().find((n) => n.node_id === 'a')?.healthy).toBe(false);
+  for (const spec of b.dispatched) await post(`${server.url}/callbacks/session_result`, resultFor(spec, 1, 'b'));
+  const late = await post(`${server.url}/callbacks/session_result`, resultFor(a.dispatched[0]!, 0, 'a'));
+  expect(late.body.duplicate).toBe(true);
+  expect(store.results.listByTask('t1').map((r) => r.node_id)).toEqual(['b', 'b', 'b']);
+  expect(store.tasks.get('t1')?.status).toBe('COMPLETED');
+});
+
+test('drained nodes get no new sessions', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const a = fakeNode();
+  await post(`${server.url}/nodes/register`, { node_id: 'a', url: a.url, capacity });
+  const drained = await fetch(`${server.url}/nodes/a`, { method: 'DELETE' });
+  expect(((await drained.json()) as { draining: boolean }).draining).toBe(true);
+  await post(`${server.url}/rollout/task/submit`, task('t1', { num_samples: 1 }));
+  await server.tick();
+  expect(a.dispatched).toHaveLength(0);
+  expect(store.sessions.listByTask('t1')[0]?.status).toBe('REGISTERED');
+});
+
+test('the control-plane token is required on node, dispatch, callback and trainer calls, and sent to nodes', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store, { controlPlaneToken: 'sekret' });
+  const node = fakeNode('sekret');
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity })).status).toBe(401);
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity }, 'wrong')).status).toBe(401);
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity }, 'sekret')).status).toBe(200);
+  expect((await post(`${server.url}/rollout/task/submit`, task('t1'))).status).toBe(401);
+  expect((await post(`${server.url}/rollout/task/submit`, task('t1'), 'sekret')).status).toBe(200);
+  await until(() => node.dispatched.length === 4); // the fake node itself rejects calls without the token
+  expect((await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1))).status).toBe(401);
+  expect((await fetch(`${server.url}/rollout/groups?ready=1`)).status).toBe(401);
+  expect((await fetch(`${server.url}/health`)).status).toBe(200);
+});
+
+test('restart from the same database: dispatched sessions unknown to their node are re-dispatched; results stay exactly once', async () => {
+  const path = join(scratch, 'restart.db');
+  const node = fakeNode();
+  let store = openStore(path);
+  let server = makeServer(store);
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t1', { num_samples: 3 }));
+  await until(() => node.dispatched.length === 3);
+  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1));
+  await server.stop();
+  store.close();
+
+  node.known.delete(node.dispatched[1]!.session_id); // the node lost this one while the server was down
+  store = openStore(path);
+  cleanups.push(() => store.close());
+  server = makeServer(store);
+  await until(() => node.dispatched.length === 4);
+  expect(node.dispatched[3]).toMatchObject({ session_id: node.dispatched[1]!.session_id, attempt: 1 });
+  for (const spec of node.dispatched) await post(`${server.url}/callbacks/session_result`, resultFor(spec, 1));
+  expect(store.results.listByTask('t1').map((r) => r.session_id).sort()).toEqual(node.dispatched.slice(0, 3).map((d) => d.session_id).sort());
+  expect(store.tasks.get('t1')?.status).toBe('COMPLETED');
+  expect(server.readyGroups()[0]?.rewards).toEqual([1, 1, 1]);
+});
+
+test('bad input gives 4xx, never a crash', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  expect((await fetch(`${server.url}/rollout/task/submit`, { method: 'POST', body: 'not json' })).status).toBe(400);
+  expect((await post(`${server.url}/callbacks/session_result`, { session_id: 'x' })).status).toBe(400);
+  expect((await post(`${server.url}/nodes/nope/heartbeat`, { stages: idle })).status).toBe(404);
+  expect((await fetch(`${server.url}/rollout/task/nope`)).status).toBe(404);
+  expect((await fetch(`${server.url}/rollout/task/nope`, { method: 'DELETE' })).status).toBe(404);
+});

@@ -1,0 +1,252 @@
+import { describe, expect, test } from 'bun:test';
+import type { CompletionRecord, Trace } from '../../src/core/records.ts';
+import { buildTrajectory, detectEotId, isStrictPrefix, verifyTraces } from '../../src/trace/index.ts';
+import { BASE, lp, prng, randInt, randTokens, rec } from '../support/trace-helpers.ts';
+
+const EOT = 99;
+const sampledOf = (trace: Trace) => trace.response_ids.filter((_, i) => trace.loss_mask[i] === 1);
+
+describe('golden: prefix_merging', () => {
+  const c1 = rec({ seq: 0, prompt: [1, 2, 3], response: [10, 11, 99] });
+  const c2 = rec({ seq: 1, prompt: [1, 2, 3, 10, 11, 99, 50, 51], response: [20, 21, 99] });
+
+  for (const eotIds of [[EOT], undefined]) {
+    test(`EOT=99 (${eotIds ? 'configured' : 'detected'}): two turns merge into one trace`, () => {
+      const traj = buildTrajectory([c1, c2], { ...BASE, strategy: 'prefix_merging', eotIds });
+      expect(traj.traces).toHaveLength(1);
+      const [t] = traj.traces as [Trace];
+      expect(t.prompt_ids).toEqual([1, 2, 3]);
+      expect(t.response_ids).toEqual([10, 11, 99, 50, 51, 20, 21, 99]);
+      expect(t.loss_mask).toEqual([1, 1, 1, 0, 0, 1, 1, 1]);
+      expect(t.response_logprobs).toEqual([lp(10, 0), lp(11, 1), lp(99, 2), 0, 0, lp(20, 0), lp(21, 1), lp(99, 2)]);
+      expect(t.metadata.completion_ids).toEqual(['c0', 'c1']);
+      expect(traj.metadata.eot_ids).toEqual([99]);
+      expect(traj.metadata.reconstruction_stats).toMatchObject({ completions: 2, chains: 1, merged: 2 });
+    });
+  }
+
+  test('C1 truncated (finish length, no EOT): the interstitial begins with the EOT', () => {
+    const t1 = rec({ seq: 0, prompt: [1, 2, 3], response: [10, 11], finish: 'length' });
+    const traj = buildTrajectory([t1, c2], { ...BASE, strategy: 'prefix_merging' });
+    const [t] = traj.traces as [Trace];
+    expect(traj.traces).toHaveLength(1);
+    expect(t.response_ids).toEqual([10, 11, 99, 50, 51, 20, 21, 99]);
+    expect(t.loss_mask).toEqual([1, 1, 0, 0, 0, 1, 1, 1]);
+    expect(t.response_logprobs!.slice(2, 5)).toEqual([0, 0, 0]);
+  });
+
+  test("the paper's figure: main agent (3 turns), a sub-agent, a compaction → 4 completions make 3 traces", () => {
+    const SYS_MAIN = [1, 1, 1, 2];
+    const SYS_SUB = [3, 3, 4];
+    const GEN = [7, 8];
+    const m1 = rec({ seq: 0, prompt: [...SYS_MAIN, 200, 201, ...GEN], response: [300, 301, EOT], finish: 'tool-calls' });
+    // The sub-agent starts while the main agent waits on its tool call.
+    const s1 = rec({ seq: 1, prompt: [...SYS_SUB, 210, ...GEN], response: [310, 311, 312, EOT] });
+    const m2 = rec({ seq: 2, prompt: [...m1.prompt_ids, 300, 301, EOT, 400, 401, 402, ...GEN], response: [320, EOT], finish: 'tool-calls' });
+    // Compaction: the history is replaced by a summary, so the prompt no longer extends any tip.
+    const m3 = rec({ seq: 3, prompt: [...SYS_MAIN, 500, 501, ...GEN], response: [330, 331, EOT] });
+    const traj = buildTrajectory([m1, s1, m2, m3], { ...BASE, strategy: 'prefix_merging' });
+    expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0', 'c2'], ['c1'], ['c3']]);
+    expect(traj.traces[0]!.response_ids).toEqual([300, 301, EOT, 400, 401, 402, 7, 8, 320, EOT]);
+    expect(traj.traces[0]!.loss_mask).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1, 1]);
+    expect(traj.traces[1]!.prompt_ids).toEqual([...SYS_SUB, 210, ...GEN]);
+    expect(traj.metadata.reconstruction_stats).toEqual({
+      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0 }, other_attempt_completions: 0,
+      rerender_mismatches: 0,
+    });
+    expect(verifyTraces([m1, s1, m2, m3], traj).ok).toBe(true);
+  });
+
+  test('a prefix break in the middle of five completions gives two chains and five merged completions', () => {
+    const p0 = [1, 2, 3];
+    const c = [rec({ seq: 0, prompt: p0, response: [10, EOT] })];
+    c.push(rec({ seq: 1, prompt: [...p0, 10, EOT, 50], response: [11, EOT] }));
+    c.push(rec({ seq: 2, prompt: [...c[1]!.prompt_ids, 11, EOT, 51], response: [12, EOT] }));
+    // The harness rewrote its history (token 2 → 9): nothing before extends this prompt.
+    c.push(rec({ seq: 3, prompt: [1, 9, 3, 10, EOT, 52], response: [13, EOT] }));
+    c.push(rec({ seq: 4, prompt: [...c[3]!.prompt_ids, 13, EOT, 53], response: [14, EOT] }));
+    const traj = buildTrajectory(c, { ...BASE, strategy: 'prefix_merging' });
+    expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0', 'c1', 'c2'], ['c3', 'c4']]);
+    expect(traj.metadata.reconstruction_stats).toMatchObject({ completions: 5, chains: 2, merged: 5, breaks: { prefix_break: 1 } });
+    expect(traj.traces.flatMap(sampledOf)).toEqual([10, EOT, 11, EOT, 12, EOT, 13, EOT, 14, EOT]);
+    expect(traj.traces[1]!.metadata.started_by).toBe('prefix_break');
+  });
+});
+
+describe('prefix_merging details', () => {
+  test('longest tip wins when several chains are prefixes', () => {
+    const a = rec({ seq: 0, prompt: [1, 2], response: [10, EOT] });
+    const b = rec({ seq: 1, prompt: [1, 2, 3, 4], response: [11, EOT] }); // extends a, but tail has no EOT → new chain
+    const c = rec({ seq: 2, prompt: [1, 2, 3, 4, 11, EOT, 60], response: [12, EOT] });
+    const traj = buildTrajectory([a, b, c], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] });
+    expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0'], ['c1', 'c2']]);
+    expect(traj.metadata.reconstruction_stats.breaks.no_eot).toBe(1);
+  });
+
+  test('without any EOT id (none configured, no completion stopped) every join fails as eot_unknown, none dropped', () => {
+    const a = rec({ seq: 0, prompt: [1, 2], response: [10], finish: 'length' });
+    const b = rec({ seq: 1, prompt: [1, 2, 10, 5], response: [11], finish: 'length' });
+    const traj = buildTrajectory([a, b], { ...BASE, strategy: 'prefix_merging' });
+    expect(traj.traces).toHaveLength(2);
+    expect(traj.metadata.reconstruction_stats.breaks.eot_unknown).toBe(1);
+    expect(traj.metadata.eot_ids).toEqual([]);
+  });
+
+  test('a join whose next prompt re-rendered the sampled answer still merges, and is counted as a re-render mismatch', () => {
+    // EOT=99. The engine saw [10, 12, 99] in the next prompt where [10, 11, 99] was sampled (chat mode re-rendering).
+    const a = rec({ seq: 0, prompt: [1, 2, 3], response: [10, 11, EOT] });
+    const b = rec({ seq: 1, prompt: [1, 2, 3, 10, 12, EOT, 50, 51], response: [20, 21, EOT] });
+    const c = rec({ seq: 2, prompt: [1, 2, 3, 10, 12, EOT, 50, 51, 20, 21, EOT, 60], response: [30, EOT] });
+    const traj = buildTrajectory([a, b, c], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] });
+    expect(traj.traces).toHaveLength(1);
+    expect(traj.traces[0]!.response_ids).toEqual([10, 11, EOT, 50, 51, 20, 21, EOT, 60, 30, EOT]);
+    expect(traj.metadata.reconstruction_stats.rerender_mismatches).toBe(1);
+    expect(traj.traces[0]!.metadata.rerender_mismatches).toBe(1);
+    // A truncated answer (no EOT) compares without the canonical EOT that closes it.
+    const t1 = rec({ seq: 0, prompt: [1], response: [10, 11], finish: 'length' });
+    const t2 = rec({ seq: 1, prompt: [1, 10, 11, EOT, 50], response: [20, EOT] });
+    expect(buildTrajectory([t1, t2], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] }).metadata.reconstruction_stats.rerender_mismatches).toBe(0);
+  });
+
+  test('several configured EOT ids: the first one found in the tail splits', () => {
+    const a = rec({ seq: 0, prompt: [1], response: [10, 98] });
+    const b = rec({ seq: 1, prompt: [1, 10, 99, 50], response: [11, 99] });
+    const traj = buildTrajectory([a, b], { ...BASE, strategy: 'prefix_merging', eotIds: [99, 98] });
+    expect(traj.traces[0]!.response_ids).toEqual([10, 98, 50, 11, 99]);
+    expect(traj.traces[0]!.loss_mask).toEqual([1, 1, 0, 1, 1]);
+  });
+
+  test('a record with a capture error gets its own masked chain; the conversation continues around it', () => {
+    const a = rec({ seq: 0, prompt: [1, 2], response: [10, EOT] });
+    const bad = rec({ seq: 1, prompt: [1, 2, 10, EOT, 50], response: [11, EOT], logprobs: [], captureError: 'logprobs missing' });
+    const c = rec({ seq: 2, prompt: [1, 2, 10, EOT, 50, 11, EOT, 51], response: [12, EOT] });
+    const records = [a, bad, c];
+    const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging' });
+    expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0', 'c2'], ['c1']]);
+    // The unsound answer [11, EOT] re-appears only as masked canonical context in the merged trace.
+    expect(traj.traces[0]!.response_ids).toEqual([10, EOT, 50, 11, EOT, 51, 12, EOT]);
+    expect(traj.traces[0]!.loss_mask).toEqual([1, 1, 0, 0, 0, 0, 1, 1]);
+    expect(traj.traces[1]!.loss_mask).toEqual([0, 0]);
+    expect(traj.traces[1]!.metadata.capture_error).toBe('logprobs missing');
+    expect(traj.metadata.reconstruction_stats.breaks.capture_error).toBe(1);
+    expect(traj.metadata.training_filter.reasons).toContain('capture_error');
+    expect(verifyTraces(records, traj).violations).toEqual([]);
+  });
+
+  test('messages: prompt from the first member, response = assistant turns + interstitial messages', () => {
+    const u = (t: string) => ({ role: 'user' as const, content: [{ type: 'text' as const, text: t }] });
+    const call = { id: 'call_1', name: 'bash', arguments: '{"command":"ls"}' };
+    const a = rec({ seq: 0, prompt: [1, 2], response: [10, EOT], messages: [u('hi')], toolCalls: [call] });
+    const toolMsg = { role: 'tool' as const, toolCallId: 'call_1', content: [{ type: 'text' as const, text: 'file.txt' }] };
+    const echoed = { role: 'assistant' as const, content: [], toolCalls: [call] };
+    const b = rec({ seq: 1, prompt: [1, 2, 10, EOT, 50], response: [11, EOT], messages: [u('hi'), echoed, toolMsg] });
+    const traj = buildTrajectory([a, b], { ...BASE, strategy: 'prefix_merging' });
+    const t = traj.traces[0]!;
+    expect(t.prompt_messages).toEqual([u('hi')]);
+    expect(t.response_messages.map((m) => (m as { role: string }).role)).toEqual(['assistant', 'tool', 'assistant']);
+    expect((t.response_messages[0] as { toolCalls: unknown[] }).toolCalls).toEqual([call]);
+    expect(t.response_messages[1]).toEqual(toolMsg);
+  });
+
+  test('records are ordered by seq; bad input gives clear errors', () => {
+    const a = rec({ seq: 0, prompt: [1], response: [10, EOT] });
+    const b = rec({ seq: 1, prompt: [1, 10, EOT, 5], response: [11, EOT] });
+    expect(buildTrajectory([b, a], { ...BASE, strategy: 'prefix_merging' }).traces).toHaveLength(1);
+    expect(() => buildTrajectory([a], { ...BASE, strategy: 'nope' as 'per_request' })).toThrow(/unknown builder strategy "nope"/);
+    expect(() => buildTrajectory([a, a], { ...BASE, strategy: 'per_request' })).toThrow(/duplicate completion_id c0/);
+    expect(() => buildTrajectory([rec({ seq: 0, prompt: [1], response: [2], session: 'x' })], { ...BASE, strategy: 'per_request' }))
+      .toThrow(/belongs to session x/);
+  });
+
+  test('isStrictPrefix and detectEotId', () => {
+    expect(isStrictPrefix([1, 2], [1, 2, 3])).toBe(true);
+    expect(isStrictPrefix([1, 2, 3], [1, 2, 3])).toBe(false);
+    expect(isStrictPrefix([], [1])).toBe(false);
+    expect(isStrictPrefix([1, 5, 3], [1, 2, 3, 4])).toBe(false);
+    expect(detectEotId([rec({ seq: 0, prompt: [1], response: [5], finish: 'length' }), rec({ seq: 1, prompt: [1], response: [6, 42] })])).toBe(42);
+  });
+});
+
+describe('per_request', () => {
+  test('one trace per completion, mask 1 on every response token, real logprobs', () => {
+    const a = rec({ seq: 0, prompt: [1, 2], response: [10, EOT] });
+    const b = rec({ seq: 1, prompt: [1, 2, 10, EOT, 50], response: [11, 12, EOT] });
+    const traj = buildTrajectory([a, b], { ...BASE, strategy: 'per_request' });
+    expect(traj.traces).toHaveLength(2);
+    expect(traj.traces[1]!.prompt_ids).toEqual([1, 2, 10, EOT, 50]);
+    expect(traj.traces[1]!.loss_mask).toEqual([1, 1, 1]);
+    expect(traj.traces[1]!.response_logprobs).toEqual(b.logprobs);
+    expect(traj.metadata.reconstruction_stats).toMatchObject({ completions: 2, chains: 2, merged: 2 });
+    expect(verifyTraces([a, b], traj).ok).toBe(true);
+  });
+});
+
+/** A random session; `breaks` adds fresh prompts, rewritten histories and tails without an EOT. */
+function randomSession(seed: number, breaks: boolean): CompletionRecord[] {
+  const rnd = prng(seed);
+  const turns = randInt(rnd, 1, 12);
+  const records: CompletionRecord[] = [];
+  let prompt = randTokens(rnd, randInt(rnd, 1, 30));
+  for (let seq = 0; seq < turns; seq++) {
+    const body = randTokens(rnd, randInt(rnd, 0, 12));
+    const truncated = rnd() < 0.2;
+    const response = truncated ? body : [...body, EOT];
+    records.push(rec({ seq, prompt, response, finish: truncated ? 'length' : rnd() < 0.5 ? 'stop' : 'tool-calls' }));
+    // The canonical copy of the answer may be re-tokenized (different ids, never the EOT).
+    const canonical = rnd() < 0.3 ? randTokens(rnd, randInt(rnd, 0, 12)) : body;
+    const extended = [...prompt, ...canonical, EOT, ...randTokens(rnd, randInt(rnd, 0, 20)), 7, 8];
+    const r = rnd();
+    if (!breaks || r < 0.7) prompt = extended;
+    else if (r < 0.8) prompt = [5000 + seq, ...randTokens(rnd, randInt(rnd, 0, 20))]; // sub-agent / fresh conversation
+    else if (r < 0.9) prompt = [6000 + seq, ...extended.slice(1)]; // rewritten history
+    else prompt = [...prompt, ...randTokens(rnd, randInt(rnd, 1, 8))]; // extends the tip, but no EOT in the tail
+  }
+  return records;
+}
+
+const counts = (ids: number[]) => {
+  const m = new Map<number, number>();
+  for (const id of ids) m.set(id, (m.get(id) ?? 0) + 1);
+  return [...m.entries()].sort((a, b) => a[0] - b[0]);
+};
+
+describe('properties (seeded)', () => {
+  test('append-only sessions always give one chain whose mask-1 tokens are the concatenated samples', () => {
+    for (let seed = 1; seed <= 400; seed++) {
+      const records = randomSession(seed, false);
+      for (const eotIds of [[EOT], undefined]) {
+        const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', eotIds });
+        const hasStop = records.some((r) => r.finish_reason.unified !== 'length');
+        if (!eotIds && !hasStop) {
+          expect(traj.traces).toHaveLength(records.length); // nothing to split on: per-completion chains, none dropped
+          continue;
+        }
+        expect(traj.traces).toHaveLength(1);
+        const t = traj.traces[0]!;
+        expect(sampledOf(t)).toEqual(records.flatMap((r) => r.response_ids));
+        expect(t.response_logprobs!.filter((_, i) => t.loss_mask[i] === 1)).toEqual(records.flatMap((r) => r.logprobs));
+        expect(t.response_logprobs!.filter((_, i) => t.loss_mask[i] === 0).every((v) => v === 0)).toBe(true);
+        expect(traj.metadata.reconstruction_stats.merged).toBe(records.length);
+        expect(verifyTraces(records, traj).violations).toEqual([]);
+      }
+    }
+  });
+
+  test('with random breaks the multiset of mask-1 tokens equals that of all samples; every completion in exactly one trace', () => {
+    let totalBreaks = 0;
+    for (let seed = 1; seed <= 400; seed++) {
+      const records = randomSession(seed * 7919, true);
+      const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] });
+      expect(counts(traj.traces.flatMap(sampledOf))).toEqual(counts(records.flatMap((r) => r.response_ids)));
+      const ids = traj.traces.flatMap((t) => t.metadata.completion_ids).sort();
+      expect(ids).toEqual(records.map((r) => r.completion_id).sort());
+      const stats = traj.metadata.reconstruction_stats;
+      expect(stats.merged).toBe(records.length);
+      const nBreaks = Object.values(stats.breaks).reduce((a, b) => a + b, 0);
+      expect(stats.chains).toBe(nBreaks + 1);
+      totalBreaks += nBreaks;
+      expect(verifyTraces(records, traj).violations).toEqual([]);
+    }
+    expect(totalBreaks).toBeGreaterThan(100); // the generator really exercises breaks
+  });
+});

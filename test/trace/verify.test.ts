@@ -1,0 +1,124 @@
+import { describe, expect, test } from 'bun:test';
+import type { CompletionRecord, Trajectory } from '../../src/core/records.ts';
+import { buildTrajectory, formatVerifyReport, renderTrace, verifyTraces } from '../../src/trace/index.ts';
+import { BASE, rec } from '../support/trace-helpers.ts';
+
+const EOT = 99;
+/** A toy scorer standing in for the simulator's: a pure function of the last 4 context ids and the token. */
+const score = (ctx: ArrayLike<number>, token: number): number => {
+  let h = token * 2654435761;
+  for (let i = Math.max(0, ctx.length - 4); i < ctx.length; i++) h = Math.imul(h ^ ctx[i]!, 16777619);
+  return Math.fround(-((h >>> 0) % 1000) / 300 - 0.001);
+};
+const scored = (prompt: number[], response: number[]) => response.map((t, j) => score([...prompt, ...response.slice(0, j)], t));
+
+function session(): CompletionRecord[] {
+  const p0 = [1, 2, 3];
+  const a0 = [10, 11, EOT];
+  const p1 = [...p0, 10, 11, EOT, 50, 51];
+  const a1 = [20, 21, EOT];
+  const p2 = [...p1, 20, 21, EOT, 52];
+  const a2 = [30, EOT];
+  return [
+    rec({ seq: 0, prompt: p0, response: a0, logprobs: scored(p0, a0) }),
+    rec({ seq: 1, prompt: p1, response: a1, logprobs: scored(p1, a1) }),
+    rec({ seq: 2, prompt: p2, response: a2, logprobs: scored(p2, a2) }),
+  ];
+}
+const build = (records: CompletionRecord[], strategy: 'prefix_merging' | 'per_request' = 'prefix_merging') =>
+  buildTrajectory(records, { ...BASE, strategy });
+const clone = (t: Trajectory): Trajectory => structuredClone(t);
+
+describe('verifyTraces', () => {
+  test('a sound trajectory passes, with re-scoring in the context the engine saw', () => {
+    const records = session();
+    for (const strategy of ['prefix_merging', 'per_request'] as const) {
+      const report = verifyTraces(records, build(records, strategy), { rescore: score });
+      expect(report.violations).toEqual([]);
+      expect(report.ok).toBe(true);
+      expect(report.sampled_tokens).toBe(8);
+      expect(report.rescored_tokens).toBe(8);
+    }
+  });
+
+  test('catches a corrupted sampled token', () => {
+    const records = session();
+    const traj = clone(build(records));
+    traj.traces[0]!.response_ids[5] = 777; // a1[0]
+    const report = verifyTraces(records, traj);
+    expect(report.ok).toBe(false);
+    expect(report.violations.map((v) => v.kind)).toEqual(['token_mismatch']);
+    expect(report.violations[0]).toMatchObject({ trace: 0, completion_id: 'c1', position: 5 });
+    expect(formatVerifyReport(report, 'session sess')).toContain('token 777 has loss_mask 1, but completion c1 sampled 20');
+  });
+
+  test('catches a corrupted logprob, and a logprob that re-scoring disowns', () => {
+    const records = session();
+    const traj = clone(build(records));
+    traj.traces[0]!.response_logprobs![1] = -0.5;
+    expect(verifyTraces(records, traj).violations.map((v) => v.kind)).toEqual(['logprob_mismatch']);
+    // Records and trace agree, but the policy never gave that logprob: only re-scoring can tell.
+    const forged = session();
+    forged[2]!.logprobs[0] = -0.125;
+    const report = verifyTraces(forged, build(forged), { rescore: score });
+    expect(report.violations.map((v) => v.kind)).toEqual(['rescore_mismatch']);
+    expect(verifyTraces(forged, build(forged)).ok).toBe(true);
+  });
+
+  test('catches a flipped mask bit (interstitial trained on, or a sample masked away)', () => {
+    const records = session();
+    const on = clone(build(records));
+    on.traces[0]!.loss_mask[3] = 1; // interstitial token 50
+    expect(verifyTraces(records, on).ok).toBe(false);
+    const off = clone(build(records));
+    off.traces[0]!.loss_mask[off.traces[0]!.loss_mask.length - 1] = 0; // last EOT of a2
+    const kinds = verifyTraces(records, off).violations.map((v) => v.kind);
+    expect(kinds).toContain('missing_sampled_tokens');
+  });
+
+  test('catches shape errors, a dropped completion and a duplicated one', () => {
+    const records = session();
+    const short = clone(build(records));
+    short.traces[0]!.loss_mask.pop();
+    expect(verifyTraces(records, short).violations[0]!.kind).toBe('shape');
+
+    const dropped = clone(build(records, 'per_request'));
+    dropped.traces.pop();
+    expect(verifyTraces(records, dropped).violations.map((v) => v.kind)).toEqual(['dropped_completion']);
+
+    const dup = clone(build(records, 'per_request'));
+    dup.traces.push(structuredClone(dup.traces[0]!));
+    expect(verifyTraces(records, dup).violations.map((v) => v.kind)).toEqual(['duplicate_completion']);
+  });
+
+  test('a filtered (masked) trajectory verifies when its mask is all zero', () => {
+    const records = session();
+    const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', status: 'ERROR' });
+    expect(verifyTraces(records, traj).ok).toBe(true);
+    const leaked = clone(traj);
+    leaked.traces[0]!.loss_mask[0] = 1;
+    expect(verifyTraces(records, leaked).violations.map((v) => v.kind)).toEqual(['masked_trace']);
+  });
+
+  test('token-level violations are capped per trace', () => {
+    const records = session();
+    const traj = clone(build(records));
+    traj.traces[0]!.response_ids = traj.traces[0]!.response_ids.map((id) => id + 1000);
+    const report = verifyTraces(records, traj, { maxPerTrace: 3 });
+    expect(report.violations).toHaveLength(3);
+    expect(report.suppressed).toBe(5);
+    expect(formatVerifyReport(report)).toContain('and 5 more');
+  });
+});
+
+describe('renderTrace', () => {
+  test('masked spans are bracketed, sampled spans are not; stats in the header', () => {
+    const traj = build(session());
+    const out = renderTrace(traj.traces[0]!, 0);
+    expect(out).toContain('10 11 99 ⟦50 51⟧ 20 21 99 ⟦52⟧ 30 99');
+    expect(out).toContain('sampled (mask 1) 8');
+    expect(out).toContain('masked (mask 0) 3');
+    const decoded = renderTrace(traj.traces[0]!, 0, { decode: (ids) => ids.map((i) => String.fromCharCode(64 + (i % 26))).join(''), color: true });
+    expect(decoded).toContain('\x1b[2m⟦');
+  });
+});
