@@ -6,7 +6,7 @@
  * `advantage: null` and `metadata.evaluated: false`.
  * Every trainer row also carries the §2 Trace fields `finish_reason` `{unified, raw}` (mask truncated samples with
  * `unified === 'length'`), `prompt_messages`, `response_messages` and `tools`, the messages and tools in the same
- * OpenAI Chat shape as the messages export (`toOpenAiMessage`, `toOpenAiTool`), and under `metadata` the trajectory's
+ * OpenAI Chat shape as the messages export and the engine's request (`toOpenAiMessages`), and under `metadata` the trajectory's
  * `trajectory_status`, `training_filter`, `reconstruction_stats` and `evaluation` (null for an unevaluated session,
  * whose built trajectory is no verdict).
  * Parquet via hyparquet-writer (https://github.com/hyparam/hyparquet-writer); messages shape:
@@ -14,8 +14,9 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';
-import { textOf, type FinishReason, type IRMessage, type IRTool } from '../core/ir.ts';
+import { type FinishReason, type IRMessage, type IRTool } from '../core/ir.ts';
 import type { BuilderName, CompletionRecord, SessionResult, Trace } from '../core/records.ts';
+import { encodeChatMessages, encodeChatTools, ENGINE_CHAT_ENCODING } from '../dialects/openai-chat/encode-messages.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, selectAttempt, trajectoryAttempt } from '../trace/index.ts';
 import { groupIdOf, isUsable, rewardOf } from './server.ts';
@@ -174,22 +175,22 @@ const IR_ROLES = new Set(['system', 'user', 'assistant', 'tool']);
 function irMessagesToOpenAi(messages: unknown, where: string): Record<string, unknown>[] {
   if (messages === undefined || messages === null) return [];
   if (!Array.isArray(messages)) throw new Error(`${where}: expected an array of messages, got ${typeof messages}`);
-  return messages.map((m, i) => {
+  return toOpenAiMessages(messages.map((m, i) => {
     const message = m as { role?: unknown; content?: unknown } | null;
     if (typeof message !== 'object' || message === null || !IR_ROLES.has(message.role as string) || !Array.isArray(message.content)) {
       throw new Error(`${where}[${i}]: not an IR message ({role, content: parts[]})`);
     }
-    return toOpenAiMessage(message as IRMessage);
-  });
+    return message as IRMessage;
+  }));
 }
 
 function irToolsToOpenAi(tools: unknown, where: string): Record<string, unknown>[] {
   if (tools === undefined || tools === null) return [];
   if (!Array.isArray(tools)) throw new Error(`${where}: expected an array of tools, got ${typeof tools}`);
-  return tools.map((tool, i) => {
+  return encodeChatTools(tools.map((tool, i) => {
     if (typeof (tool as { name?: unknown } | null)?.name !== 'string') throw new Error(`${where}[${i}]: not an IR tool ({name, parameters})`);
-    return toOpenAiTool(tool as IRTool);
-  });
+    return tool as IRTool;
+  }));
 }
 
 /** Sessions with completion records and no SessionResult, in order of their first record. */
@@ -318,8 +319,8 @@ function conversationOf(store: Store, sessionId: string, taskId: string, reward:
   const final: IRMessage = { role: 'assistant', content: response.content, toolCalls: response.toolCalls };
   if (response.reasoning) final.reasoning = response.reasoning;
   return {
-    messages: [...best.ir_request.messages, final].map(toOpenAiMessage),
-    tools: best.ir_request.tools.map(toOpenAiTool),
+    messages: toOpenAiMessages([...best.ir_request.messages, final]),
+    tools: encodeChatTools(best.ir_request.tools),
     metadata: { session_id: sessionId, task_id: taskId, reward, completion_id: best.completion_id, evaluated: reward !== null },
   };
 }
@@ -330,34 +331,10 @@ export function writeMessages(rows: readonly MessagesRow[], path: string): numbe
   return rows.length;
 }
 
-function contentOf(parts: IRMessage['content']): string | Record<string, unknown>[] {
-  if (parts.every((p) => p.type === 'text')) return textOf(parts);
-  return parts.map((p) =>
-    p.type === 'text' ? { type: 'text', text: p.text } : { type: 'image_url', image_url: { url: p.url ?? `data:${p.mediaType};base64,${p.data ?? ''}` } },
-  );
-}
-
-/** IR message → OpenAI Chat message (reasoning as `reasoning_content`, as vLLM/SGLang return it). */
-export function toOpenAiMessage(message: IRMessage): Record<string, unknown> {
-  switch (message.role) {
-    case 'system':
-    case 'user':
-      return { role: message.role, content: contentOf(message.content) };
-    case 'tool':
-      return { role: 'tool', tool_call_id: message.toolCallId, content: contentOf(message.content) };
-    case 'assistant': {
-      const out: Record<string, unknown> = { role: 'assistant', content: textOf(message.content) || null };
-      if (message.reasoning?.text) out.reasoning_content = message.reasoning.text;
-      if (message.toolCalls?.length) {
-        out.tool_calls = message.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
-      }
-      return out;
-    }
-  }
-}
-
-function toOpenAiTool(tool: IRTool): Record<string, unknown> {
-  const fn: Record<string, unknown> = { name: tool.name, parameters: tool.parameters };
-  if (tool.description) fn.description = tool.description;
-  return { type: 'function', function: fn };
+/**
+ * IR messages → OpenAI Chat messages, exactly as the engine received them in chat mode and token mode's renderer
+ * read them (the one encoder, dialects/openai-chat/encode-messages.ts, with the engine options).
+ */
+export function toOpenAiMessages(messages: readonly IRMessage[]): Record<string, unknown>[] {
+  return encodeChatMessages(messages, ENGINE_CHAT_ENCODING).messages as unknown as Record<string, unknown>[];
 }

@@ -1,49 +1,23 @@
 /**
  * IR → OpenAI Chat Completions request body (round-trip tests; an OpenAI-compatible upstream). The one leading system
- * message stays first; tool calls keep their raw argument text; reasoning goes out as `reasoning_content`.
+ * message stays first; tool calls keep their raw argument text; reasoning goes out as `reasoning_content`. Messages
+ * come from the one Chat message encoder (encode-messages.ts).
  * Source: https://platform.openai.com/docs/api-reference/chat/create
  */
-import type { IRContentPart, IRMessage, IRRequest } from '../../core/ir.ts';
-import { imagePartToUrl } from '../shared/images.ts';
-import type { ChatToolCall } from './schema.ts';
+import type { IRMessage, IRRequest } from '../../core/ir.ts';
+import { encodeChatMessages, type ChatEncodeOptions, type ChatWireMessage } from './encode-messages.ts';
 
-type WirePart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
+/** A faithful re-encoding: system messages where they are, parts kept, reasoning as `reasoning_content`. */
+const REQUEST_ENCODING: ChatEncodeOptions = { reasoningField: 'reasoning_content', systemMessages: 'keep', joinText: null };
 
-function encodeParts(parts: readonly IRContentPart[]): WirePart[] {
-  return parts.map((part) => (part.type === 'text' ? { type: 'text', text: part.text } : { type: 'image_url', image_url: { url: imagePartToUrl(part) } }));
-}
-
-/** A single text part as a string (what most servers expect), anything else as a part array. */
-function encodeContent(parts: readonly IRContentPart[]): string | WirePart[] {
-  const only = parts[0];
-  if (parts.length === 1 && only?.type === 'text') return only.text;
-  return encodeParts(parts);
-}
-
-/** IR message → one wire message. */
-export function encodeMessage(message: IRMessage): Record<string, unknown> {
-  switch (message.role) {
-    case 'system':
-    case 'user':
-      return { role: message.role, content: encodeContent(message.content) };
-    case 'tool':
-      return { role: 'tool', tool_call_id: message.toolCallId, content: encodeContent(message.content) };
-    case 'assistant': {
-      const out: Record<string, unknown> = { role: 'assistant', content: message.content.length === 0 ? null : encodeContent(message.content) };
-      if (message.reasoning && message.reasoning.text !== '') out.reasoning_content = message.reasoning.text;
-      if (message.toolCalls && message.toolCalls.length > 0) {
-        out.tool_calls = message.toolCalls.map(
-          (call): ChatToolCall => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }),
-        );
-      }
-      return out;
-    }
-  }
+/** IR message → one wire message (encode-messages.ts with this dialect's faithful options). */
+export function encodeMessage(message: IRMessage): ChatWireMessage {
+  return encodeChatMessages([message], REQUEST_ENCODING).messages[0]!;
 }
 
 /** Encode an IR request as a `POST /v1/chat/completions` body (a plain JSON object). */
 export function encodeRequest(request: IRRequest): Record<string, unknown> {
-  const body: Record<string, unknown> = { model: request.model, messages: request.messages.map(encodeMessage) };
+  const body: Record<string, unknown> = { model: request.model, messages: encodeChatMessages(request.messages, REQUEST_ENCODING).messages };
   const s = request.sampling;
   if (s.maxTokens !== undefined) body.max_completion_tokens = s.maxTokens;
   if (s.temperature !== undefined) body.temperature = s.temperature;

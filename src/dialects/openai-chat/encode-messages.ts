@@ -1,0 +1,149 @@
+/**
+ * IR messages → OpenAI Chat messages: the one encoder behind every internal Chat-shaped message list (the engine's
+ * request in chat mode, token mode's renderer input, `prompt_messages`/`response_messages` in exports and the
+ * messages export, and this dialect's own `encodeRequest`). Servers differ in a few details, so those are options
+ * ({@link ChatEncodeOptions}); everything else is decided once here, so what a trainer reads in an export is the
+ * message list the engine saw, byte for byte.
+ * Source: https://platform.openai.com/docs/api-reference/chat/create (messages); vLLM's reading of them:
+ * https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/chat_utils.py
+ */
+import type { IRContentPart, IRMessage, IRTool, Warning } from '../../core/ir.ts';
+import { textOf } from '../../core/ir.ts';
+import { imagePartToUrl } from '../shared/images.ts';
+
+/** Field under which an assistant turn's reasoning is echoed back: vLLM ≥ 0.10 reads `reasoning`, SGLang and older vLLM `reasoning_content`. */
+export type ReasoningField = 'reasoning' | 'reasoning_content';
+
+/**
+ * `merge`: every system message joins one leading system message, texts joined with "\n\n" (Qwen3.5-style
+ * templates reject any other order).
+ * `in-place`: the leading run of system messages is merged, a later one (Claude Code sends a mid-conversation
+ * system message after a user turn) stays where it is, so the prompt keeps extending the previous turn's prompt;
+ * only for templates that render a system turn anywhere (Qwen3's does).
+ * `keep`: every system message stays where it is, as its own message (a faithful re-encoding of a Chat request).
+ */
+export type SystemMessagePlacement = 'merge' | 'in-place' | 'keep';
+
+export interface ChatEncodeOptions {
+  /** Where assistant reasoning goes. */
+  reasoningField: ReasoningField;
+  /** Where system messages go. */
+  systemMessages: SystemMessagePlacement;
+  /**
+   * Text-only content of a user/system/tool message: a string separator joins its text parts into one string (what
+   * string-content templates expect); `null` keeps the parts array whenever there is more than one part.
+   * Content with images always keeps the parts form (user turns) or becomes text with a placeholder (tool results).
+   */
+  joinText: string | null;
+}
+
+/**
+ * The options the engines use (vLLM renders string content after joining text parts with "\n", so joining here
+ * changes nothing it sees), and exports use, so that an exported conversation is the engine's: `reasoning_content`
+ * (what vLLM/SGLang return), system messages merged, text parts joined with "\n". A chat engine may override
+ * `reasoningField` and `systemMessages` (engine config); exports always use these.
+ */
+export const ENGINE_CHAT_ENCODING: ChatEncodeOptions = { reasoningField: 'reasoning_content', systemMessages: 'merge', joinText: '\n' };
+
+export type ChatContent = string | ChatContentPart[];
+export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
+
+/** An OpenAI Chat message as this encoder produces it. */
+export interface ChatWireMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: ChatContent | null;
+  tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
+  tool_call_id?: string;
+  name?: string;
+  reasoning?: string;
+  reasoning_content?: string;
+}
+
+function encodeContent(parts: readonly IRContentPart[], joinText: string | null): ChatContent {
+  const textOnly = parts.every((part) => part.type === 'text');
+  if (textOnly && joinText !== null) return parts.map((part) => (part as { text: string }).text).join(joinText);
+  if (textOnly && parts.length === 1) return (parts[0] as { text: string }).text;
+  return parts.map((part) => (part.type === 'text' ? { type: 'text' as const, text: part.text } : { type: 'image_url' as const, image_url: { url: imagePartToUrl(part) } }));
+}
+
+/**
+ * Encode a conversation.
+ * - System messages are placed per `opts.systemMessages`; merged texts are joined with "\n\n". Images in a system
+ *   message are dropped with a `system-image-dropped` warning when merging (a merged system message is text).
+ * - Tool results become strings joined with `joinText` (templates take tool results as strings): an image there is
+ *   replaced by "[image]" with a warning. With `joinText: null` they keep their parts, as a client sent them.
+ * - Assistant whitespace-only text next to tool calls goes out as `content: null`: the engine's parsers hand back the
+ *   whitespace between </think> and <tool_call> as content ("\n\n"); echoed as content, the template renders it again
+ *   plus its own separator, and the next prompt no longer extends what was sampled.
+ * @returns the messages and the warnings the translation produced (lossy features); never throws.
+ */
+export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEncodeOptions): { messages: ChatWireMessage[]; warnings: Warning[] } {
+  const warnings: Warning[] = [];
+  const systemTexts: string[] = [];
+  const out: ChatWireMessage[] = [];
+  let systemImage = false;
+  for (const message of messages) {
+    if (message.role !== 'system') {
+      out.push(encodeMessage(message, opts, warnings));
+      continue;
+    }
+    if (opts.systemMessages === 'keep') {
+      out.push({ role: 'system', content: encodeContent(message.content, opts.joinText) });
+      continue;
+    }
+    if (message.content.some((p) => p.type === 'image')) systemImage = true;
+    if (opts.systemMessages === 'in-place' && out.length > 0) out.push({ role: 'system', content: textOf(message.content) });
+    else systemTexts.push(textOf(message.content));
+  }
+  if (systemImage) warnings.push({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });
+  if (systemTexts.length > 0) out.unshift({ role: 'system', content: systemTexts.join('\n\n') });
+  return { messages: out, warnings };
+}
+
+/** One non-system IR message. */
+function encodeMessage(message: Exclude<IRMessage, { role: 'system' }>, opts: ChatEncodeOptions, warnings: Warning[]): ChatWireMessage {
+  switch (message.role) {
+    case 'user':
+      return { role: 'user', content: encodeContent(message.content, opts.joinText) };
+    case 'assistant': {
+      // Assistant text is joined with nothing: its parts are pieces of one sampled text, not separate blocks.
+      const text = textOf(message.content);
+      const hasCalls = (message.toolCalls?.length ?? 0) > 0;
+      const empty = message.content.length === 0 || (text.trim() === '' && hasCalls);
+      const out: ChatWireMessage = { role: 'assistant', content: empty ? null : opts.joinText === null ? encodeContent(message.content, null) : text };
+      if (message.content.some((p) => p.type === 'image')) {
+        warnings.push({ code: 'assistant-image-dropped', message: 'images in assistant turns are not sent to the engine' });
+      }
+      if (message.reasoning?.text) out[opts.reasoningField] = message.reasoning.text;
+      if (hasCalls) {
+        out.tool_calls = message.toolCalls!.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }));
+      }
+      return out;
+    }
+    case 'tool': {
+      if (opts.joinText === null) return withName({ role: 'tool', tool_call_id: message.toolCallId, content: encodeContent(message.content, null) }, message.name);
+      const texts: string[] = [];
+      for (const part of message.content) {
+        if (part.type === 'text') texts.push(part.text);
+        else {
+          texts.push('[image]');
+          warnings.push({ code: 'tool-result-image', message: 'an image in a tool result was replaced by "[image]" (chat templates take tool results as strings)' });
+        }
+      }
+      return withName({ role: 'tool', tool_call_id: message.toolCallId, content: texts.join(opts.joinText) }, message.name);
+    }
+  }
+}
+
+function withName(message: ChatWireMessage, name: string | undefined): ChatWireMessage {
+  if (name !== undefined) message.name = name;
+  return message;
+}
+
+/** IR tools → OpenAI Chat `tools` (`{type: 'function', function: {name, description?, parameters}}`). */
+export function encodeChatTools(tools: readonly IRTool[]): Array<{ type: 'function'; function: { name: string; description?: string; parameters: unknown } }> {
+  return tools.map((tool) => ({
+    type: 'function',
+    function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.parameters },
+  }));
+}
