@@ -1,6 +1,6 @@
 /**
  * `polar gateway --config FILE --node-id ID`: one gateway node (session API + proxy on one port) from the config's
- * `gateway.nodes` entry, the `engine` and `store` sections; registers with `gateway.rollout_url` when set.
+ * `gateway.nodes` entry, the `engine`, `proxy` and `store` sections; registers with `gateway.rollout_url` when set.
  * Refuses (exit 2) a non-loopback host without a control-plane token unless `--insecure-no-token`. Checks the engine at
  * start-up (a warning when it is down; the node serves anyway) and reports it in `GET /health` `engine`. With engine
  * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url`.
@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { createEngineClient } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
+import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { EngineHealthMonitor, engineLivenessCheck } from '../rollout/run.ts';
 import { openStore } from '../store/index.ts';
 import { UsageError } from './common.ts';
@@ -75,7 +76,7 @@ export function register(program: Command): void {
           kind: rt.kind, ...(rt.image ? { image: rt.image } : {}), isolation: isolationByBwrap[rt.bwrap],
           ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
         },
-        proxy: (sessions, control) => createProxyApp({ engine, store, sessions, options: { adminToken: control.adminToken } }),
+        proxy: (sessions, control) => createProxyApp({ engine, store, sessions, options: { ...proxyOptionsFromConfig(config.proxy), adminToken: control.adminToken } }),
         rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
         controlPlaneToken: config.rollout.control_plane_token,
         engineHealth: () => engineHealth.state(),

@@ -1,5 +1,5 @@
 /**
- * `polar serve --config FILE` (ARCHITECTURE.md §1): the single-box default. The rollout server and the first
+ * `polar serve --config FILE`: the single-box default. The rollout server and the first
  * `gateway.nodes` entry run in this process; the node hosts the proxy and registers with the server over HTTP like a
  * remote `polar gateway` would. With `--with-sim` the simulator (config `sim` section) runs in-process too and is the
  * engine. Refuses (exit 2) to listen on a non-loopback address without a control-plane token unless
@@ -14,6 +14,7 @@ import { startLocalStack } from '../rollout/run.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort } from './common.ts';
 import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
+import { proxyOptionsFromConfig } from '../proxy/types.ts';
 
 const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
 
@@ -68,6 +69,7 @@ export function register(program: Command): void {
           },
           heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000,
           controlPlaneToken: config.rollout.control_plane_token,
+          proxyOptions: proxyOptionsFromConfig(config.proxy),
           log: (line) => console.error(`polar serve: ${line}`),
         });
       } catch (error) {

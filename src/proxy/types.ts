@@ -1,5 +1,5 @@
 /**
- * The proxy's dependencies and options (cross-module contract 4). The gateway mounts `createProxyApp(deps)` as the
+ * The proxy's dependencies and options. The gateway mounts `createProxyApp(deps)` as the
  * `fetch` fallback of its own Bun.serve; `polar proxy` serves it alone.
  */
 import type { Clock } from '../core/clock.ts';
@@ -34,7 +34,7 @@ export interface ProxySessionInfo {
 }
 
 /**
- * Resolves the key a caller presented (path prefix, `x-polar-session`, or API key, ARCHITECTURE §3) to a session.
+ * Resolves the key a caller presented (path prefix, `x-polar-session`, or API key; src/proxy/sessions.ts) to a session.
  * `key` is `''` when the caller presented none. Null = unknown session → 401 in the caller's dialect.
  */
 export interface SessionDirectory {
@@ -68,6 +68,22 @@ export interface ProxyOptions {
    * admin-access.ts). The gateway passes its control-plane token; `polar proxy` takes `--admin-token`.
    */
   adminToken?: string | null;
+}
+
+/** The config file's `proxy` section (src/config/sections/proxy.ts), as far as the proxy reads it. */
+export interface ProxySectionConfig {
+  strip_billing_header: boolean;
+  keepalive_interval_ms: number;
+  max_body_bytes: number;
+}
+
+/** Map the config's `proxy` section onto {@link ProxyOptions} (used by every gateway node: `polar serve`, `polar gateway`). */
+export function proxyOptionsFromConfig(section: ProxySectionConfig): ProxyOptions {
+  return {
+    maxBodyBytes: section.max_body_bytes,
+    keepaliveIntervalMs: section.keepalive_interval_ms,
+    dialectOptions: { stripBillingHeader: section.strip_billing_header },
+  };
 }
 
 /** Counters the proxy keeps (exposed for metrics). */

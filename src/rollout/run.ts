@@ -15,6 +15,7 @@ import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import { createProxyApp } from '../proxy/app.ts';
+import type { ProxyOptions } from '../proxy/types.ts';
 import { SimServer, type SimServerOptions } from '../sim/server.ts';
 import type { Store } from '../store/index.ts';
 import type { RunSnapshot } from './run-progress.ts';
@@ -157,6 +158,8 @@ export interface LocalStackOptions {
    * checks the control-plane token on those paths first, so a call needs both.
    */
   adminToken?: string | null;
+  /** The proxy's options (config `proxy` section via proxyOptionsFromConfig); `adminToken` above wins. */
+  proxyOptions?: ProxyOptions;
   /** Called after each CompletionRecord is committed (progress counters). */
   onRecord?: (rec: CompletionRecord) => void;
   /** Interval of engine liveness checks for `GET /health`, ms (default 10 000). */
@@ -217,7 +220,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       publicUrl: opts.node.publicUrl,
       runtimeDefaults: opts.node.runtimeDefaults,
       proxy: (sessions, control) => createProxyApp({
-        engine, store: opts.store, sessions, onRecord: opts.onRecord, options: { adminToken: opts.adminToken ?? control.adminToken },
+        engine, store: opts.store, sessions, onRecord: opts.onRecord, options: { ...opts.proxyOptions, adminToken: opts.adminToken ?? control.adminToken },
       }),
       rollout: { url: server.url, heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 2000 },
       controlPlaneToken: opts.controlPlaneToken ?? null,

@@ -23,7 +23,7 @@ describe('resolveConfig', () => {
   test('an empty config fills every default, including nested sections and the default node', () => {
     const config = resolveConfig({}, { env: {} });
     expect(config.engine).toMatchObject({ kind: 'sim', mode: 'chat', api_key: null, default_sampling: { temperature: 1, top_k: -1, max_tokens: null } });
-    expect(config.proxy).toMatchObject({ host: '127.0.0.1', port: 8080, strip_billing_header: true });
+    expect(config.proxy).toEqual({ strip_billing_header: true, keepalive_interval_ms: 5000, max_body_bytes: 64 * 1024 * 1024 });
     expect(config.gateway.nodes).toHaveLength(1);
     expect(config.gateway.nodes[0]!.runtime.kind).toBe('local');
     expect(config.rollout.control_plane_token).toBeNull();
@@ -53,7 +53,7 @@ describe('resolveConfig', () => {
       resolveConfig(
         {
           engine: { kind: 'tgi', timeout_s: -1, default_sampling: { top_p: 2 } },
-          proxy: { port: 70000 },
+          proxy: { max_body_bytes: 0 },
           gateway: { nodes: [{ node_id: 'x' }, { node_id: 'x', port: '80' }] },
           extra: true,
         },
@@ -61,7 +61,7 @@ describe('resolveConfig', () => {
       ),
     );
     const paths = issues.map((i) => i.path).sort();
-    expect(paths).toEqual(['engine.default_sampling.top_p', 'engine.kind', 'engine.timeout_s', 'extra', 'gateway.nodes[1].port', 'proxy.port'].sort());
+    expect(paths).toEqual(['engine.default_sampling.top_p', 'engine.kind', 'engine.timeout_s', 'extra', 'gateway.nodes[1].port', 'proxy.max_body_bytes'].sort());
     expect(issues.find((i) => i.path === 'engine.kind')!.message).toContain('vllm');
     // The duplicate-id check runs once the items themselves are valid.
     expect(issuesOf(() => resolveConfig({ gateway: { nodes: [{ node_id: 'x' }, { node_id: 'x' }] } }, { env: {} }))).toEqual([
@@ -80,10 +80,10 @@ describe('resolveConfig', () => {
     expect(config.engine.url).toBe('http://gpu1:8000');
     expect(config.engine.api_key).toBe('k1');
     expect(config.store.path).toBe('/srv/${x}.db');
-    const issues = issuesOf(() => resolveConfig({ gateway: { nodes: [{ work_root: '${MISSING}/w' }] }, proxy: { db: '${bad name}' } }, { env: {} }));
+    const issues = issuesOf(() => resolveConfig({ gateway: { nodes: [{ work_root: '${MISSING}/w' }] }, store: { path: '${bad name}' } }, { env: {} }));
     expect(issues).toEqual([
       { path: 'gateway.nodes[0].work_root', message: 'environment variable MISSING is not set' },
-      { path: 'proxy.db', message: 'invalid environment reference ${bad name}; use ${NAME} (letters, digits, _)' },
+      { path: 'store.path', message: 'invalid environment reference ${bad name}; use ${NAME} (letters, digits, _)' },
     ]);
   });
 
@@ -109,7 +109,7 @@ describe('resolveConfig', () => {
 describe('files', () => {
   test('YAML and JSON by extension or by content', () => {
     expect(loadConfig(join(fixtures, 'valid.json'), { env: { TEST_ENGINE_KEY: 'k' } }).gateway.nodes.map((n) => n.node_id)).toEqual(['n1', 'n2']);
-    expect(loadConfig(join(fixtures, 'no-extension'), { env: {} }).proxy.port).toBe(9191);
+    expect(loadConfig(join(fixtures, 'no-extension'), { env: {} }).sim.port).toBe(9191);
     expect(parseConfigText('proxy:\n  port: 1\n', 'x.conf')).toEqual({ proxy: { port: 1 } });
     expect(parseConfigText('', 'empty.yaml')).toEqual({});
   });

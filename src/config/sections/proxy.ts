@@ -1,13 +1,12 @@
-/** `proxy`: the gateway proxy at the model API boundary (`polar proxy`, and inside every gateway node). ARCHITECTURE.md §3. */
+/**
+ * `proxy`: the capturing proxy inside every gateway node (`polar serve`, `polar gateway`; mapped to src/proxy/types.ts
+ * `ProxyOptions` by `proxyOptionsFromConfig`). The standalone `polar proxy` takes the same settings as flags.
+ */
 import { z } from 'zod';
 
 /** The `proxy` section. */
 export const proxySchema = z
   .strictObject({
-    /** Listen address; loopback by default because the session id is the only credential. */
-    host: z.string().min(1).default('127.0.0.1').describe('Listen address of the standalone proxy (`polar proxy`).'),
-    /** Listen port; 0 picks a free one. */
-    port: z.number().int().min(0).max(65535).default(8080).describe('Listen port of the standalone proxy; 0 picks a free port.'),
     /** Drop the per-request billing header Claude Code puts in its system prompt, so prefixes stay stable. */
     strip_billing_header: z.boolean().default(true).describe('Remove the per-request billing header line that Claude Code adds to its system prompt, so prompt prefixes stay mergeable.'),
     /** Interval of synthetic keep-alive events while the engine works, in ms. */
@@ -17,11 +16,11 @@ export const proxySchema = z
       .number()
       .int()
       .positive()
+      // Bun.serve's own limit (maxRequestBodySize, 128 MiB by default) answers first above this, without the caller's shape.
+      .max(128 * 1024 * 1024)
       .default(64 * 1024 * 1024)
-      .describe("Largest request body the proxy accepts, in bytes (default 64 MiB); a larger one is answered 413 in the caller's provider error shape."),
-    /** SQLite file for captured completion records; null = `store.path`. */
-    db: z.string().min(1).nullable().default(null).describe('SQLite file for captured completion records; null uses `store.path`.'),
+      .describe("Largest request body the proxy accepts, in bytes (default 64 MiB, at most 128 MiB); a larger one is answered 413 in the caller's provider error shape."),
   })
-  .describe('The proxy that captures token ids and logprobs of every model call.');
+  .describe('The proxy inside every gateway node that captures token ids and logprobs of every model call (`polar proxy` takes these as flags).');
 
 export type ProxyConfig = z.output<typeof proxySchema>;
