@@ -1,0 +1,98 @@
+/**
+ * What every part of the proxy app shares: the dependencies with their defaults filled, the gate, the recorder, the
+ * codec context, the dialect table, plus the helpers every route uses (session lookup, JSON body, decode, error
+ * rendering). Built once per app by `createProxyRuntime` (app.ts).
+ */
+import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { systemClock, type Clock } from '../core/clock.ts';
+import type { CodecContext, Dialect } from '../core/dialect.ts';
+import { GatewayError, toGatewayError } from '../core/errors.ts';
+import { randomId, type IdGenerator } from '../core/ids.ts';
+import type { IRRequest, Warning } from '../core/ir.ts';
+import { dialectForPath, type DialectRoute } from './dialect-table.ts';
+import { InferenceGate } from './inference-gate.ts';
+import { Recorder } from './recorder.ts';
+import { sessionKeyOf } from './sessions.ts';
+import { newProxyCounters, type ProxyCounters, type ProxyDeps, type ProxyOptions, type ProxySessionInfo } from './types.ts';
+
+/** Hono environment of the proxy app: a handler records the dialect it serves, so errors render in that shape. */
+export type Env = { Variables: { dialect: Dialect } };
+
+export interface ProxyRuntime {
+  deps: ProxyDeps;
+  clock: Clock;
+  newId: IdGenerator;
+  options: ProxyOptions;
+  counters: ProxyCounters;
+  gate: InferenceGate;
+  recorder: Recorder;
+  codecCtx: CodecContext;
+  routes: DialectRoute[];
+}
+
+export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): ProxyRuntime {
+  const clock = deps.clock ?? systemClock;
+  const newId = deps.newId ?? randomId;
+  const options = deps.options ?? {};
+  const counters = deps.counters ?? newProxyCounters();
+  return {
+    deps, clock, newId, options, counters, routes,
+    gate: new InferenceGate(options.initialPolicyVersion ?? null),
+    recorder: new Recorder(deps.store, deps.engine, clock, counters, deps.onRecord),
+    codecCtx: { now: clock, newId, options: options.dialectOptions },
+  };
+}
+
+/** The dialect a handler chose, else the one owning the path prefix. */
+export function errorDialect(rt: ProxyRuntime, c: Context<Env>): Dialect {
+  return c.get('dialect') ?? dialectForPath(rt.routes, c.req.path);
+}
+
+export function renderError(c: Context<Env>, dialect: Dialect, error: GatewayError): Response {
+  const { status, body } = dialect.encodeError(error);
+  return c.json(body as object, status as ContentfulStatusCode);
+}
+
+/** Header value: warning codes, comma-separated (ASCII only; the full messages are on the record). */
+export function warningHeader(warnings: readonly Warning[]): string {
+  return [...new Set(warnings.map((w) => w.code.replace(/[^\x20-\x7e]/g, '?')))].join(', ');
+}
+
+/** The caller's session (path prefix, `x-polar-session`, or API key), or a 401 in the caller's shape. */
+export function resolveSession(rt: ProxyRuntime, c: Context<Env>): ProxySessionInfo {
+  const key = sessionKeyOf(c.req.raw.headers, new URL(c.req.url), c.req.param('sid'));
+  const info = rt.deps.sessions.resolve(key);
+  if (!info) {
+    rt.counters.rejected++;
+    throw new GatewayError('authentication', key === '' ? 'no API key: this gateway needs the session key as the API key' : 'unknown session: the API key is not a live Polar session');
+  }
+  return info;
+}
+
+/** The parsed body and its exact text (the recorder stores the text as received instead of re-serialising it). */
+export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{ body: unknown; text: string }> {
+  const text = await c.req.text();
+  try {
+    return { body: JSON.parse(text) as unknown, text };
+  } catch (thrown) {
+    rt.counters.rejected++;
+    throw new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+  }
+}
+
+/** Decode a body with the route's dialect; the URL's stream flag and model (Gemini) win over the body's. */
+export function decodeBody(rt: ProxyRuntime, route: DialectRoute, body: unknown, url: URL, fromUrl = route.fromUrl?.(url)): IRRequest {
+  let ir: IRRequest;
+  try {
+    ir = route.dialect.decodeRequest(body, { ...rt.codecCtx, pathModel: fromUrl?.model, pathStream: fromUrl?.stream });
+  } catch (thrown) {
+    rt.counters.rejected++;
+    const error = toGatewayError(thrown);
+    // A codec that throws a plain Error on bad input still means the input was bad.
+    throw error.kind === 'internal' ? new GatewayError('invalid-request', error.message.replace(/^unexpected gateway failure: /, ''), { cause: thrown }) : error;
+  }
+  if (fromUrl?.stream !== undefined) ir.stream = fromUrl.stream;
+  if (fromUrl?.model !== undefined) ir.model = fromUrl.model;
+  return ir;
+}

@@ -1,0 +1,37 @@
+/**
+ * The proxy's guards as named hono middleware: the request body limit (413 in the caller's shape) and the access rule
+ * of the control endpoints (admin-access.ts). https://hono.dev/docs/guides/middleware
+ */
+import { bodyLimit } from 'hono/body-limit';
+import { createMiddleware } from 'hono/factory';
+import { GatewayError } from '../core/errors.ts';
+import { controlRefusal, peerAddressOf } from './admin-access.ts';
+import { errorDialect, renderError, type Env, type ProxyRuntime } from './context.ts';
+import { DEFAULT_MAX_BODY_BYTES } from './types.ts';
+
+/**
+ * Refuse a body over `options.maxBodyBytes` with 413 in the dialect owning the path.
+ * https://hono.dev/docs/middleware/builtin/body-limit — checks Content-Length first, else counts the streamed body.
+ */
+export function bodyLimitGuard(rt: ProxyRuntime) {
+  const maxBodyBytes = rt.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  return bodyLimit({
+    maxSize: maxBodyBytes,
+    onError: (c) => {
+      rt.counters.rejected++;
+      // The rest of the body is never read: close the connection, or a keep-alive client that reuses it for its
+      // next request sends that request after unread body bytes and waits forever.
+      c.header('connection', 'close');
+      return renderError(c, errorDialect(rt, c), new GatewayError('invalid-request', `request body is larger than this proxy's limit of ${maxBodyBytes} bytes (proxy.max_body_bytes)`, { status: 413 }));
+    },
+  });
+}
+
+/** Refuse a control call per the rule of admin-access.ts (token when configured, else loopback-only admin). */
+export function controlGuard(rt: ProxyRuntime, endpoint: 'admin' | 'captures') {
+  return createMiddleware<Env>(async (c, next) => {
+    const refusal = controlRefusal(endpoint, c.req.raw, rt.options.adminToken, peerAddressOf(c.env));
+    if (refusal) throw new GatewayError(refusal.kind, refusal.message);
+    await next();
+  });
+}

@@ -1,0 +1,134 @@
+/**
+ * Synthetic streaming: headers and the dialect's start event at once, keep-alives while the engine works, then the
+ * response replayed as events (after the record is committed), or an in-band error event.
+ */
+import { toGatewayError } from '../core/errors.ts';
+import type { Dialect } from '../core/dialect.ts';
+import type { IRRequest, IRResponse } from '../core/ir.ts';
+import { responseToStreamEvents } from '../core/stream.ts';
+import { warningHeader, type ProxyRuntime } from './context.ts';
+
+/** Default interval of keep-alive events while the engine works, ms. */
+export const DEFAULT_KEEPALIVE_MS = 5000;
+
+/**
+ * An SSE response whose body is written as `run` resolves. `client.gone` turns true when the client disconnects (the
+ * stream is cancelled, or a write fails); `run` reads it when it commits. With `options.abortOnClientDisconnect` the
+ * signal passed to `run` aborts on disconnect.
+ */
+export function syntheticStream(
+  rt: ProxyRuntime,
+  dialect: Dialect,
+  ir: IRRequest,
+  completionId: string,
+  createdAt: number,
+  run: (signal: AbortSignal | undefined, client: { readonly gone: boolean }) => Promise<IRResponse>,
+): Response {
+  const { options, counters } = rt;
+  const encoder = dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
+  const sink = new SseSink(() => {
+    if (committed) counters.disconnectsAfterCommit++;
+  });
+  const abort = new AbortController();
+  let committed = false;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      sink.attach(controller);
+      sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 }));
+      timer = setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
+      run(options.abortOnClientDisconnect ? abort.signal : undefined, sink.client).then(
+        (response) => {
+          committed = true;
+          clearInterval(timer);
+          try {
+            for (const event of responseToStreamEvents(response)) sink.write(encoder.push(event));
+            sink.write(encoder.end());
+          } catch (thrown) {
+            sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
+          }
+          sink.close();
+        },
+        (thrown) => {
+          clearInterval(timer);
+          const error = toGatewayError(thrown);
+          if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
+          try {
+            sink.write(encoder.push({ type: 'error', error }));
+            sink.write(encoder.end());
+          } catch {
+            // an encoder that cannot render the error: close the stream, the client sees a truncated stream
+          }
+          sink.close();
+        },
+      );
+    },
+    cancel() {
+      sink.cancelled();
+      clearInterval(timer);
+      if (options.abortOnClientDisconnect) abort.abort();
+    },
+  });
+  return new Response(stream, { status: 200, headers: sseHeaders(ir) });
+}
+
+/** SSE response headers (+ the decode warnings of the request). */
+export function sseHeaders(ir: IRRequest): Record<string, string> {
+  const headers: Record<string, string> = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' };
+  if (ir.warnings.length > 0) headers['x-polar-warnings'] = warningHeader(ir.warnings);
+  return headers;
+}
+
+/**
+ * The writing end of a streamed response body: writes that fail (the client left) close it and flag `client.gone`;
+ * the engine call goes on and is recorded either way.
+ */
+export class SseSink {
+  readonly client = { gone: false };
+  private controller: ReadableStreamDefaultController<Uint8Array> | null = null;
+  private open = true;
+  private readonly bytes = new TextEncoder();
+
+  /** @param onGone called once when the client goes away */
+  constructor(private readonly onGone: () => void = () => {}) {}
+
+  attach(controller: ReadableStreamDefaultController<Uint8Array>): void {
+    this.controller = controller;
+  }
+
+  get isOpen(): boolean {
+    return this.open;
+  }
+
+  write(frames: string): void {
+    if (!this.open || frames === '' || !this.controller) return;
+    try {
+      this.controller.enqueue(this.bytes.encode(frames));
+    } catch {
+      this.open = false;
+      this.gone();
+    }
+  }
+
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    try {
+      this.controller?.close();
+    } catch {
+      // already closed by a cancel
+    }
+  }
+
+  /** The ReadableStream's `cancel`: the client disconnected. */
+  cancelled(): void {
+    this.open = false;
+    this.gone();
+  }
+
+  private gone(): void {
+    if (this.client.gone) return;
+    this.client.gone = true;
+    this.onGone();
+  }
+}
