@@ -201,7 +201,7 @@ describe('decodeRequest details', () => {
     ],
   };
 
-  test('everything PROTOCOL-NOTES §3 lists maps to the IR', () => {
+  test('everything docs/protocol-notes.md lists for Anthropic Messages maps to the IR', () => {
     const ir = decode(rich);
     expect(ir.messages[0]).toEqual({ role: 'system', content: [{ type: 'text', text: 'You are helpful.' }] });
     expect(ir.sampling).toEqual({ maxTokens: 8000, temperature: 0.7, topP: 0.95, topK: 20, stop: ['</done>'] });

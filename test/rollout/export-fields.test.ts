@@ -1,5 +1,5 @@
 /**
- * The §2 Trace fields in trainer rows: finish_reason {unified, raw} (so a trainer can mask truncated samples),
+ * The Trace fields (docs/architecture.md#data-model) in trainer rows: finish_reason {unified, raw} (so a trainer can mask truncated samples),
  * prompt_messages / response_messages / tools in OpenAI Chat shape (as the messages export), and under metadata the
  * trajectory's status, training_filter, reconstruction_stats and evaluation; Parquet promotes finish_reason, group_id,
  * session_id, task_id and status to string columns. Both formats are read back.

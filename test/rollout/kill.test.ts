@@ -1,5 +1,5 @@
 /**
- * Multi-process failure tests (issue 8 acceptance): `polar rollout` and two `polar gateway` processes, the shell
+ * Multi-process failure tests (a kill -9 loses no acknowledged result): `polar rollout` and two `polar gateway` processes, the shell
  * harness (test/support/run-shell-agent.ts behind a sleep, so sessions are mid-run when the kill lands) and the simulator.
  * 1. SIGKILL one gateway mid-task: the server misses its heartbeats, re-dispatches its sessions to the other gateway,
  *    and the task completes with num_samples results.

@@ -1,5 +1,5 @@
 /**
- * Rollout server unit tests against fake gateway nodes (contract 7 on Bun.serve port 0) and a real SQLite store:
+ * Rollout server unit tests against fake gateway nodes (the dispatch contract of docs/architecture.md#contracts on Bun.serve port 0) and a real SQLite store:
  * submit/expand, scheduler choice, idempotent callbacks, early stop, groups + advantages + ack (trainer side),
  * heartbeat timeout re-dispatch, control-plane token, restart from the same database.
  */

@@ -1,6 +1,6 @@
 /**
  * A scripted fake inference engine for tests: a real HTTP server on Bun.serve({port: 0}) that answers
- * `POST /v1/chat/completions` in vLLM shape or SGLang shape with token ids and logprobs (PROTOCOL-NOTES §1.1–1.2),
+ * `POST /v1/chat/completions` in vLLM shape or SGLang shape with token ids and logprobs (docs/protocol-notes.md#vllm, docs/protocol-notes.md#sglang),
  * plus `GET /v1/models`, `GET /version` and `POST /tokenize`. Replies are scripted: text, one tool call, parallel tool
  * calls, reasoning, truncation by length, an HTTP error (5xx), a hang (timeout), a context overflow.
  *

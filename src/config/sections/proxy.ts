@@ -1,4 +1,4 @@
-/** `proxy`: the gateway proxy at the model API boundary (`polar proxy`, and inside every gateway node). ARCHITECTURE.md §3. */
+/** `proxy`: the gateway proxy at the model API boundary (`polar proxy`, and inside every gateway node). docs/architecture.md#the-proxy. */
 import { z } from 'zod';
 
 /** The `proxy` section. */
