@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -95,14 +96,14 @@ interface TaskView {
   results: number;
 }
 
-function taskRequest(taskId: string) {
-  return {
-    task_id: taskId, instruction: 'Create out.txt containing ok.', num_samples: 4, timeout_seconds: 60,
+function killTask(taskId: string) {
+  return taskRequest(taskId, {
+    instruction: 'Create out.txt containing ok.', num_samples: 4,
     // The sleep keeps each session in RUNNING long enough for the kill to land mid-task.
     agent: { harness: 'shell', command: `sleep 2 && ${bun} ${join(root, 'test/support/run-shell-agent.ts')} {{INSTRUCTION}}`, model_name: 'polar-sim' },
-    builder: { strategy: 'prefix_merging' }, runtime: { kind: 'local' },
+    runtime: { kind: 'local' },
     evaluator: { strategy: 'test_on_output', config: { command: 'grep -q ok out.txt' } },
-  };
+  });
 }
 
 async function startCluster(name: string) {
@@ -116,7 +117,7 @@ async function startCluster(name: string) {
 }
 
 async function submit(server: string, taskId: string): Promise<void> {
-  const response = await fetch(`${server}/rollout/task/submit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(taskRequest(taskId)) });
+  const response = await fetch(`${server}/rollout/task/submit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(killTask(taskId)) });
   expect(response.status).toBe(200);
 }
 

@@ -12,6 +12,7 @@ import type { DispatchSpec } from '../../src/rollout/node-client.ts';
 import { pickNode, type SchedulableNode } from '../../src/rollout/scheduler.ts';
 import { RolloutServer } from '../../src/rollout/server.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-rollout-'));
 const cleanups: (() => unknown)[] = [];
@@ -70,13 +71,9 @@ function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: numb
   };
 }
 
+/** Extras may be invalid on purpose (validation tests), so they are spread over the factory's task. */
 const task = (id: string, extra: Record<string, unknown> = {}) => ({
-  task_id: id,
-  instruction: 'fix the bug',
-  num_samples: 4,
-  timeout_seconds: 60,
-  agent: { harness: 'shell', model_name: 'sim' },
-  builder: { strategy: 'prefix_merging' },
+  ...taskRequest(id, { num_samples: 4, agent: { harness: 'shell', model_name: 'sim' } }),
   ...extra,
 });
 

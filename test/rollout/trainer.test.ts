@@ -12,6 +12,7 @@ import { RolloutServer, type ServedGroup } from '../../src/rollout/server.ts';
 import { grpoAdvantages } from '../../src/trace/advantages.ts';
 import type { GroupTrajectory } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const TOKEN = 'cluster-secret';
 const cleanups: (() => unknown)[] = [];
@@ -82,13 +83,9 @@ function resultFor(spec: DispatchSpec, reward: number, opts: { status?: Trajecto
   };
 }
 
+/** Extras may be invalid on purpose (validation tests), so they are spread over the factory's task. */
 const task = (id: string, extra: Record<string, unknown> = {}) => ({
-  task_id: id,
-  instruction: 'fix the bug',
-  num_samples: 3,
-  timeout_seconds: 60,
-  agent: { harness: 'shell', model_name: 'sim' },
-  builder: { strategy: 'prefix_merging' },
+  ...taskRequest(id, { num_samples: 3, agent: { harness: 'shell', model_name: 'sim' } }),
   ...extra,
 });
 
