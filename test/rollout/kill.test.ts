@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
 import { taskRequest } from '../support/tasks.ts';
+import { unusedPort } from '../support/fake-engine.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -29,13 +30,6 @@ afterAll(async () => {
   await sim?.stop();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
 function writeConfig(name: string, rolloutPort: number): string {
   const dir = join(scratch, name);
@@ -107,7 +101,7 @@ function killTask(taskId: string) {
 }
 
 async function startCluster(name: string) {
-  const port = freePort();
+  const port = unusedPort();
   const config = writeConfig(name, port);
   const rollout = await start(['rollout', '--config', config]);
   const gw1 = await start(['gateway', '--config', config, '--node-id', 'gw-1']);
