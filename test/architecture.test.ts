@@ -100,3 +100,26 @@ test('the allow-list of outside citations only names files that still need it', 
   }
   expect(stale).toEqual([]);
 });
+
+test('every docs/<file>.md#section that a comment cites is a heading of that document', async () => {
+  // GitHub's heading anchors: lower case, punctuation dropped, spaces → hyphens.
+  const slug = (heading: string) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s-]/gu, '').replace(/\s/g, '-');
+  const anchors = new Map<string, Set<string>>();
+  for (const doc of ['architecture.md', 'protocol-notes.md']) {
+    const text = await Bun.file(join(root, 'docs', doc)).text();
+    anchors.set(doc, new Set([...text.matchAll(/^#{1,6} (.+)$/gm)].map((m) => slug(m[1]!))));
+  }
+  const broken: string[] = [];
+  let cited = 0;
+  for (const dir of ['src', 'test', 'bench', 'scripts']) {
+    for await (const file of new Glob('**/*.{ts,mjs,js,sh}').scan(join(root, dir))) {
+      const text = await Bun.file(join(root, dir, file)).text();
+      for (const m of text.matchAll(/docs\/(architecture\.md|protocol-notes\.md)#([\w-]+)/g)) {
+        cited++;
+        if (!anchors.get(m[1]!)!.has(m[2]!)) broken.push(`${dir}/${file}: docs/${m[1]}#${m[2]}`);
+      }
+    }
+  }
+  expect(cited).toBeGreaterThan(50);
+  expect(broken).toEqual([]);
+});
