@@ -1,5 +1,5 @@
 /**
- * Merge throughput of the trajectory builders (ARCHITECTURE.md §4): ~1,000 completions split into sessions of
+ * Merge throughput of the trajectory builders (docs/architecture.md#trajectory-builders): ~1,000 completions split into sessions of
  * 8…64 turns whose prompts grow to ~100k tokens at turn 64 (2k-token system prompt; per turn a ~150-token answer and
  * a ~1.4k-token tool result). Prints tokens/s (prompt + response tokens of the input records) and the heap held by
  * the built traces. Numbers only, never pass/fail. Run: node_modules/.bin/bun bench/merge.ts [--completions N]

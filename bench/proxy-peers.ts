@@ -1,5 +1,5 @@
 /**
- * Proxy overhead against the gateways a user would run instead (../shared/BENCH-PEERS.md), all against the same
+ * Proxy overhead against the gateways a user would run instead (docs/protocol-notes.md#peer-gateways), all against the same
  * instant mock engine (bench/lib/mock-engine.ts), each contender in its own process on 127.0.0.1:
  * - Anthropic Messages → OpenAI Chat: claude-code-router 2.0.0 vs `polar proxy`;
  * - OpenAI Chat → OpenAI Chat: Portkey gateway 1.15.2 (it cannot translate Messages to an OpenAI upstream) vs

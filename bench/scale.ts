@@ -1,7 +1,7 @@
 /**
  * Scale: 1,000 concurrent sessions (also with --quick: one run takes ~30 s) of recorded harness traffic against the
  * simulator, in two variants, each session replaying the request bodies of one harness's recording (Claude Code, Codex,
- * Gemini CLI, opencode, pi in four dialects, qwen-code; ../shared/fixtures/harness-traffic) in order, with its own API
+ * Gemini CLI, opencode, pi in four dialects, qwen-code; test/fixtures/harness-traffic) in order, with its own API
  * key, all sessions at once. The simulator is `polar sim` with its default timing model and room for every session.
  * - `1000-sessions`: through `polar proxy --engine sim` (ad-hoc sessions: each key opens one; no session table).
  * - `gateway-1000-sessions`: through one `polar gateway` node (engine kind sim). The bench dispatches every session

@@ -1,5 +1,5 @@
 /**
- * Staging: how well the gateway node's pools keep the engine busy (ARCHITECTURE §5). An in-process GatewayNode runs
+ * Staging: how well the gateway node's pools keep the engine busy (docs/architecture.md#staging-model). An in-process GatewayNode runs
  * sessions of the `shell` harness (curl makes 3 model calls through the node's proxy) against an in-process
  * simulator whose timing model makes each call take up to ~130 ms; the local runtime's prepare action sleeps (INIT
  * comparable to RUN) and the evaluation is a short test_on_output command. For READY buffer sizes 0, 1 and 4 and

@@ -2,7 +2,7 @@
  * Tokenization cost per agent turn with the Qwen3 tokenizer and chat template (src/tokenization loadTokenizer): a
  * full render (Jinja) + encode (BPE) of the whole conversation at ~8k, ~32k and ~128k tokens of context, which is
  * what a stateless proxy pays on every call. For comparison, the encode of only the newest turn (a ~1.4k-token tool
- * result plus the generation prompt), which is what incremental suffix encoding (token mode, ARCHITECTURE §3) would
+ * result plus the generation prompt), which is what incremental suffix encoding (token mode, docs/architecture.md#chat-mode-and-token-mode) would
  * pay instead; token mode itself does not exist yet, so that column is the encode cost alone.
  * The conversation is a qwen-code system prompt and tool list followed by shell-tool turns whose results are
  * `ls -l`-like listings. Run: bun bench/tokenization.ts [--quick] [8k|32k|128k]

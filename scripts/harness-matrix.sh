@@ -1,5 +1,5 @@
 #!/bin/sh
-# Harness matrix (issue 8): run the example task set with each real harness CLI through `polar run` (built-in
+# Harness matrix: run the example task set with each real harness CLI through `polar run` (built-in
 # simulator, loopback-only network namespace) and print harness × (sessions completed, pass@1, completions, traces).
 #
 #   scripts/harness-matrix.sh                      # every harness, 2 samples per task

@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * `polar`: the single binary. Command contract: ARCHITECTURE.md §1. Exit codes: 0 success, 1 failed work,
+ * `polar`: the single binary. Commands: docs/architecture.md#processes and the README. Exit codes: 0 success, 1 failed work,
  * 2 bad usage (message on stderr).
  */
 import { Command, CommanderError } from 'commander';

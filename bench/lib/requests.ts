@@ -1,7 +1,6 @@
 /**
  * Request bodies for the proxy benchmarks, built from recorded harness traffic
- * (../shared/fixtures/harness-traffic beside the repository, mirrored under src/dialects/<name>/__fixtures__ when the shared folder is
- * absent): a small request and a ~100 KB one per dialect. The large ones are a real Claude Code (Anthropic Messages)
+ * (test/fixtures/harness-traffic, or a copy under src/dialects/<name>/__fixtures__): a small request and a ~100 KB one per dialect. The large ones are a real Claude Code (Anthropic Messages)
  * or qwen-code (OpenAI Chat) request whose last tool result is padded with `ls -l`-like lines, the shape that makes
  * agent contexts large.
  */
@@ -9,19 +8,19 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HARNESS_TRAFFIC } from '../../test/support/harness-traffic.ts';
 
-const SHARED = HARNESS_TRAFFIC;
+const TRAFFIC = HARNESS_TRAFFIC;
 const REPO = join(import.meta.dir, '..', '..');
 
 export type Json = Record<string, unknown>;
 
-/** The `body` of a recorded request; tries the shared fixtures first, then the given in-repo copies. */
-export function fixtureBody(shared: string, ...repoCopies: string[]): Json {
-  for (const path of [join(SHARED, shared), ...repoCopies.map((p) => join(REPO, p))]) {
+/** The `body` of a recorded request; tries test/fixtures/harness-traffic first, then the given copies (paths from the repository root). */
+export function fixtureBody(recording: string, ...repoCopies: string[]): Json {
+  for (const path of [join(TRAFFIC, recording), ...repoCopies.map((p) => join(REPO, p))]) {
     if (!existsSync(path)) continue;
     const recorded = JSON.parse(readFileSync(path, 'utf8')) as Json;
     return (recorded.body ?? recorded) as Json;
   }
-  throw new Error(`fixture ${shared} not found (looked in ${SHARED} and ${repoCopies.join(', ')})`);
+  throw new Error(`fixture ${recording} not found (looked in ${TRAFFIC} and ${repoCopies.join(', ')})`);
 }
 
 function filler(bytes: number): string {

@@ -1,5 +1,5 @@
 /**
- * claude-code-router 2.0.0 configuration for bench/proxy-peers.ts (BENCH-PEERS.md): its own HOME, logging off, one
+ * claude-code-router 2.0.0 configuration for bench/proxy-peers.ts (docs/protocol-notes.md#peer-gateways): its own HOME, logging off, one
  * provider pointing at the mock engine's full chat path, and `Router.default` naming it (ccr ignores the client's
  * model). With no provider configured ccr listens on all interfaces, so a provider is always written.
  */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the peer gateways of bench/proxy-peers.ts into bench/.peers/ (git-ignored; the product never depends on
-# them). Versions and overrides follow ../shared/BENCH-PEERS.md: claude-code-router 2.0.0 (3.1.1 has a dependency the
+# them). Versions and overrides follow docs/protocol-notes.md#peer-gateways: claude-code-router 2.0.0 (3.1.1 has a dependency the
 # registry here does not serve) and Portkey gateway 1.15.2 with @hono/node-server 1.13.5 + hono 4.9.7 pinned, without
 # which its streaming answers 500. Idempotent: an existing install of the right version is kept.
 set -eu

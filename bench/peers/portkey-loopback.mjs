@@ -1,5 +1,5 @@
 // Starts Portkey's gateway (bench/.peers/portkey) listening on 127.0.0.1 only. Its `gateway` bin takes just
-// `--port=N` and `--headless` and binds every interface (BENCH-PEERS.md), so this wrapper pins the host of every
+// `--port=N` and `--headless` and binds every interface (docs/protocol-notes.md#peer-gateways), so this wrapper pins the host of every
 // TCP listen before loading it. Usage: node bench/peers/portkey-loopback.mjs --port=N --headless
 import net from 'node:net';
 

@@ -1,7 +1,7 @@
 /**
  * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
  * [--tokenizer DIR] [--family NAME] [--golden-rate R] [--max-body-bytes N]`: the proxy alone, for capturing any harness run by hand
- * (ARCHITECTURE.md §1). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
+ * (docs/architecture.md#processes). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
  * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
  * `--admin-token T` (or $POLAR_ADMIN_TOKEN): `/admin/*` (pause, resume, policy_version) and `GET /sessions/{id}/completions`

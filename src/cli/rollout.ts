@@ -1,5 +1,5 @@
 /**
- * `polar rollout --config FILE`: the rollout server alone (ARCHITECTURE.md §1, §6), for many-host deployments where
+ * `polar rollout --config FILE`: the rollout server alone (docs/architecture.md#processes, docs/architecture.md#the-rollout-server), for many-host deployments where
  * gateway nodes run as `polar gateway` and register themselves. Refuses (exit 2) a non-loopback `rollout.host` without
  * a control-plane token unless `--insecure-no-token`. Runs until SIGINT/SIGTERM.
  */

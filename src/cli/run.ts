@@ -1,6 +1,6 @@
 /**
  * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--db FILE] [--out DIR]
- * [--builder prefix_merging] [--concurrency N]` (ARCHITECTURE.md §1): the one-shot job. Everything runs in this process:
+ * [--builder prefix_merging] [--concurrency N]` (docs/architecture.md#processes): the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
  * `polar trace verify`) and summary.json into the output directory.

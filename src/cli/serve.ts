@@ -1,5 +1,5 @@
 /**
- * `polar serve --config FILE`: the single-box default. The rollout server and the first
+ * `polar serve --config FILE` (docs/architecture.md#processes): the single-box default. The rollout server and the first
  * `gateway.nodes` entry run in this process; the node hosts the proxy and registers with the server over HTTP like a
  * remote `polar gateway` would. With `--with-sim` the simulator (config `sim` section) runs in-process too and is the
  * engine. Refuses (exit 2) to listen on a non-loopback address without a control-plane token unless

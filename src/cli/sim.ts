@@ -1,5 +1,5 @@
 /**
- * `polar sim`: run the inference simulator (ARCHITECTURE.md §1 contract), and `polar sim score`: re-score a completion
+ * `polar sim`: run the inference simulator (docs/architecture.md#processes), and `polar sim score`: re-score a completion
  * with the toy policy (reads JSON `{prompt_ids, response_ids}` from a file or stdin, prints `{logprobs}`).
  */
 import type { Command } from 'commander';

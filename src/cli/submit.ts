@@ -1,6 +1,6 @@
 /**
  * `polar submit FILE --server URL`: send a TaskRequest (JSON or YAML file) or task directory to a rollout server.
- * Task files (contract 8) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
+ * Task files (docs/architecture.md#contracts) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
  * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
  */
 import type { Command } from 'commander';

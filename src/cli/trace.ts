@@ -1,5 +1,5 @@
 /**
- * `polar trace verify` and `polar trace show` (ARCHITECTURE.md §1 command contract, §4 invariant).
+ * `polar trace verify` and `polar trace show` (docs/architecture.md#processes, invariant: docs/architecture.md#trajectory-builders).
  * verify: exit 0 when every checked session is clean, 1 with a readable report on any violation, 2 on bad usage.
  * A session whose trajectory names completions that this database has no records of at all (the rollout server's db:
  * records live in the store of the process that ran the proxy, a gateway's) is *skipped*, not a violation: it is

@@ -1,6 +1,6 @@
 /**
  * The contract every client dialect folder (`src/dialects/<wire-protocol>/index.ts`) satisfies. Dialects are pure
- * codecs: no I/O, no hono. Source: ARCHITECTURE.md §3, §8–9; STYLE.md "same file set in every dialect folder".
+ * codecs: no I/O, no hono. Source: docs/architecture.md#the-proxy, docs/architecture.md#module-rules (the same file set in every dialect folder), docs/architecture.md#conventions.
  */
 import type { Clock } from './clock.ts';
 import type { GatewayError } from './errors.ts';

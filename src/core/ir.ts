@@ -2,7 +2,7 @@
  * The internal representation (IR) every dialect decodes into and encodes from: 4 codecs, not 12 translators.
  * OpenAI-Chat-like, but lossless for RL: reasoning with its signature, tool calls with ids, tool results with errors,
  * non-function tools mapped to functions with their origin kept, sampling parameters kept exactly.
- * Source: ARCHITECTURE.md §3 (IR hub); field names are camelCase because the IR never leaves the process.
+ * Source: docs/architecture.md#the-proxy (IR hub); field names are camelCase because the IR never leaves the process.
  */
 
 /** Bump when a field changes meaning; stored with every CompletionRecord. */

@@ -1,7 +1,7 @@
 /**
  * Core data that crosses process boundaries or is stored: TaskRequest, CompletionRecord, Trace, Trajectory,
  * SessionResult. Field names are the field's standard snake_case terms (prompt_ids, loss_mask, num_samples, ...).
- * Source: ARCHITECTURE.md §2.
+ * Source: docs/architecture.md#data-model.
  */
 import type { DialectName, FinishReason, IRRequest, IRResponse } from './ir.ts';
 

@@ -1,7 +1,7 @@
 /**
  * Reading an engine's OpenAI Chat answer: the IR response and the token capture (prompt ids, sampled ids, logprobs)
  * from the engine's extension fields, with every length cross-checked. Field names drift between builds
- * (PROTOCOL-NOTES §1.2: "field names changed during 2026"), so one tolerant reader looks in every known place and
+ * (docs/protocol-notes.md#sglang: field names changed during 2026), so one tolerant reader looks in every known place and
  * reports which it used; a missing or inconsistent field becomes `captureError`, never a silent gap.
  * Sources: vLLM ≥ 0.10.2 `return_token_ids` (top-level `prompt_token_ids`, `choices[0].token_ids`,
  * `choices[0].logprobs.content[k].logprob`); SGLang `return_prompt_token_ids` / `return_meta_info`

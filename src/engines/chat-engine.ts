@@ -1,7 +1,7 @@
 /**
  * The chat-mode engine client shared by vLLM, SGLang, the simulator and any OpenAI-compatible server: they differ
  * only in a `ChatEngineProfile` (capture flags, where reasoning is echoed, logprob semantics). Source:
- * ARCHITECTURE.md §3 (engines, chat mode), PROTOCOL-NOTES.md §1.
+ * docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines.
  */
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';

@@ -1,7 +1,7 @@
 /**
  * One HTTP call to an engine with the error mapping every engine client shares: connection failures and 5xx →
  * `upstream` (502), the configured timeout → `timeout` (504), a prompt over the context window → `context-overflow`,
- * any other 4xx → `invalid-request` carrying the engine's own message. Source: ARCHITECTURE.md §3, STYLE.md §6.
+ * any other 4xx → `invalid-request` carrying the engine's own message. Source: docs/architecture.md#the-proxy, docs/architecture.md#conventions.
  */
 import { GatewayError } from '../core/errors.ts';
 

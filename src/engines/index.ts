@@ -1,5 +1,5 @@
 /**
- * Engine client factory (cross-module contract 4). Chat mode: the engine renders the template (vllm, sglang, sim,
+ * Engine client factory (docs/architecture.md#chat-mode-and-token-mode). Chat mode: the engine renders the template (vllm, sglang, sim,
  * openai). Token mode: the proxy renders, tokenises and parses itself and calls the engine's token endpoint (vllm,
  * sglang, sim, llamacpp; see token-engine.ts). llama.cpp has no chat-mode capture; openai has no token endpoint.
  */

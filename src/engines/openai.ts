@@ -1,7 +1,7 @@
 /**
  * Any OpenAI-compatible chat server without token capture (hosted APIs, llama.cpp's chat endpoint, ...). Completions
  * are proxied and recorded, but every record carries a `no-token-capture` warning and a capture error: nothing from
- * such an engine is trainable. Source: ARCHITECTURE.md §3 (engines: `openai` (no capture)).
+ * such an engine is trainable. Source: docs/architecture.md#chat-mode-and-token-mode (`openai`: no capture).
  */
 import { ChatModeEngine, type ChatEngineOptions, type ChatEngineProfile } from './chat-engine.ts';
 

@@ -1,7 +1,7 @@
 /**
  * The built-in simulator (`polar sim`), spoken to through its vLLM contract, so the simulator exercises exactly the
  * vLLM capture path. `engine_id` is `sim@<url>`: records with that prefix can be re-scored by `src/sim/policy.ts`.
- * Source: ARCHITECTURE.md §7; cross-module contract 4.
+ * Source: docs/architecture.md#the-simulator.
  */
 import { ChatModeEngine, type ChatEngineOptions, type ChatEngineProfile } from './chat-engine.ts';
 import { vllmProfile } from './vllm.ts';

@@ -3,7 +3,7 @@
  * vLLM `POST /v1/completions` with an int[] prompt (also the simulator's), and llama.cpp `POST /completion`. Every
  * sampling parameter is sent explicitly (engine defaults differ: SGLang caps at 128 new tokens, vLLM at 16, llama.cpp
  * uses top_k 40, top_p 0.95, min_p 0.05), turns end on the tokenizer's stop ids and never on stop strings, and every
- * length that comes back is cross-checked. Sources: PROTOCOL-NOTES.md §1.1–1.4;
+ * length that comes back is cross-checked. Sources: docs/protocol-notes.md#inference-engines;
  * https://docs.sglang.ai/basic_usage/native_api.html, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
  * https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */

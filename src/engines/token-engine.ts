@@ -4,7 +4,7 @@
  * text. The engine then sees exactly the tokens that will be trained on, and `prefix_merging` keeps every
  * append-only conversation in one chain. A golden check (at start-up and on a sample of turns) compares our full
  * rendering with the engine's own; a mismatch is logged and counted, never fatal.
- * Sources: ARCHITECTURE.md §3 (engines, token mode), PROTOCOL-NOTES.md §1–2.
+ * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';

@@ -1,6 +1,6 @@
 /**
  * The contract of an inference-engine client. Chat mode: the engine renders the template and parses tool calls; we
- * read token ids and logprobs from its extension fields. Source: ARCHITECTURE.md §3 (engines), PROTOCOL-NOTES.md §1.
+ * read token ids and logprobs from its extension fields. Source: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines.
  */
 import type { IRRequest, IRResponse, IRToolCall, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';

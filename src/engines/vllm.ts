@@ -3,7 +3,7 @@
  * top-level `prompt_token_ids`, `choices[0].token_ids` (EOS included), `choices[0].logprobs.content[k].logprob`.
  * Reasoning is echoed as `reasoning` on ≥ 0.10 and `reasoning_content` before (probed via GET /version).
  * Logprobs are raw unless the server runs with `--logprobs-mode processed_logprobs` (configure `logprobSemantics`).
- * Source: PROTOCOL-NOTES.md §1.1; https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
+ * Source: docs/protocol-notes.md#vllm; https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
  */
 import { ChatModeEngine, type ChatEngineOptions, type ChatEngineProfile } from './chat-engine.ts';
 

@@ -2,7 +2,7 @@
  * What the node keeps of a harness CLI's output: a per-session log file on the host (the runtime's own directory is
  * removed at teardown) and, when the CLI reported a failure, an error text with the tail of its stderr and stdout, so
  * a SessionResult with status ERROR says why without anyone having to reproduce the run.
- * Source: ARCHITECTURE.md §2 (SessionResult.error), §4 (a non-COMPLETED trajectory is not trained on), §5.
+ * Source: docs/architecture.md#data-model (SessionResult.error), docs/architecture.md#training-filter (a non-COMPLETED trajectory is not trained on), docs/architecture.md#staging-model.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The node's HTTP surface (contract 7) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
+ * The node's HTTP surface (docs/architecture.md#contracts: dispatch body) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
  * `POST /sessions` → 202 {session_id, status}; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
  * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),

@@ -1,7 +1,7 @@
 /**
  * The one table of client dialects the proxy serves: route → dialect object. Adding a dialect (OpenAI Responses,
  * Gemini) is one entry here. The dialect is chosen by route *before* the body is parsed, so every error — malformed
- * JSON included — renders in the caller's own provider shape. Source: ARCHITECTURE.md §3 (dialect detection).
+ * JSON included — renders in the caller's own provider shape. Source: docs/architecture.md#the-proxy (dialect detection).
  */
 import type { Dialect } from '../core/dialect.ts';
 import { anthropicMessages } from '../dialects/anthropic-messages/index.ts';

@@ -2,7 +2,7 @@
  * Pause/resume of inference for weight updates, and the policy version in force. `pause()` holds new calls and
  * resolves once the in-flight ones have drained; every call is stamped with the version in force when it entered,
  * and a call that was in flight across a pause or a version change is reported as straddling it.
- * Source: ARCHITECTURE.md §3 (Admin), PROTOCOL-NOTES.md §1.4.
+ * Source: docs/architecture.md#the-proxy (Admin), docs/protocol-notes.md#rules-for-every-engine.
  */
 export interface GateTicket {
   /** Policy version in force when the call entered (null when none was ever set). */

@@ -1,6 +1,6 @@
 /**
  * The recorder: turns one engine completion into a CompletionRecord and commits it before the reply's last byte
- * (ARCHITECTURE.md §2: "stored the moment it completes and never dropped"). Failed engine calls are not records (they
+ * (docs/architecture.md#data-model: "written the moment it completes and never dropped"). Failed engine calls are not records (they
  * are counted); completions with a capture error are records (the error is stored and counted).
  */
 import type { Clock } from '../core/clock.ts';

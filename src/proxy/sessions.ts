@@ -1,5 +1,5 @@
 /**
- * Session attribution (ARCHITECTURE.md §3), checked in this order: the path prefix `/s/{session_id}/…`, the header
+ * Session attribution (docs/architecture.md#the-proxy), checked in this order: the path prefix `/s/{session_id}/…`, the header
  * `x-polar-session`, then the API key (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `?key=`).
  */
 import type { ProxySessionInfo, SessionDirectory } from './types.ts';

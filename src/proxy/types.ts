@@ -1,5 +1,5 @@
 /**
- * The proxy's dependencies and options. The gateway mounts `createProxyApp(deps)` as the
+ * The proxy's dependencies and options (docs/architecture.md#the-proxy). The gateway mounts `createProxyApp(deps)` as the
  * `fetch` fallback of its own Bun.serve; `polar proxy` serves it alone.
  */
 import type { Clock } from '../core/clock.ts';
@@ -34,7 +34,7 @@ export interface ProxySessionInfo {
 }
 
 /**
- * Resolves the key a caller presented (path prefix, `x-polar-session`, or API key; src/proxy/sessions.ts) to a session.
+ * Resolves the key a caller presented (path prefix, `x-polar-session`, or API key, docs/architecture.md#the-proxy) to a session.
  * `key` is `''` when the caller presented none. Null = unknown session → 401 in the caller's dialect.
  */
 export interface SessionDirectory {

@@ -4,7 +4,7 @@
  * A session with completion records but no SessionResult (a `polar proxy` capture, or a session still running) is
  * *unevaluated*: its trajectory is built from the records with a builder, and its rows carry `reward: null`,
  * `advantage: null` and `metadata.evaluated: false`.
- * Every trainer row also carries the Trace fields (src/core/records.ts) `finish_reason` `{unified, raw}` (mask truncated samples with
+ * Every trainer row also carries the Trace fields of docs/architecture.md#data-model, `finish_reason` `{unified, raw}` (mask truncated samples with
  * `unified === 'length'`), `prompt_messages`, `response_messages` and `tools`, the messages and tools in the same
  * OpenAI Chat shape as the messages export and the engine's request (`toOpenAiMessages`), and under `metadata` the trajectory's
  * `trajectory_status`, `training_filter`, `reconstruction_stats` and `evaluation` (null for an unevaluated session,

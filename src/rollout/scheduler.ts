@@ -1,5 +1,5 @@
 /**
- * Stage-pressure scheduling (ARCHITECTURE.md §6): a session goes to the healthy, non-draining node with the least
+ * Stage-pressure scheduling (docs/architecture.md#the-rollout-server): a session goes to the healthy, non-draining node with the least
  * pressure, compared stage by stage: run queue first, then POSTRUN, then INIT, then the READY gap (a bigger gap wins).
  * Pure functions, so the choice is unit-testable without servers.
  */

@@ -1,6 +1,6 @@
 /**
- * Strict zod schemas for what crosses the rollout server's boundary: TaskRequest (ARCHITECTURE.md §2), SessionResult,
- * node registration and heartbeats (contract 7), and simulator behaviour scripts (contract 9).
+ * Strict zod schemas for what crosses the rollout server's boundary: TaskRequest (docs/architecture.md#data-model), SessionResult,
+ * node registration and heartbeats, and simulator behaviour scripts (docs/architecture.md#contracts).
  * Unknown keys inside `settings`, `config`, `metadata` and runtime specs pass through: they belong to other modules.
  */
 import { z } from 'zod';
@@ -18,7 +18,7 @@ export const agentSpecSchema = z
   })
   .refine((a) => a.harness !== undefined || a.command !== undefined, { message: 'agent needs a harness or a command' });
 
-/** A TaskRequest as a trainer submits it. Source: ARCHITECTURE.md §2, Polar `TaskRequest`. */
+/** A TaskRequest as a trainer submits it. Source: docs/architecture.md#data-model, Polar `TaskRequest`. */
 export const taskRequestSchema = z.object({
   task_id: z.string().min(1).max(200),
   instruction: z.string().min(1),
@@ -126,7 +126,7 @@ const simStepSchema = z.union([
   z.strictObject({ think: z.string().optional(), say: z.string().min(1) }),
 ]);
 
-/** Simulator behaviour script (contract 9): weighted variants of scripted shell/say steps. */
+/** Simulator behaviour script (docs/architecture.md#contracts): weighted variants of scripted shell/say steps. */
 export const simScriptSchema = z.object({
   variants: z
     .record(z.string(), z.object({ weight: z.number().positive(), steps: z.array(simStepSchema).min(1) }))

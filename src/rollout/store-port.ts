@@ -1,12 +1,12 @@
 /**
- * How the rollout server keeps its state in the SQLite store (contract 1 + store/repos/rollout.ts): the group record
+ * How the rollout server keeps its state in the SQLite store (store/index.ts + store/repos/rollout.ts): the group record
  * the trainer API serves, and the row types it reads.
  */
 import type { SessionResult } from '../core/records.ts';
 import { GROUP_EVALUATED, type GroupRow, type NodeRecord, type SessionRow, type Store, type TaskCallbackRecord, type TaskRow } from '../store/index.ts';
 
 /**
- * An evaluated group as the trainer API serves it: the usable sessions of ONE task (ARCHITECTURE.md §2 "Group").
+ * An evaluated group as the trainer API serves it: the usable sessions of ONE task (docs/architecture.md#data-model, "Group").
  * Its key is `task_id` (`/rollout/groups/{task_id}/…`); `group_id` is the trainer's label, which tasks may share.
  */
 export interface GroupRecord {
@@ -57,7 +57,7 @@ export type GroupTrajectory = SessionResult & {
   loo_advantage: number;
 };
 
-/** The rollout server stores through the SQLite store (contract 1) plus its own repositories (store/repos/rollout.ts). */
+/** The rollout server stores through the SQLite store (store/index.ts) plus its own repositories (store/repos/rollout.ts). */
 export type RolloutStore = Store;
 export type NodeRow = NodeRecord;
 export type TaskCallbackRow = TaskCallbackRecord;

@@ -1,5 +1,5 @@
 /**
- * Task files (contract 8): `examples/tasks/<name>/task.yaml` holds TaskRequest fields except those `polar run` flags
+ * Task files (docs/architecture.md#contracts): `examples/tasks/<name>/task.yaml` holds TaskRequest fields except those `polar run` flags
  * give (num_samples, agent, builder), plus `sim_script: <file>`. Relative `src` paths of prepare actions and the
  * sim_script path are resolved against the task file's directory.
  */
@@ -54,7 +54,7 @@ export interface LoadedTask {
   dir: string;
   /** Absolute path of the behaviour script, or null. */
   simScriptPath: string | null;
-  /** The parsed behaviour script (contract 9), or null. */
+  /** The parsed behaviour script (docs/architecture.md#contracts: behaviour script), or null. */
   simScript: SimScript | null;
 }
 
@@ -131,7 +131,7 @@ export function loadTaskFile(file: string): LoadedTask {
   return { task: task as LoadedTask['task'], file: abs, dir, simScriptPath, simScript };
 }
 
-/** Parse a behaviour script file (contract 9). @throws Error naming the file. */
+/** Parse a behaviour script file (docs/architecture.md#contracts). @throws Error naming the file. */
 export function loadSimScript(file: string): SimScript {
   let raw: unknown;
   try {
@@ -154,7 +154,7 @@ export interface TaskOverrides {
 /**
  * A full TaskRequest from a loaded task plus overrides (overrides win over the file's own values). The behaviour
  * script, when the task has one, travels as `metadata.sim_script` (the parsed object), so a gateway whose engine is the
- * simulator can register it wherever the task was submitted from (ARCHITECTURE.md §7: scripts "sent with the task").
+ * simulator can register it wherever the task was submitted from (docs/architecture.md#the-simulator: scripts travel with the task).
  * @throws Error when the agent is missing from both (the message says to pass --harness or give `agent` in the file),
  *   or the result is not a valid TaskRequest.
  */

@@ -1,7 +1,7 @@
 /**
  * One simulated generation: the planned text is "sampled" as its token ids (plus the end-of-turn id on a normal
  * stop), each scored by the toy policy, then cut by stop strings, stop token ids and the token limit the way vLLM
- * and SGLang cut real samples. Source: PROTOCOL-NOTES.md §1 (finish reasons, EOS in token_ids).
+ * and SGLang cut real samples. Source: docs/protocol-notes.md#inference-engines (finish reasons, EOS in token_ids).
  */
 import type { LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { rescoreCompletion } from './policy.ts';

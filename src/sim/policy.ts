@@ -2,7 +2,7 @@
  * The simulator's toy policy: a deterministic "language model" whose logprob of a token depends only on a hash of the
  * last K=4 context ids and the token, so any recorded completion can be re-scored exactly (`polar trace verify`,
  * `polar sim score`). What the simulator *says* is scripted (script.ts); this only assigns the logprobs.
- * Source: ARCHITECTURE.md §7 (policy), contracts §2.
+ * Source: docs/architecture.md#the-simulator.
  */
 
 /** How many trailing context ids the policy looks at. */

@@ -3,7 +3,7 @@
  * ...), each a list of steps (`shell: cmd` → a call to the harness's shell-like tool, `say: text` → a final answer,
  * optional `think`). The variant of a session comes from a seeded hash of its id; the step from the number of tool
  * results already in the conversation, so the simulator keeps no per-session state.
- * Source: ARCHITECTURE.md §7, contracts §9, PROTOCOL-NOTES.md §4 (shell-like tools per harness).
+ * Source: docs/architecture.md#the-simulator, docs/architecture.md#contracts (behaviour script), docs/protocol-notes.md#shell-like-tools.
  */
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -82,7 +82,7 @@ export interface ShellTool {
   parameters: Record<string, unknown>;
 }
 
-// PROTOCOL-NOTES §4: Claude Code Bash, pi bash, Codex exec_command, Qwen Code / Gemini CLI run_shell_command, OpenCode bash.
+// docs/protocol-notes.md#shell-like-tools: Claude Code Bash, pi bash, Codex exec_command, Qwen Code / Gemini CLI run_shell_command, OpenCode bash.
 const KNOWN_SHELL_TOOLS: Record<string, string> = { Bash: 'command', bash: 'command', exec_command: 'cmd', run_shell_command: 'command', shell: 'command' };
 
 type Schema = { type?: unknown; properties?: Record<string, Schema>; required?: unknown; items?: Schema; enum?: unknown[]; default?: unknown; minimum?: number; [key: string]: unknown };

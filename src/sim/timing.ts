@@ -1,7 +1,7 @@
 /**
  * The simulator's timing model: prefill and decode speed (tokens/s, 0 = instant) and a maximum number of concurrent
  * sequences (the rest queue, FIFO), plus a pause gate that holds new requests while a weight update is in progress.
- * It accounts busy time (≥ 1 running sequence) so engine utilisation can be measured. Source: ARCHITECTURE.md §7.
+ * It accounts busy time (≥ 1 running sequence) so engine utilisation can be measured. Source: docs/architecture.md#the-simulator.
  */
 import type { Clock } from '../core/clock.ts';
 

@@ -1,6 +1,6 @@
 /**
  * The SQLite store (bun:sqlite, WAL): the only module that touches SQLite. Repositories for completion records, tasks,
- * sessions, results and groups. Contract: /work notes contract 1; design: ARCHITECTURE.md §2, §6 (persistence).
+ * sessions, results and groups. Design: docs/architecture.md#data-model, docs/architecture.md#the-rollout-server (persistence).
  */
 import { Database } from 'bun:sqlite';
 import { mkdirSync } from 'node:fs';

@@ -118,7 +118,7 @@ export const migrations: readonly Migration[] = [
     `,
   },
   {
-    // A group is all sessions of ONE task (ARCHITECTURE.md §2), so the key is task_id; group_id stays as the trainer's
+    // A group is all sessions of ONE task (docs/architecture.md#data-model), so the key is task_id; group_id stays as the trainer's
     // label (metadata.group_id, default the task_id), which several tasks may share (slime reuses per-step indices).
     // Existing rows keep their data and acknowledgement; a task_id held by two old rows keeps the later-updated one.
     version: 5,

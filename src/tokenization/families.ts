@@ -3,7 +3,7 @@
  * token and the newline the template writes after it, which the model never samples), the generation prompt, the
  * thinking switch and tags, and which parser reads the sampled text. Token ids are never hard-coded here: they are
  * read from the loaded tokenizer (Qwen3 and Qwen3.5 have different ids for the same strings).
- * Sources: PROTOCOL-NOTES.md §2; Qwen3 chat template (https://huggingface.co/Qwen/Qwen3-8B/blob/main/tokenizer_config.json);
+ * Sources: docs/protocol-notes.md#qwen3-tokenizer-and-chat-template; Qwen3 chat template (https://huggingface.co/Qwen/Qwen3-8B/blob/main/tokenizer_config.json);
  * Qwen3-Coder / Qwen3.5 XML tool calls (vLLM vllm/entrypoints/openai/tool_parsers/qwen3coder_tool_parser.py).
  */
 import type { ChatTool } from './chat-messages.ts';

@@ -5,7 +5,7 @@
  * encoding only what follows the assistant turn's end-of-turn token, so the cost of a
  * turn depends on the size of the new messages, not on the context. Anything that does not extend a buffer
  * (compaction, edited history, another system prompt or tool list) gets a full render and starts a new buffer.
- * Pure computation: no I/O. Sources: ARCHITECTURE.md §3 (token mode), PROTOCOL-NOTES.md §2 (prefix breakers).
+ * Pure computation: no I/O. Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#prefix-breakers.
  */
 import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
 import { resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';

@@ -2,7 +2,7 @@
  * Tokenizer and chat-template loading for a Hugging Face model directory (tokenizer.json + tokenizer_config.json, or
  * chat_template.jinja), with Qwen3's files embedded in the compiled binary as the default. Used by the simulator and,
  * later, by token mode in the proxy (render, encode, parse without the engine).
- * Sources: https://huggingface.co/docs/transformers/main/en/chat_templating, PROTOCOL-NOTES.md §2.
+ * Sources: https://huggingface.co/docs/transformers/main/en/chat_templating, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';

@@ -1,5 +1,5 @@
 /**
- * Group advantages over the rewards of one task's sessions (ARCHITECTURE.md §2 "Group").
+ * Group advantages over the rewards of one task's sessions (docs/architecture.md#data-model, "Group").
  * Sources: GRPO, Shao et al. 2024 (arXiv 2402.03300) §4.1.2; leave-one-out baseline (RLOO), Ahmadian et al. 2024
  * (arXiv 2402.14740) §3.
  */

@@ -1,5 +1,5 @@
 /**
- * The builder registry and `buildTrajectory` (contract 6; ARCHITECTURE.md §4). A builder turns one session's
+ * The builder registry and `buildTrajectory` (docs/architecture.md#trajectory-builders). A builder turns one session's
  * CompletionRecords into traces; adding a strategy is one entry in `BUILDERS`.
  */
 import type { BuilderName, CompletionRecord, ReconstructionStats, Trace, Trajectory, TrajectoryStatus } from '../core/records.ts';

@@ -1,5 +1,5 @@
 /**
- * Rewards and the training filter (ARCHITECTURE.md §4 "Training filter"):
+ * Rewards and the training filter (docs/architecture.md#training-filter):
  * - a non-COMPLETED trajectory gets reward 0 and a zeroed mask, except an agent-budget timeout during the run, which
  *   stays trainable with reward 0 (the policy ran out of its own budget: a real, aligned failure);
  * - a trace with a parser-invalid tool call keeps its mask with reward 0 (a malformed action the policy sampled);

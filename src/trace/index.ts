@@ -1,5 +1,5 @@
 /**
- * Trajectory builders, training filter, advantages and verification (contract 6; ARCHITECTURE.md §4).
+ * Trajectory builders, training filter, advantages and verification (docs/architecture.md#trajectory-builders).
  */
 export { buildTrajectory, getBuilder, BUILDERS, BUILDER_NAMES } from './builders.ts';
 export type { BuildTrajectoryOptions, TraceBuilder, BuilderOutput } from './builders.ts';

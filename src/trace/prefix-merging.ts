@@ -1,5 +1,5 @@
 /**
- * The `prefix_merging` builder (paper §3.4.2, ARCHITECTURE.md §4): the completions of one agent conversation become
+ * The `prefix_merging` builder (paper §3.4.2, docs/architecture.md#trajectory-builders): the completions of one agent conversation become
  * one trace `a_1 ‖ u_1 ‖ a_2 ‖ … ‖ a_K`, sampled answers `a` (mask 1, real logprobs) joined by the canonical
  * interstitials `u` (tool results, template glue; mask 0, logprob 0.0) cut from the next prompt.
  *

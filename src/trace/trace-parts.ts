@@ -1,6 +1,6 @@
 /**
  * Pieces shared by the builders: the soundness check of a record's token capture, IR → message conversion for the
- * human-readable trace fields, and trace metadata. Source: ARCHITECTURE.md §2 (Trace), §4.
+ * human-readable trace fields, and trace metadata. Source: docs/architecture.md#data-model (Trace), docs/architecture.md#trajectory-builders.
  */
 import type { IRMessage } from '../core/ir.ts';
 import type { BuilderName, CompletionRecord, Trace, TraceMetadata } from '../core/records.ts';

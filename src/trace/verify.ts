@@ -1,5 +1,5 @@
 /**
- * `verifyTraces`: check the builder invariant of ARCHITECTURE.md §4 against the stored records. Every token with
+ * `verifyTraces`: check the builder invariant (docs/architecture.md#trajectory-builders) against the stored records. Every token with
  * loss_mask=1 must be a token the behaviour policy sampled, in order, with its recorded logprob (and, under the
  * simulator, the logprob its scoring function gives in the context the engine really saw); no completion may be
  * dropped or used twice; and no completion of another dispatch attempt of the session may appear.

@@ -3,9 +3,7 @@
  * sequence (reassembled and compared with the non-streaming body), seeded chunk splitting, errors, finish reasons.
  */
 import { describe, expect, test } from 'bun:test';
-import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fixedClock } from '../../src/core/clock.ts';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
 import { sequentialIds } from '../../src/core/ids.ts';
@@ -14,29 +12,18 @@ import { responseToStreamEvents, type IRStreamEvent } from '../../src/core/strea
 import { anthropicMessages, decodeStopReason, encodeStopReason } from '../../src/dialects/anthropic-messages/index.ts';
 import { MINTED_SIGNATURE_PREFIX, mintReasoningSignature } from '../../src/dialects/shared/signature.ts';
 import { parseSse, parseSseChunks, reassembleAnthropic, splitAtRandom } from '../support/sse.ts';
+import { codecContext, irResponseFactory, recordedRequests } from '../support/dialects.ts';
 
-const fixtureDir = join(import.meta.dir, '../../src/dialects/anthropic-messages/__fixtures__');
-const fixtures = readdirSync(fixtureDir)
-  .filter((name) => name.endsWith('-request.json'))
-  .map((name) => ({ name, body: JSON.parse(readFileSync(join(fixtureDir, name), 'utf8')).body as Record<string, any> }));
+const fixtures = recordedRequests('anthropic-messages');
 
-const ctx = (options?: CodecContext['options']): CodecContext => ({ now: fixedClock(), newId: sequentialIds(), options });
+const ctx = (options?: CodecContext['options']): CodecContext => codecContext({ options });
 const decode = (body: unknown, options?: CodecContext['options']) => anthropicMessages.decodeRequest(body, ctx(options));
 const withoutWarnings = (request: IRRequest) => ({ ...request, warnings: [] });
 
-function response(overrides: Partial<IRResponse> = {}): IRResponse {
-  return {
-    id: 'msg_test',
-    model: 'claude-sonnet-4-5',
-    content: [],
-    toolCalls: [],
-    finishReason: { unified: 'stop', raw: 'stop' },
-    usage: { inputTokens: 1200, outputTokens: 34, cachedInputTokens: 1000, reasoningTokens: 0 },
-    warnings: [],
-    createdAt: 1_700_000_000_000,
-    ...overrides,
-  };
-}
+const response = irResponseFactory({
+  id: 'msg_test', model: 'claude-sonnet-4-5', createdAt: 1_700_000_000_000,
+  usage: { inputTokens: 1200, outputTokens: 34, cachedInputTokens: 1000, reasoningTokens: 0 },
+});
 
 /** Encode a synthetic stream exactly as the proxy drives it: start (input 0), keep-alive, replayed events, end. */
 function streamText(r: IRResponse, extra: IRStreamEvent[] = []): string {
@@ -201,7 +188,7 @@ describe('decodeRequest details', () => {
     ],
   };
 
-  test('everything PROTOCOL-NOTES §3 lists maps to the IR', () => {
+  test('everything docs/protocol-notes.md lists for Anthropic Messages maps to the IR', () => {
     const ir = decode(rich);
     expect(ir.messages[0]).toEqual({ role: 'system', content: [{ type: 'text', text: 'You are helpful.' }] });
     expect(ir.sampling).toEqual({ maxTokens: 8000, temperature: 0.7, topP: 0.95, topK: 20, stop: ['</done>'] });

@@ -5,14 +5,13 @@
  */
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { fixedClock } from '../../src/core/clock.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import { sequentialIds } from '../../src/core/ids.ts';
 import type { IRResponse } from '../../src/core/ir.ts';
 import { responseToStreamEvents } from '../../src/core/stream.ts';
 import { anthropicMessages } from '../../src/dialects/anthropic-messages/index.ts';
+import { codecContext } from '../support/dialects.ts';
 
-const ctx = () => ({ now: fixedClock(), newId: sequentialIds() });
+const ctx = () => codecContext();
 
 const reply: IRResponse = {
   id: 'msg_sdk_1',

@@ -1,30 +1,20 @@
 /** Gemini generateContent codec: recorded gemini-cli/pi requests, call-id matching, generationConfig, SSE frames. */
 import { describe, expect, test } from 'bun:test';
-import { fixedClock } from '../../src/core/clock.ts';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import { sequentialIds } from '../../src/core/ids.ts';
 import type { IRResponse } from '../../src/core/ir.ts';
 import { responseToStreamEvents, type IRStreamEvent } from '../../src/core/stream.ts';
 import { decodeCountTokensRequest, encodeCountTokensResponse, encodeModelList, gemini } from '../../src/dialects/gemini/index.ts';
+import { codecContext, dialectFixtureDir, irResponseFactory } from '../support/dialects.ts';
 
-const fixtureDir = `${import.meta.dir}/../../src/dialects/gemini/__fixtures__`;
+const fixtureDir = dialectFixtureDir('gemini');
 const fixture = async (name: string) => (await Bun.file(`${fixtureDir}/${name}`).json()) as { url: string; body: Record<string, unknown> };
-const ctx = (extra: Partial<CodecContext> = {}): CodecContext => ({ now: fixedClock(), newId: sequentialIds(), pathModel: 'gemini-2.5-pro', ...extra });
+const ctx = (extra: Partial<CodecContext> = {}): CodecContext => codecContext({ pathModel: 'gemini-2.5-pro', ...extra });
 
-function irResponse(overrides: Partial<IRResponse> = {}): IRResponse {
-  return {
-    id: 'resp-1',
-    model: 'gemini-2.5-pro',
-    content: [],
-    toolCalls: [],
-    finishReason: { unified: 'stop', raw: 'stop' },
-    usage: { inputTokens: 100, outputTokens: 40, cachedInputTokens: 32, reasoningTokens: 10 },
-    warnings: [],
-    createdAt: 1_700_000_000_000,
-    ...overrides,
-  };
-}
+const irResponse = irResponseFactory({
+  id: 'resp-1', model: 'gemini-2.5-pro', createdAt: 1_700_000_000_000,
+  usage: { inputTokens: 100, outputTokens: 40, cachedInputTokens: 32, reasoningTokens: 10 },
+});
 
 function dataFrames(text: string): Record<string, unknown>[] {
   return text

@@ -4,14 +4,13 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import OpenAI from 'openai';
-import { fixedClock } from '../../src/core/clock.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import { sequentialIds } from '../../src/core/ids.ts';
 import type { IRResponse } from '../../src/core/ir.ts';
 import { responseToStreamEvents } from '../../src/core/stream.ts';
 import { openaiChat } from '../../src/dialects/openai-chat/index.ts';
+import { codecContext } from '../support/dialects.ts';
 
-const ctx = () => ({ now: fixedClock(), newId: sequentialIds() });
+const ctx = () => codecContext();
 
 const reply: IRResponse = {
   id: 'chatcmpl-sdk',

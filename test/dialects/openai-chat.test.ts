@@ -3,39 +3,24 @@
  * the chunk stream (reassembled and compared with the non-streaming body), seeded chunk splitting, errors, finish reasons.
  */
 import { describe, expect, test } from 'bun:test';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fixedClock } from '../../src/core/clock.ts';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import { sequentialIds } from '../../src/core/ids.ts';
 import type { IRRequest, IRResponse } from '../../src/core/ir.ts';
 import { responseToStreamEvents } from '../../src/core/stream.ts';
 import { decodeFinishReason, encodeFinishReason, openaiChat } from '../../src/dialects/openai-chat/index.ts';
 import { parseSse, parseSseChunks, reassembleOpenAIChat, splitAtRandom } from '../support/sse.ts';
+import { codecContext, irResponseFactory, recordedRequests } from '../support/dialects.ts';
 
-const fixtureDir = join(import.meta.dir, '../../src/dialects/openai-chat/__fixtures__');
-const fixtures = readdirSync(fixtureDir)
-  .filter((name) => name.endsWith('-request.json'))
-  .map((name) => ({ name, body: JSON.parse(readFileSync(join(fixtureDir, name), 'utf8')).body as Record<string, any> }));
+const fixtures = recordedRequests('openai-chat');
 
-const ctx = (request?: IRRequest): CodecContext => ({ now: fixedClock(), newId: sequentialIds(), request });
+const ctx = (request?: IRRequest): CodecContext => codecContext({ request });
 const decode = (body: unknown) => openaiChat.decodeRequest(body, ctx());
 const withoutWarnings = (request: IRRequest) => ({ ...request, warnings: [] });
 
-function response(overrides: Partial<IRResponse> = {}): IRResponse {
-  return {
-    id: 'chatcmpl-test',
-    model: 'qwen3-coder-plus',
-    content: [],
-    toolCalls: [],
-    finishReason: { unified: 'stop', raw: 'stop' },
-    usage: { inputTokens: 900, outputTokens: 55, cachedInputTokens: 512, reasoningTokens: 20 },
-    warnings: [],
-    createdAt: 1_700_000_123_456,
-    ...overrides,
-  };
-}
+const response = irResponseFactory({
+  id: 'chatcmpl-test', model: 'qwen3-coder-plus', createdAt: 1_700_000_123_456,
+  usage: { inputTokens: 900, outputTokens: 55, cachedInputTokens: 512, reasoningTokens: 20 },
+});
 
 const samples: Record<string, IRResponse> = {
   text: response({ content: [{ type: 'text', text: 'Hello — naïve café ✓ 你好 🎉' }] }),

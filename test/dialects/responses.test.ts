@@ -1,30 +1,20 @@
 /** OpenAI Responses codec: recorded Codex/pi requests, tool mapping both ways, reasoning payload, SSE sequence. */
 import { describe, expect, test } from 'bun:test';
-import { fixedClock } from '../../src/core/clock.ts';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import { sequentialIds } from '../../src/core/ids.ts';
 import type { IRRequest, IRResponse } from '../../src/core/ir.ts';
 import { responseToStreamEvents, type IRStreamEvent } from '../../src/core/stream.ts';
 import { decodeReasoningPayload, encodeReasoningPayload, openaiResponses } from '../../src/dialects/openai-responses/index.ts';
+import { codecContext, dialectFixtureDir, irResponseFactory } from '../support/dialects.ts';
 
-const fixtureDir = `${import.meta.dir}/../../src/dialects/openai-responses/__fixtures__`;
+const fixtureDir = dialectFixtureDir('openai-responses');
 const fixture = async (name: string) => ((await Bun.file(`${fixtureDir}/${name}`).json()) as { body: Record<string, unknown> }).body;
-const ctx = (request?: IRRequest): CodecContext => ({ now: fixedClock(), newId: sequentialIds(), ...(request ? { request } : {}) });
+const ctx = (request?: IRRequest): CodecContext => codecContext(request ? { request } : {});
 
-function irResponse(overrides: Partial<IRResponse> = {}): IRResponse {
-  return {
-    id: 'chatcmpl-1',
-    model: 'gpt-5.5',
-    content: [],
-    toolCalls: [],
-    finishReason: { unified: 'stop', raw: 'stop' },
-    usage: { inputTokens: 120, outputTokens: 30, cachedInputTokens: 64, reasoningTokens: 7 },
-    warnings: [],
-    createdAt: 1_700_000_000_500,
-    ...overrides,
-  };
-}
+const irResponse = irResponseFactory({
+  id: 'chatcmpl-1', model: 'gpt-5.5', createdAt: 1_700_000_000_500,
+  usage: { inputTokens: 120, outputTokens: 30, cachedInputTokens: 64, reasoningTokens: 7 },
+});
 
 /** Parse SSE text into [{event, data}] frames, skipping comments. */
 function parseSse(text: string): { event: string | undefined; data: Record<string, unknown> }[] {

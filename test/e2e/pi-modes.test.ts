@@ -3,7 +3,7 @@
  * `openai-responses`, `google-generative-ai`) completes a two-turn tool loop through the proxy with the simulator as
  * engine (kind `sim`, a registered two-step script: run `ls`, then answer). Both calls of each run are captured, and
  * their logprobs re-score exactly with the simulator's policy. Runs only in a loopback-only network namespace
- * (`node scripts/test.mjs test/e2e/pi-modes.test.ts`). pi's models.json: PROTOCOL-NOTES.md §4.
+ * (`node scripts/test.mjs test/e2e/pi-modes.test.ts`). pi's models.json: docs/protocol-notes.md#harness-clis.
  */
 import { expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';

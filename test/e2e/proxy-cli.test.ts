@@ -2,7 +2,7 @@
  * End to end: the real `claude` (Claude Code) and `qwen` (Qwen Code) CLIs complete a two-turn tool loop through the
  * proxy (`createProxyApp` on Bun.serve) with a scripted fake engine, and both completions are captured. Runs only in a
  * loopback-only network namespace (`npm test`, or `node scripts/test.mjs test/e2e/proxy-cli.test.ts`).
- * CLI flags and environment: PROTOCOL-NOTES.md §4.
+ * CLI flags and environment: docs/protocol-notes.md#harness-clis.
  */
 import { expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -53,7 +53,7 @@ test.skipIf(!isolated)(`qwen (Qwen Code) completes a two-turn tool loop through 
   );
   if (result.code !== 0) console.error(result.stdout.slice(-3000), result.stderr.slice(-3000));
   expect(result.code).toBe(0);
-  // Qwen Code exits 0 even when every call failed: the result event is the truth (PROTOCOL-NOTES §4).
+  // Qwen Code exits 0 even when every call failed: the result event is the truth (docs/protocol-notes.md#error-behaviour).
   const resultEvent = result.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { type: string; result?: string; is_error?: boolean }).find((e) => e.type === 'result');
   expect(resultEvent?.is_error).toBe(false);
   expect(resultEvent?.result).toContain(FINAL);

@@ -2,7 +2,7 @@
  * End to end: the real `codex` (Codex, OpenAI Responses) and `gemini` (Gemini CLI, generateContent) CLIs complete a
  * two-turn tool loop through the proxy (`createProxyApp` on Bun.serve) with a scripted fake engine, and both completions
  * are captured. Runs only in a loopback-only network namespace (`npm test`, or
- * `node scripts/test.mjs test/e2e/proxy2-cli.test.ts`). CLI flags and environment: PROTOCOL-NOTES.md §4.
+ * `node scripts/test.mjs test/e2e/proxy2-cli.test.ts`). CLI flags and environment: docs/protocol-notes.md#harness-clis.
  */
 import { expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -14,7 +14,7 @@ import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
 
 const TASK = 'Run ls in the current directory and tell me what you see';
 const FINAL = 'I ran ls: the directory holds README.txt and main.py.';
-/** Shell-like tool of each harness and the name of its command argument (PROTOCOL-NOTES §4). */
+/** Shell-like tool of each harness and the name of its command argument (docs/protocol-notes.md#shell-like-tools). */
 const SHELL_TOOLS: Record<string, string> = { exec_command: 'cmd', run_shell_command: 'command' };
 
 /** Records of a session that answered with a tool call, then with the final text after the tool result. */

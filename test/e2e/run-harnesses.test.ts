@@ -1,5 +1,5 @@
 /**
- * `polar run` with the two harnesses the harness matrix (scripts/harness-matrix.sh, issue 8) found broken, each on one
+ * `polar run` with the two harnesses the harness matrix (scripts/harness-matrix.sh) found broken, each on one
  * example task with one sample, real CLI against the in-process simulator:
  * - claude_code: with a model name it doesn't know, Claude Code sends a mid-conversation `{role: "system"}` message,
  *   which the Anthropic dialect used to reject (400 on every call). Now the session completes its tool loop.

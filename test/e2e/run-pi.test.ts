@@ -1,5 +1,5 @@
 /**
- * The main job's CI check (issue 8): `polar run examples/tasks --harness pi --samples 4`, spawned as a process, with the
+ * The main job's CI check (`npm start`): `polar run examples/tasks --harness pi --samples 4`, spawned as a process, with the
  * real pi CLI against the in-process simulator. Every session completes, each reward follows the session's scripted
  * variant (solve → 1, wrong_fix / give_up → 0), at least one group has reward variance, `polar trace verify --all` is
  * clean, prefix_merging needs fewer trainer tokens than per_request, and `polar export` reads the results file.

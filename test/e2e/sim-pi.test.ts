@@ -1,5 +1,5 @@
 /**
- * End to end (issue 5's acceptance): with the proxy in front of the simulator (engine kind `sim`), the real pi CLI
+ * End to end: with the proxy in front of the simulator (engine kind `sim`), the real pi CLI
  * (openai-completions API) completes a scripted two-step shell task: run a command, edit a file with a shell command,
  * say done. The file really changes on disk, and every completion is captured with logprobs that re-score exactly.
  * pi's API key is the session key; the proxy resolves it to the session and its task and forwards both to the

@@ -9,6 +9,7 @@ import type { EvaluationContext } from '../../src/gateway/evaluators/types.ts';
 import { commitBaseline, sessionDiff } from '../../src/gateway/prepare.ts';
 import { LocalRuntime } from '../../src/gateway/runtimes/local.ts';
 import type { Runtime } from '../../src/gateway/runtimes/types.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'polar-eval-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -22,7 +23,7 @@ async function prepared(files: Record<string, string>): Promise<Runtime> {
   return rt;
 }
 
-const baseTask = { task_id: 't', instruction: 'x', num_samples: 1, timeout_seconds: 10, agent: { model_name: 'm' }, builder: { strategy: 'per_request' } } as TaskRequest;
+const baseTask = taskRequest('t', { instruction: 'x', timeout_seconds: 10, agent: { model_name: 'm' }, builder: { strategy: 'per_request' } });
 const files = { 'calc.sh': 'echo 1\n', 'test_one.sh': '[ "$(sh calc.sh)" = 2 ]\n', 'test_stable.sh': 'true\n' };
 
 function ctx(runtime: Runtime, config: Record<string, unknown>, fresh: () => Promise<Runtime>, harness: EvaluationContext['harness'] = null): EvaluationContext {

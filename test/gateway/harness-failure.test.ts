@@ -14,6 +14,7 @@ import { HARNESS_ADAPTERS } from '../../src/gateway/harnesses/index.ts';
 import { streamJsonResultOutcome, type HarnessAdapter } from '../../src/gateway/harnesses/types.ts';
 import { GatewayNode } from '../../src/gateway/node.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 /** Like Qwen Code: exits 0 even when the model call failed; only its stream-json result event tells. */
 const exitsZeroOnFailure: HarnessAdapter = {
@@ -41,10 +42,8 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-const task = (id: string, agent: TaskRequest['agent']): TaskRequest => ({
-  task_id: id, instruction: 'do it', num_samples: 1, timeout_seconds: 30, agent, builder: { strategy: 'per_request' },
-  evaluator: { strategy: 'test_on_output', config: { command: 'true' } },
-});
+const task = (id: string, agent: TaskRequest['agent']): TaskRequest =>
+  taskRequest(id, { instruction: 'do it', timeout_seconds: 30, agent, builder: { strategy: 'per_request' }, evaluator: { strategy: 'test_on_output', config: { command: 'true' } } });
 
 test('a CLI that exits non-zero: ERROR with its reason and output tails, not evaluated, untrainable, log kept', async () => {
   const noise = 'x'.repeat(ERROR_STDERR_TAIL_CHARS * 2);

@@ -8,6 +8,7 @@ import { GatewayNode, type DispatchSpec, type SessionEvent } from '../../src/gat
 import type { RuntimeFactory } from '../../src/gateway/runtimes/index.ts';
 import type { ExecResult, Runtime, RuntimeProcess } from '../../src/gateway/runtimes/types.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 interface Durations { startMs: number; runMs: number }
 
@@ -44,12 +45,8 @@ function fakeRuntimes(durations: (key: string) => Durations, ledger: Ledger, onS
   };
 }
 
-function task(id: string, extra: Partial<TaskRequest> = {}): TaskRequest {
-  return {
-    task_id: id, instruction: 'do it', num_samples: 1, timeout_seconds: 30,
-    agent: { command: 'true {{INSTRUCTION}}', model_name: 'm' }, builder: { strategy: 'per_request' }, ...extra,
-  };
-}
+const task = (id: string, extra: Partial<TaskRequest> = {}): TaskRequest =>
+  taskRequest(id, { instruction: 'do it', timeout_seconds: 30, agent: { command: 'true {{INSTRUCTION}}', model_name: 'm' }, builder: { strategy: 'per_request' }, ...extra });
 
 function record(sessionId: string, seq: number): CompletionRecord {
   return {

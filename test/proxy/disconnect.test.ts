@@ -6,32 +6,26 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import type { CompletionRecord } from '../../src/core/records.ts';
-import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
+import { startEngineProxy, startFakeEngine, type EngineProxy, type FakeEngine } from '../support/fake-engine.ts';
 import { startTestProxy, type TestProxy } from '../support/proxy-harness.ts';
 
 const ENGINE_DELAY_MS = 300;
 let engine: FakeEngine;
-let slow: ReturnType<typeof Bun.serve>;
+let slow: EngineProxy;
 let delayMs = 0;
 let proxy: TestProxy;
 
 beforeAll(async () => {
   engine = await startFakeEngine({ shape: 'vllm', servedModel: 'qwen3-test', script: [{ kind: 'text', text: 'late reply' }] });
-  slow = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const url = new URL(request.url);
-      if (url.pathname === '/v1/chat/completions' && delayMs > 0) await Bun.sleep(delayMs);
-      return fetch(`${engine.url}${url.pathname}${url.search}`, { method: request.method, headers: request.headers, body: request.method === 'GET' ? undefined : await request.text() });
-    },
+  slow = startEngineProxy(engine.url, async (pathname) => {
+    if (pathname === '/v1/chat/completions' && delayMs > 0) await Bun.sleep(delayMs);
   });
-  proxy = await startTestProxy({ engineUrl: `http://127.0.0.1:${slow.port}`, kind: 'vllm', options: { keepaliveIntervalMs: 20 } });
+  proxy = await startTestProxy({ engineUrl: slow.url, kind: 'vllm', options: { keepaliveIntervalMs: 20 } });
   delayMs = ENGINE_DELAY_MS;
 });
 afterAll(async () => {
   await proxy.stop();
-  slow.stop(true);
+  slow.stop();
   await engine.stop();
 });
 

@@ -6,7 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { describe, expect, test } from 'bun:test';
 import { staticSessions } from '../../src/proxy/sessions.ts';
-import { fakeIds, fakeLogprob, startFakeEngine, type FakeEngine, type FakeReply } from '../support/fake-engine.ts';
+import { fakeIds, fakeLogprob, startEngineProxy, startFakeEngine, type FakeEngine, type FakeReply } from '../support/fake-engine.ts';
 import { expectedResponseIds, sessionRecords, startTestProxy, useProxyPerShape, type TestProxy } from '../support/proxy-harness.ts';
 
 const UNICODE = 'Voilà: héllo ✓ 日本語 🎉';
@@ -253,22 +253,14 @@ describe('client errors and sessions', () => {
 async function startGatedEngine(engine: FakeEngine) {
   let release: () => void = () => undefined;
   let gate = new Promise<void>((resolve) => (release = resolve));
-  const server = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    idleTimeout: 0,
-    async fetch(request) {
-      const url = new URL(request.url);
-      const body = request.method === 'POST' ? await request.text() : undefined;
-      if (url.pathname === '/v1/chat/completions' && !body!.includes('"max_tokens":1,')) await gate;
-      return fetch(`${engine.url}${url.pathname}`, { method: request.method, headers: request.headers, body });
-    },
+  const server = startEngineProxy(engine.url, async (pathname, body) => {
+    if (pathname === '/v1/chat/completions' && !body!.includes('"max_tokens":1,')) await gate;
   });
   return {
-    url: `http://127.0.0.1:${server.port}`,
+    url: server.url,
     release: () => release(),
     rearm: () => (gate = new Promise<void>((resolve) => (release = resolve))),
-    stop: () => server.stop(true),
+    stop: () => server.stop(),
   };
 }
 

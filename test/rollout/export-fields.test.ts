@@ -1,5 +1,5 @@
 /**
- * The §2 Trace fields in trainer rows: finish_reason {unified, raw} (so a trainer can mask truncated samples),
+ * The Trace fields (docs/architecture.md#data-model) in trainer rows: finish_reason {unified, raw} (so a trainer can mask truncated samples),
  * prompt_messages / response_messages / tools in OpenAI Chat shape (as the messages export), and under metadata the
  * trajectory's status, training_filter, reconstruction_stats and evaluation; Parquet promotes finish_reason, group_id,
  * session_id, task_id and status to string columns. Both formats are read back.
@@ -17,6 +17,7 @@ import { putGroup } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { buildTrajectory } from '../../src/trace/index.ts';
 import { chatCompletionRecord } from '../support/records.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const EOT = 151645;
 const scratch = mkdtempSync(join(tmpdir(), 'polar-export-fields-'));
@@ -53,9 +54,7 @@ function session(sessionId: string, finish: FinishReason): CompletionRecord[] {
   ];
 }
 
-const task: TaskRequest = {
-  task_id: 'tf', instruction: 'fix', num_samples: 2, timeout_seconds: 60, agent: { harness: 'pi', model_name: 'm' }, builder: { strategy: 'prefix_merging' },
-};
+const task: TaskRequest = taskRequest('tf', { instruction: 'fix', num_samples: 2, agent: { harness: 'pi', model_name: 'm' } });
 
 beforeAll(() => {
   const store = openStore(db);

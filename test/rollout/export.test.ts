@@ -14,6 +14,7 @@ import { buildGroup } from '../../src/rollout/server.ts';
 import { putGroup } from '../../src/rollout/store-port.ts';
 import { openStore } from '../../src/store/index.ts';
 import { chatCompletionRecord } from '../support/records.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const bun = join(root, 'node_modules/.bin/bun');
@@ -72,7 +73,7 @@ function record(sessionId: string, i: number): CompletionRecord {
 
 {
   const store = openStore(db);
-  const task = { task_id: 't1', instruction: 'fix', num_samples: 3, timeout_seconds: 60, agent: { harness: 'pi', model_name: 'sim' }, builder: { strategy: 'prefix_merging' as const } };
+  const task = taskRequest('t1', { instruction: 'fix', num_samples: 3, agent: { harness: 'pi', model_name: 'sim' } });
   store.tasks.upsert(task, 'COMPLETED');
   const results: SessionResult[] = [];
   for (let i = 0; i < 3; i++) {

@@ -1,5 +1,5 @@
 /**
- * Multi-process failure tests (issue 8 acceptance): `polar rollout` and two `polar gateway` processes, the shell
+ * Multi-process failure tests (a kill -9 loses no acknowledged result): `polar rollout` and two `polar gateway` processes, the shell
  * harness (test/support/run-shell-agent.ts behind a sleep, so sessions are mid-run when the kill lands) and the simulator.
  * 1. SIGKILL one gateway mid-task: the server misses its heartbeats, re-dispatches its sessions to the other gateway,
  *    and the task completes with num_samples results.
@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
+import { unusedPort } from '../support/fake-engine.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -28,13 +30,6 @@ afterAll(async () => {
   await sim?.stop();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
 function writeConfig(name: string, rolloutPort: number): string {
   const dir = join(scratch, name);
@@ -95,18 +90,18 @@ interface TaskView {
   results: number;
 }
 
-function taskRequest(taskId: string) {
-  return {
-    task_id: taskId, instruction: 'Create out.txt containing ok.', num_samples: 4, timeout_seconds: 60,
+function killTask(taskId: string) {
+  return taskRequest(taskId, {
+    instruction: 'Create out.txt containing ok.', num_samples: 4,
     // The sleep keeps each session in RUNNING long enough for the kill to land mid-task.
     agent: { harness: 'shell', command: `sleep 2 && ${bun} ${join(root, 'test/support/run-shell-agent.ts')} {{INSTRUCTION}}`, model_name: 'polar-sim' },
-    builder: { strategy: 'prefix_merging' }, runtime: { kind: 'local' },
+    runtime: { kind: 'local' },
     evaluator: { strategy: 'test_on_output', config: { command: 'grep -q ok out.txt' } },
-  };
+  });
 }
 
 async function startCluster(name: string) {
-  const port = freePort();
+  const port = unusedPort();
   const config = writeConfig(name, port);
   const rollout = await start(['rollout', '--config', config]);
   const gw1 = await start(['gateway', '--config', config, '--node-id', 'gw-1']);
@@ -116,7 +111,7 @@ async function startCluster(name: string) {
 }
 
 async function submit(server: string, taskId: string): Promise<void> {
-  const response = await fetch(`${server}/rollout/task/submit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(taskRequest(taskId)) });
+  const response = await fetch(`${server}/rollout/task/submit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(killTask(taskId)) });
   expect(response.status).toBe(200);
 }
 

@@ -1,5 +1,5 @@
 /**
- * Rollout server unit tests against fake gateway nodes (contract 7 on Bun.serve port 0) and a real SQLite store:
+ * Rollout server unit tests against fake gateway nodes (the dispatch contract of docs/architecture.md#contracts on Bun.serve port 0) and a real SQLite store:
  * submit/expand, scheduler choice, idempotent callbacks, early stop, groups + advantages + ack (trainer side),
  * heartbeat timeout re-dispatch, control-plane token, restart from the same database.
  */
@@ -12,6 +12,8 @@ import type { DispatchSpec } from '../../src/rollout/node-client.ts';
 import { pickNode, type SchedulableNode } from '../../src/rollout/scheduler.ts';
 import { RolloutServer } from '../../src/rollout/server.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
+import { startFakeGatewayNode } from '../support/fake-node.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-rollout-'));
 const cleanups: (() => unknown)[] = [];
@@ -23,35 +25,11 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const capacity = { init_workers: 2, ready_buffer: 2, max_run_workers: 2, postrun_workers: 2 };
 const idle = { init: 0, ready: 0, running: 0, postrun: 0, queued: 0 };
 
-/** A fake gateway node: records dispatches and cancels; knows the sessions it was given. */
+/** A fake gateway node (test/support/fake-node.ts), stopped after the file. */
 function fakeNode(token?: string) {
-  const dispatched: DispatchSpec[] = [];
-  const cancelled: string[] = [];
-  const known = new Set<string>();
-  const server = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    routes: {
-      '/sessions': {
-        POST: async (req) => {
-          if (token && req.headers.get('authorization') !== `Bearer ${token}`) return new Response('no', { status: 401 });
-          const spec = (await req.json()) as DispatchSpec;
-          dispatched.push(spec);
-          known.add(spec.session_id);
-          return Response.json({ session_id: spec.session_id, status: 'REGISTERED' }, { status: 202 });
-        },
-      },
-      '/sessions/:id': {
-        GET: (req) => (known.has(req.params.id) ? Response.json({ status: 'RUNNING' }) : new Response('', { status: 404 })),
-        DELETE: (req) => {
-          cancelled.push(req.params.id);
-          return known.delete(req.params.id) ? Response.json({ ok: true }) : new Response('', { status: 404 });
-        },
-      },
-    },
-  });
-  cleanups.push(() => server.stop(true));
-  return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled, known, forget: () => known.clear() };
+  const node = startFakeGatewayNode(token);
+  cleanups.push(() => node.stop());
+  return node;
 }
 
 function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: number, nodeId = 'n1', status: TrajectoryStatus = 'COMPLETED'): SessionResult {
@@ -70,13 +48,9 @@ function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: numb
   };
 }
 
+/** Extras may be invalid on purpose (validation tests), so they are spread over the factory's task. */
 const task = (id: string, extra: Record<string, unknown> = {}) => ({
-  task_id: id,
-  instruction: 'fix the bug',
-  num_samples: 4,
-  timeout_seconds: 60,
-  agent: { harness: 'shell', model_name: 'sim' },
-  builder: { strategy: 'prefix_merging' },
+  ...taskRequest(id, { num_samples: 4, agent: { harness: 'shell', model_name: 'sim' } }),
   ...extra,
 });
 

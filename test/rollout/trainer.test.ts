@@ -12,6 +12,8 @@ import { RolloutServer, type ServedGroup } from '../../src/rollout/server.ts';
 import { grpoAdvantages } from '../../src/trace/advantages.ts';
 import type { GroupTrajectory } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
+import { startFakeGatewayNode } from '../support/fake-node.ts';
 
 const TOKEN = 'cluster-secret';
 const cleanups: (() => unknown)[] = [];
@@ -23,29 +25,11 @@ const capacity = { init_workers: 2, ready_buffer: 2, max_run_workers: 4, postrun
 const idle = { init: 0, ready: 0, running: 0, postrun: 0, queued: 0 };
 let clockNow = 5_000_000;
 
-/** A fake gateway node that accepts dispatches (with the token) and cancels. */
+/** A fake gateway node that accepts dispatches carrying the token (test/support/fake-node.ts), stopped after the file. */
 function fakeNode() {
-  const dispatched: DispatchSpec[] = [];
-  const cancelled: string[] = [];
-  const server = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    routes: {
-      '/sessions': {
-        POST: async (req) => {
-          if (req.headers.get('authorization') !== `Bearer ${TOKEN}`) return new Response('no', { status: 401 });
-          dispatched.push((await req.json()) as DispatchSpec);
-          return Response.json({ status: 'REGISTERED' }, { status: 202 });
-        },
-      },
-      '/sessions/:id': {
-        GET: () => Response.json({ status: 'RUNNING' }),
-        DELETE: (req) => (cancelled.push(req.params.id), Response.json({ ok: true })),
-      },
-    },
-  });
-  cleanups.push(() => server.stop(true));
-  return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled };
+  const node = startFakeGatewayNode(TOKEN);
+  cleanups.push(() => node.stop());
+  return node;
 }
 
 /** One trace: `turns` response tokens, the first one masked out (a template token), logprobs −0.5·k. */
@@ -82,13 +66,9 @@ function resultFor(spec: DispatchSpec, reward: number, opts: { status?: Trajecto
   };
 }
 
+/** Extras may be invalid on purpose (validation tests), so they are spread over the factory's task. */
 const task = (id: string, extra: Record<string, unknown> = {}) => ({
-  task_id: id,
-  instruction: 'fix the bug',
-  num_samples: 3,
-  timeout_seconds: 60,
-  agent: { harness: 'shell', model_name: 'sim' },
-  builder: { strategy: 'prefix_merging' },
+  ...taskRequest(id, { num_samples: 3, agent: { harness: 'shell', model_name: 'sim' } }),
   ...extra,
 });
 

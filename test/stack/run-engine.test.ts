@@ -6,6 +6,7 @@ import { afterAll, expect, test } from 'bun:test';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { unusedPort } from '../support/fake-engine.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -13,9 +14,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'polar-run-engine-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 test('polar run with an unreachable engine exits 1 before dispatching anything', async () => {
-  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
+  const port = unusedPort();
   const out = join(scratch, 'out');
   const started = Date.now();
   const proc = Bun.spawn([

@@ -8,20 +8,13 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EngineHealthMonitor, engineLivenessCheck, waitForEngine } from '../../src/rollout/run.ts';
 import { startPolar, useScratch } from '../support/polar-cli.ts';
+import { unusedPort } from '../support/fake-engine.ts';
 
 const { dir: scratch, procs } = useScratch('polar-serve-engine-');
 const servers: ReturnType<typeof Bun.serve>[] = [];
 afterAll(() => {
   for (const s of servers) s.stop(true);
 });
-
-/** A port nothing listens on: bind one, note it, close it. */
-function deadPort(): number {
-  const s = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response() });
-  const port = s.port!;
-  s.stop(true);
-  return port;
-}
 
 /** A fake engine that lists one model (what the liveness check reads). */
 function fakeEngine(port = 0): ReturnType<typeof Bun.serve> {
@@ -34,7 +27,7 @@ function fakeEngine(port = 0): ReturnType<typeof Bun.serve> {
 }
 
 test('polar serve with a dead engine: starts, warns, GET /health reports engine.ok false on the server and the node', async () => {
-  const port = deadPort();
+  const port = unusedPort();
   const config = join(scratch, 'dead-engine.yaml');
   writeFileSync(config, [
     `engine: {kind: vllm, url: "http://127.0.0.1:${port}"}`,
@@ -61,7 +54,7 @@ test('polar serve with a dead engine: starts, warns, GET /health reports engine.
 }, 30_000);
 
 test('EngineHealthMonitor: down at start (one warning), up after the engine starts (logged), down again', async () => {
-  const port = deadPort();
+  const port = unusedPort();
   const lines: string[] = [];
   const monitor = new EngineHealthMonitor({
     check: engineLivenessCheck({ kind: 'vllm', url: `http://127.0.0.1:${port}` }), describe: 'engine vllm', intervalMs: 60_000, log: (l) => lines.push(l),
@@ -94,13 +87,13 @@ test('engineLivenessCheck sends the engine key; a rejected key is a failure that
 });
 
 test('waitForEngine: waits for a slow starter, fails with the last error after the bound', async () => {
-  const port = deadPort();
+  const port = unusedPort();
   setTimeout(() => fakeEngine(port), 300);
   const started = Date.now();
   await waitForEngine(engineLivenessCheck({ kind: 'sglang', url: `http://127.0.0.1:${port}` }), { describe: 'engine sglang', timeoutMs: 5000, intervalMs: 100 });
   expect(Date.now() - started).toBeGreaterThanOrEqual(250);
 
-  const dead = deadPort();
+  const dead = unusedPort();
   const t0 = Date.now();
   await expect(waitForEngine(engineLivenessCheck({ kind: 'vllm', url: `http://127.0.0.1:${dead}` }), { describe: 'engine vllm', timeoutMs: 400, intervalMs: 100 }))
     .rejects.toThrow(/^engine vllm is unreachable \(waited 0\.\d s\): GET \/v1\/models unreachable/);
@@ -110,7 +103,7 @@ test('waitForEngine: waits for a slow starter, fails with the last error after t
 });
 
 test('polar gateway with a dead engine: listens, warns, and its GET /health reports engine.ok false', async () => {
-  const port = deadPort();
+  const port = unusedPort();
   const config = join(scratch, 'gateway.yaml');
   writeFileSync(config, [
     `engine: {kind: sglang, url: "http://127.0.0.1:${port}"}`,

@@ -8,6 +8,7 @@ import { GROUP_EVALUATED, migrations, openStore, type Store } from '../../src/st
 import { migrate } from '../../src/store/migrations.ts';
 import { packInt32, unpackFloat32, unpackInt32 } from '../../src/store/packing.ts';
 import { useTempStores } from '../support/temp-stores.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const { stores, tempDir } = useTempStores('polar-store-');
 
@@ -102,15 +103,9 @@ describe('completions', () => {
   });
 });
 
-const task: TaskRequest = {
-  task_id: 'task_1',
-  instruction: 'fix the bug',
-  num_samples: 2,
-  timeout_seconds: 600,
-  agent: { harness: 'pi', model_name: 'qwen3' },
-  builder: { strategy: 'prefix_merging' },
-  metadata: { group_id: 'g1', agent_timeout: 300 },
-};
+const task: TaskRequest = taskRequest('task_1', {
+  num_samples: 2, timeout_seconds: 600, agent: { harness: 'pi', model_name: 'qwen3' }, metadata: { group_id: 'g1', agent_timeout: 300 },
+});
 
 function result(sessionId: string, reward: number): SessionResult {
   return {

@@ -12,6 +12,11 @@ const storeModule = resolve(import.meta.dir, '../../src/store/index.ts');
 export interface CrashWriter {
   /** Run the writer until it has reported `minCommits` commits, then SIGKILL it; returns the highest reported index. */
   runAndKill(minCommits: number): Promise<number>;
+  /**
+   * One `runAndKill(n)` per entry of `rounds`, each followed by `verify(lastReported)`, which checks the store and
+   * returns how many records it holds. Asserts every round got at least its `n` new commits; returns the final count.
+   */
+  killRounds(rounds: number[], verify: (lastReported: number) => number): Promise<number>;
 }
 
 /**
@@ -31,7 +36,16 @@ for (let i = store.completions.count(); ; i++) {
 }
 `,
   );
-  return {
+  const writer: CrashWriter = {
+    async killRounds(rounds, verify) {
+      let previous = 0;
+      for (const minCommits of rounds) {
+        const last = await writer.runAndKill(minCommits);
+        expect(last).toBeGreaterThanOrEqual(previous + minCommits - 1);
+        previous = verify(last);
+      }
+      return previous;
+    },
     async runAndKill(minCommits: number): Promise<number> {
       const child = Bun.spawn([process.execPath, childPath], { stdout: 'pipe', stderr: 'pipe' });
       const decoder = new TextDecoder();
@@ -57,4 +71,5 @@ for (let i = store.completions.count(); ; i++) {
       return last;
     },
   };
+  return writer;
 }

@@ -1,6 +1,6 @@
 /**
  * A scripted fake inference engine for tests: a real HTTP server on Bun.serve({port: 0}) that answers
- * `POST /v1/chat/completions` in vLLM shape or SGLang shape with token ids and logprobs (PROTOCOL-NOTES §1.1–1.2),
+ * `POST /v1/chat/completions` in vLLM shape or SGLang shape with token ids and logprobs (docs/protocol-notes.md#vllm, docs/protocol-notes.md#sglang),
  * plus `GET /v1/models`, `GET /version` and `POST /tokenize`. Replies are scripted: text, one tool call, parallel tool
  * calls, reasoning, truncation by length, an HTTP error (5xx), a hang (timeout), a context overflow.
  *
@@ -227,4 +227,39 @@ export async function startFakeEngine(options: FakeEngineOptions): Promise<FakeE
       await server.stop(true);
     },
   };
+}
+
+/** A loopback HTTP server in front of an engine: `beforeForward` may delay or hold a request before it is passed on. */
+export interface EngineProxy {
+  url: string;
+  port: number;
+  stop(): void;
+}
+
+/**
+ * Start a pass-through to `upstreamUrl` on 127.0.0.1 (port 0). Every request is forwarded unchanged (method, headers,
+ * path, query, body) after `beforeForward(pathname, body)` resolves; `body` is the request text, or undefined for
+ * GET and HEAD. Used to slow down or gate an engine without touching its replies.
+ */
+export function startEngineProxy(upstreamUrl: string, beforeForward: (pathname: string, body: string | undefined) => Promise<void> | void): EngineProxy {
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    idleTimeout: 0,
+    async fetch(request) {
+      const url = new URL(request.url);
+      const body = request.method === 'GET' || request.method === 'HEAD' ? undefined : await request.text();
+      await beforeForward(url.pathname, body);
+      return fetch(`${upstreamUrl}${url.pathname}${url.search}`, { method: request.method, headers: request.headers, body });
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, port: server.port!, stop: () => server.stop(true) };
+}
+
+/** A loopback port nothing listens on (bound once, then released): for unreachable-engine and free-port tests. */
+export function unusedPort(): number {
+  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
 }

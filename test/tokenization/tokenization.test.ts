@@ -35,7 +35,7 @@ describe('encode/decode', () => {
     });
   }
 
-  test('special token ids come from the tokenizer (PROTOCOL-NOTES §2)', () => {
+  test('special token ids come from the tokenizer (docs/protocol-notes.md, Qwen3 ids)', () => {
     expect(tk.eosTokenIds).toEqual([151645, 151643]);
     expect(tk.tokenToId('<tool_call>')).toBe(151657);
     expect(tk.tokenToId('<think>')).toBe(151667);
@@ -93,7 +93,7 @@ describe('renderChat', () => {
     });
   }
 
-  test('renders the Qwen3 shapes of PROTOCOL-NOTES §2', () => {
+  test('renders the Qwen3 shapes of docs/protocol-notes.md', () => {
     const text = tk.renderChat(conversation, { tools });
     expect(text.startsWith('<|im_start|>system\nYou are a helpful agent.\n\n# Tools')).toBe(true);
     expect(text).toContain('<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la", "timeout": 5}}\n</tool_call>');

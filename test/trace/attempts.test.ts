@@ -22,6 +22,7 @@ import { migrate, migrations } from '../../src/store/migrations.ts';
 import { packFloat32, packInt32 } from '../../src/store/packing.ts';
 import { buildTrajectory, selectAttempt, verifyTraces } from '../../src/trace/index.ts';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const scratch = mkdtempSync(join(tmpdir(), 'polar-attempts-'));
@@ -38,12 +39,8 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-function task(): TaskRequest {
-  return {
-    task_id: 'retry-task', instruction: INSTRUCTION, num_samples: 1, timeout_seconds: 30,
-    agent: { command: 'agent {{INSTRUCTION}}', model_name: 'm' }, builder: { strategy: 'prefix_merging' },
-  };
-}
+const task = (): TaskRequest =>
+  taskRequest('retry-task', { instruction: INSTRUCTION, timeout_seconds: 30, agent: { command: 'agent {{INSTRUCTION}}', model_name: 'm' } });
 
 /**
  * A runtime whose harness makes `calls` chat calls through the node's proxy with the session key (call k sends the

@@ -1,6 +1,6 @@
 /**
- * `engine`: the inference engine the proxy forwards to. Kinds and capture modes: ARCHITECTURE.md §3,
- * PROTOCOL-NOTES.md §1. Sampling defaults fill only fields a request leaves out; they are never clamps.
+ * `engine`: the inference engine the proxy forwards to. Kinds and capture modes: docs/architecture.md#chat-mode-and-token-mode,
+ * docs/protocol-notes.md#inference-engines. Sampling defaults fill only fields a request leaves out; they are never clamps.
  */
 import { z } from 'zod';
 

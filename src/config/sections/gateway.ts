@@ -1,4 +1,4 @@
-/** `gateway`: gateway nodes (pools INIT → READY → RUNNING → POSTRUN, runtimes, harness cache). ARCHITECTURE.md §5. */
+/** `gateway`: gateway nodes (pools INIT → READY → RUNNING → POSTRUN, runtimes, harness cache). docs/architecture.md#staging-model. */
 import { z } from 'zod';
 
 /** Sandbox runtime of a node. One object for every kind; fields a kind does not use are ignored by it. */

@@ -1,4 +1,4 @@
-/** `rollout`: the rollout server (task intake, scheduling, callbacks, trainer API). ARCHITECTURE.md §6. */
+/** `rollout`: the rollout server (task intake, scheduling, callbacks, trainer API). docs/architecture.md#the-rollout-server. */
 import { z } from 'zod';
 
 /** The `rollout` section. */

@@ -1,4 +1,4 @@
-/** `sim`: the built-in inference simulator (`polar sim`). ARCHITECTURE.md §7. */
+/** `sim`: the built-in inference simulator (`polar sim`). docs/architecture.md#the-simulator. */
 import { z } from 'zod';
 
 /** The `sim` section. */

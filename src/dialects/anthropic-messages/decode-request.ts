@@ -1,5 +1,5 @@
 /**
- * Anthropic Messages request → IR. Handles what real clients send (PROTOCOL-NOTES §3): system as string or blocks,
+ * Anthropic Messages request → IR. Handles what real clients send (docs/protocol-notes.md#anthropic-messages): system as string or blocks,
  * mid-conversation `{role: "system"}` messages (kept in place as IR system messages), Claude Code's billing-header line
  * (stripped by default), cache_control everywhere (dropped), thinking config and
  * thinking/redacted_thinking history, tool_use/tool_result with string or block content and images, tool_choice,

@@ -1,6 +1,6 @@
 /**
  * IR stream events → Anthropic Messages SSE. The sequence is exactly the one Claude Code and the SDK accept
- * (PROTOCOL-NOTES §3): `message_start` → per block `content_block_start` / `content_block_delta`* / `content_block_stop`
+ * (docs/protocol-notes.md#anthropic-messages): `message_start` → per block `content_block_start` / `content_block_delta`* / `content_block_stop`
  * → `message_delta` (stop_reason, full usage incl. the real input_tokens) → `message_stop`, nothing after it; `ping`
  * for keep-alives; `error` for a failure after the first byte.
  *

@@ -4,7 +4,7 @@
  * assistant turns (thought parts → reasoning, functionCall parts → tool calls); `functionResponse` parts become tool
  * messages. Call ids: a functionCall without an id gets a minted one (`ctx.newId('call')`); a functionResponse is
  * matched to the pending calls of the preceding model turn by id, then by order — never by name, since parallel calls
- * to the same function are common (PROTOCOL-NOTES §3).
+ * to the same function are common (docs/protocol-notes.md#gemini).
  * Source: https://ai.google.dev/api/generate-content
  */
 import type { CodecContext } from '../../core/dialect.ts';

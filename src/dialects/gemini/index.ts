@@ -2,7 +2,7 @@
  * The Gemini generateContent dialect (`/v1beta/models/{model}:generateContent` and `:streamGenerateContent?alt=sse`;
  * gemini-cli, pi `google-generative-ai`, @google/genai). Pure codecs to and from the IR; the proxy passes the model and
  * the stream flag from the URL path in `ctx.pathModel` / `ctx.pathStream`.
- * Source: https://ai.google.dev/api/generate-content; PROTOCOL-NOTES §3.
+ * Source: https://ai.google.dev/api/generate-content; docs/protocol-notes.md#gemini.
  */
 import type { Dialect } from '../../core/dialect.ts';
 import { decodeRequest } from './decode-request.ts';

@@ -1,5 +1,5 @@
 /**
- * OpenAI Chat Completions request → IR (PROTOCOL-NOTES §3): system and developer messages merged into ONE leading
+ * OpenAI Chat Completions request → IR (docs/protocol-notes.md#openai-chat): system and developer messages merged into ONE leading
  * system message; user text/image parts; assistant tool_calls with raw argument text and reasoning_content/reasoning;
  * tool messages with string or text-part content; max_completion_tokens / max_tokens; include_usage; n > 1 rejected.
  * Source: https://platform.openai.com/docs/api-reference/chat/create

@@ -3,7 +3,7 @@
  * reasoning / assistant message / function_call / custom_tool_call items is ONE assistant turn (that is how the model
  * produced them); tool outputs become `tool` messages; system and developer messages (and `instructions`) are merged into
  * one leading system message (shared/system.ts).
- * Source: https://platform.openai.com/docs/api-reference/responses/create; PROTOCOL-NOTES §3 (Codex, pi).
+ * Source: https://platform.openai.com/docs/api-reference/responses/create; docs/protocol-notes.md#openai-responses (Codex, pi).
  */
 import type { CodecContext } from '../../core/dialect.ts';
 import { GatewayError } from '../../core/errors.ts';

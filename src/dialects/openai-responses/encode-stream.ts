@@ -1,5 +1,5 @@
 /**
- * IR stream events → the Responses API SSE sequence (PROTOCOL-NOTES §3):
+ * IR stream events → the Responses API SSE sequence (docs/protocol-notes.md#openai-responses):
  * `response.created`, `response.in_progress`, then per output item `response.output_item.added` → content events →
  * `response.output_item.done`, and last `response.completed` (or `response.incomplete` on truncation, `response.failed`
  * on an error after the first byte). Every event carries `sequence_number` (0, 1, 2, … per response); keep-alives are

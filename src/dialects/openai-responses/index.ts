@@ -1,6 +1,6 @@
 /**
  * The OpenAI Responses dialect (`POST /v1/responses`; Codex, pi `openai-responses`, the openai SDK's `responses.create`).
- * Pure codecs to and from the IR. Source: https://platform.openai.com/docs/api-reference/responses; PROTOCOL-NOTES §3.
+ * Pure codecs to and from the IR. Source: https://platform.openai.com/docs/api-reference/responses; docs/protocol-notes.md#openai-responses.
  */
 import type { Dialect } from '../../core/dialect.ts';
 import { decodeRequest } from './decode-request.ts';

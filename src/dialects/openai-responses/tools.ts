@@ -1,5 +1,5 @@
 /**
- * Responses tools ↔ IR tools. Everything the model sees is a function (PROTOCOL-NOTES §3):
+ * Responses tools ↔ IR tools. Everything the model sees is a function (docs/protocol-notes.md#openai-responses):
  * - `function` → itself;
  * - `custom` (free text, e.g. Codex `apply_patch` with a lark grammar) → a function with one string parameter `input`;
  *   its calls go back to the client as `custom_tool_call` with that string as `input`;

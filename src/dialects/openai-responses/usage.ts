@@ -1,6 +1,6 @@
 /**
  * Usage ↔ the Responses API `usage` object. Codex reports "stream disconnected" when `response.completed` lacks any of
- * these fields, so every field is always present (PROTOCOL-NOTES §3).
+ * these fields, so every field is always present (docs/protocol-notes.md#openai-responses).
  * Source: https://platform.openai.com/docs/api-reference/responses/object#responses/object-usage
  */
 import type { IRUsage } from '../../core/ir.ts';

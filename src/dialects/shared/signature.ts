@@ -1,6 +1,6 @@
 /**
  * Opaque reasoning signatures. Claude Code discards a thinking block whose stream carries no non-empty `signature_delta`
- * (PROTOCOL-NOTES §3), and local engines produce none, so the proxy mints one. It is deterministic in the reasoning text
+ * (docs/protocol-notes.md#anthropic-messages), and local engines produce none, so the proxy mints one. It is deterministic in the reasoning text
  * (same text → same signature, so replays and snapshots are stable) and carries no secret.
  */
 

@@ -3,7 +3,7 @@ import type { IRContentPart, IRMessage, Warning } from '../../core/ir.ts';
 
 /**
  * Merge every `system` message into ONE leading system message (Qwen chat templates reject a system message anywhere but
- * first; PROTOCOL-NOTES §3). One system message keeps its parts; several are joined into one text part with a blank line
+ * first; docs/protocol-notes.md#openai-chat). One system message keeps its parts; several are joined into one text part with a blank line
  * between them. A system message found after a non-system message adds a `system-message-moved` warning.
  * @returns a new array; the input is not modified.
  */

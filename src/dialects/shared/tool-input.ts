@@ -1,5 +1,5 @@
 /**
- * Tool-call arguments between the IR (raw JSON text, PROTOCOL-NOTES §3 "keep a tool call's raw argument string when it is
+ * Tool-call arguments between the IR (raw JSON text, docs/protocol-notes.md#across-dialects: "keep a tool call's raw argument string when it is
  * invalid JSON") and wire formats whose call input is a JSON *object* (Anthropic `tool_use.input`, Gemini `functionCall.args`).
  *
  * Behaviour for text that is not a JSON object (the model produced broken JSON, or a bare array/string): the object

@@ -1,4 +1,4 @@
-/** Evaluators turn a finished session into an EvaluationResult. Source: ARCHITECTURE.md §5 (evaluators). */
+/** Evaluators turn a finished session into an EvaluationResult. Source: docs/architecture.md#staging-model (evaluators). */
 import type { EvaluationResult, TaskRequest } from '../../core/records.ts';
 import type { HarnessOutcome } from '../harnesses/types.ts';
 import type { Runtime } from '../runtimes/types.ts';

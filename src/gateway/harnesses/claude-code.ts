@@ -1,7 +1,7 @@
 /**
  * `claude_code` (@anthropic-ai/claude-code): ANTHROPIC_BASE_URL is the bare gateway origin (the CLI appends
  * /v1/messages); non-essential traffic off; `-p … --output-format stream-json --verbose`, judged by its `result` event.
- * Source: PROTOCOL-NOTES.md §4; https://docs.claude.com/en/docs/claude-code/settings (environment variables).
+ * Source: docs/protocol-notes.md#harness-clis; https://docs.claude.com/en/docs/claude-code/settings (environment variables).
  */
 import { streamJsonResultOutcome, type HarnessAdapter } from './types.ts';
 

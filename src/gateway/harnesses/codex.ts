@@ -1,7 +1,7 @@
 /**
  * `codex` (@openai/codex): only the Responses API; OPENAI_BASE_URL is ignored and the built-in provider can't be
  * overridden, so a `polar` provider goes in `$CODEX_HOME/config.toml`. `codex exec --json` with stdin closed; the
- * `turn.completed` / `turn.failed` events decide. Source: PROTOCOL-NOTES.md §4; https://github.com/openai/codex docs/config.md
+ * `turn.completed` / `turn.failed` events decide. Source: docs/protocol-notes.md#harness-clis; https://github.com/openai/codex docs/config.md
  */
 import { jsonLines, type HarnessAdapter } from './types.ts';
 

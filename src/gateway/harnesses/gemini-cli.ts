@@ -2,7 +2,7 @@
  * `gemini_cli` (@google/gemini-cli): GOOGLE_GEMINI_BASE_URL is the bare origin (the SDK appends /v1beta);
  * `$HOME/.gemini/settings.json` selects API-key auth (without it the CLI exits 41) and turns usage statistics off;
  * `-o stream-json`, judged by its final `{type:"result", status}` event.
- * Sources: PROTOCOL-NOTES.md §4; https://geminicli.com/docs/cli/headless/
+ * Sources: docs/protocol-notes.md#harness-clis; https://geminicli.com/docs/cli/headless/
  */
 import { jsonLines, type HarnessAdapter } from './types.ts';
 

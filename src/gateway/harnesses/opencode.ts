@@ -7,7 +7,7 @@
  * words, runs of spaces become empty words): the join gives the exact instruction back. The `--` matters: without it
  * yargs reads words of the instruction such as `-m` or `-q` (as in "run `python3 -m unittest -q`") as options and
  * opencode prints its usage and exits 1 before any model call. `error` events or a non-zero exit mean failure.
- * Source: PROTOCOL-NOTES.md §4; checked against opencode-ai 1.18.33 (the request body's user message is the exact text).
+ * Source: docs/protocol-notes.md#harness-clis; checked against opencode-ai 1.18.33 (the request body's user message is the exact text).
  */
 import { jsonLines, type HarnessAdapter } from './types.ts';
 

@@ -2,7 +2,7 @@
  * `pi` (@mariozechner/pi-coding-agent): a `polar` provider in `$PI_CODING_AGENT_DIR/models.json` whose apiKey names
  * the env var holding the session id; `--mode json` prints every agent event, and the last assistant message's
  * `stopReason` decides success (pi -p alone prints only the final text).
- * Sources: PROTOCOL-NOTES.md §4; pi docs/models.md, docs/json.md (pi-mono packages/coding-agent).
+ * Sources: docs/protocol-notes.md#harness-clis; pi docs/models.md, docs/json.md (pi-mono packages/coding-agent).
  */
 import { jsonLines, type HarnessAdapter } from './types.ts';
 

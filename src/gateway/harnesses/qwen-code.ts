@@ -1,7 +1,7 @@
 /**
  * `qwen_code` (@qwen-code/qwen-code): OpenAI Chat through OPENAI_BASE_URL (…/v1); usage statistics off in
  * `$HOME/.qwen/settings.json`; `-o stream-json`. Qwen Code exits 0 even when every call failed, so only its
- * `result` event decides. Source: PROTOCOL-NOTES.md §4.
+ * `result` event decides. Source: docs/protocol-notes.md#harness-clis, docs/protocol-notes.md#error-behaviour.
  */
 import { streamJsonResultOutcome, type HarnessAdapter } from './types.ts';
 

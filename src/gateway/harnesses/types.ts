@@ -1,6 +1,6 @@
 /**
  * Harness adapters: how one agent CLI is installed, pointed at this gateway, run headless, and judged from its own
- * result event. Source: PROTOCOL-NOTES.md §4, ARCHITECTURE.md §5.
+ * result event. Source: docs/protocol-notes.md#harness-clis, docs/architecture.md#staging-model.
  */
 
 /** A pinned npm package holding a harness CLI. */

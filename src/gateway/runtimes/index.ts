@@ -1,5 +1,5 @@
 /**
- * Runtime selection from a task's `runtime` section (contract 8): `{kind: local|docker|podman|apptainer, image?,
+ * Runtime selection from a task's `runtime` section (docs/architecture.md#contracts): `{kind: local|docker|podman|apptainer, image?,
  * network?, isolation?, prepare?: PrepareAction[]}`.
  */
 import { z } from 'zod';

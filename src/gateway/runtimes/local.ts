@@ -3,7 +3,7 @@
  * own process group, a scrubbed environment (PATH, LANG, HOME, TMPDIR plus what the caller sets: no host secrets),
  * and bubblewrap isolation when `bwrap` is on PATH (isolation 'auto') or required ('bwrap'). `upload` and `writeFile`
  * refuse host paths outside the session directory (symlinks followed).
- * Source: ARCHITECTURE.md §5; bubblewrap flags: https://github.com/containers/bubblewrap (bwrap(1)).
+ * Source: docs/architecture.md#staging-model, docs/protocol-notes.md#sandboxes; bubblewrap flags: https://github.com/containers/bubblewrap (bwrap(1)).
  */
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';

@@ -3,7 +3,7 @@
  * submitted the task, so it must stay inside the session's work directory: relative, and no `..` escape after
  * normalisation (the same rule for every runtime, relative to that runtime's own work directory). The local runtime
  * additionally checks the host paths it writes against symlinks that lead out of the session directory.
- * Source: ARCHITECTURE.md §5 (runtimes), contract 8 (prepare actions).
+ * Source: docs/architecture.md#staging-model (runtimes), docs/architecture.md#contracts (PrepareAction).
  */
 import { lstatSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, posix, relative, sep } from 'node:path';

@@ -1,6 +1,6 @@
 /**
  * The runtime (sandbox) interface every session runs in: local process groups, docker/podman containers or apptainer
- * instances. Source: ARCHITECTURE.md §5 (runtimes), issue 7.
+ * instances. Source: docs/architecture.md#staging-model (runtimes).
  */
 
 /** Options of one command run inside a runtime. */

@@ -1,0 +1,49 @@
+/**
+ * A fake gateway node for rollout-server tests: a real HTTP server on 127.0.0.1 (port 0) with the node side of the
+ * dispatch contract (docs/architecture.md#contracts): `POST /sessions` records the dispatch body and answers 202,
+ * `GET /sessions/{id}` says RUNNING for a session it holds (404 otherwise), `DELETE /sessions/{id}` records the cancel.
+ */
+import type { DispatchSpec } from '../../src/rollout/node-client.ts';
+
+export interface FakeGatewayNode {
+  url: string;
+  /** Dispatch bodies in arrival order. */
+  readonly dispatched: DispatchSpec[];
+  /** Session ids of DELETE calls in arrival order. */
+  readonly cancelled: string[];
+  /** Sessions the node holds (dispatched and not cancelled). */
+  readonly known: Set<string>;
+  /** Forget every session, as a restarted node would. */
+  forget(): void;
+  stop(): void;
+}
+
+/** Start a fake node; with `token`, a dispatch without `authorization: Bearer <token>` gets 401. */
+export function startFakeGatewayNode(token?: string): FakeGatewayNode {
+  const dispatched: DispatchSpec[] = [];
+  const cancelled: string[] = [];
+  const known = new Set<string>();
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    routes: {
+      '/sessions': {
+        POST: async (req) => {
+          if (token && req.headers.get('authorization') !== `Bearer ${token}`) return new Response('no', { status: 401 });
+          const spec = (await req.json()) as DispatchSpec;
+          dispatched.push(spec);
+          known.add(spec.session_id);
+          return Response.json({ session_id: spec.session_id, status: 'REGISTERED' }, { status: 202 });
+        },
+      },
+      '/sessions/:id': {
+        GET: (req) => (known.has(req.params.id) ? Response.json({ status: 'RUNNING' }) : new Response('', { status: 404 })),
+        DELETE: (req) => {
+          cancelled.push(req.params.id);
+          return known.delete(req.params.id) ? Response.json({ ok: true }) : new Response('', { status: 404 });
+        },
+      },
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled, known, forget: () => known.clear(), stop: () => server.stop(true) };
+}
