@@ -11,6 +11,7 @@ import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import type { BuilderName, CompletionRecord, Trajectory } from '../core/records.ts';
 import { scoreLogprob } from '../sim/policy.ts';
+import { readPolicyExport, sessionRescorer, type PolicyExport } from '../sim/variant-policy.ts';
 import { openStore, type Store } from '../store/index.ts';
 import { loadTokenizer } from '../tokenization/index.ts';
 import { attemptOf, BUILDER_NAMES, buildTrajectory, formatVerifyReport, renderTrace, trajectoryAttempt, verifyTraces } from '../trace/index.ts';
@@ -99,13 +100,22 @@ export function register(program: Command): void {
     .option('--rebuild', 'build from the records even when a SessionResult is stored')
     .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated (default: detected from the records)')
     .option('--rescore <mode>', 'auto|on|off: re-score mask-1 logprobs with the simulator policy (auto: when records come from sim@)', 'auto')
+    .option('--sim-policy <file|url>', "the simulator's learnable variant policy (GET /sim/policy export, or the simulator's URL): re-score each session's variant choice too")
     .option('--json', 'print the reports as JSON')
-    .action((opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; json?: boolean }) => {
+    .action(async (opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; simPolicy?: string; json?: boolean }) => {
       if (Boolean(opts.session) === Boolean(opts.all)) throw new UsageError('give exactly one of --session ID or --all');
       if (!['auto', 'on', 'off'].includes(opts.rescore)) throw new UsageError(`--rescore must be auto|on|off, got ${JSON.stringify(opts.rescore)}`);
       parseBuilder(opts.builder);
       parseEotIds(opts.eotIds);
       const rescore = opts.rescore as Rescore;
+      let policy: PolicyExport | null = null;
+      if (opts.simPolicy !== undefined) {
+        try {
+          policy = await readPolicyExport(opts.simPolicy);
+        } catch (error) {
+          throw new UsageError(`--sim-policy: ${(error as Error).message}`);
+        }
+      }
       const store = openExisting(opts.db);
       try {
         const ids = opts.session
@@ -121,7 +131,9 @@ export function register(program: Command): void {
           const { trajectory, source, attempt } = trajectoryFor(store, sessionId, records, opts);
           const fromSim = records.length > 0 && records.every((r) => r.engine_id.startsWith('sim@'));
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
-          const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scoreLogprob } : {}), ...(attempt !== undefined ? { attempt } : {}) });
+          const taskId = store.results.get(sessionId)?.task_id ?? (trajectory.traces[0]?.metadata.task_id || null);
+          const scorer = policy ? sessionRescorer(policy, taskId, sessionId, records) : scoreLogprob;
+          const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}) });
           if (report.skipped) skipped++;
           else if (!report.ok) failed++;
           if (opts.json) reports.push({ session_id: sessionId, source, ...report });

@@ -176,6 +176,8 @@ export function planTurn(input: {
   toolResults: number;
   tools: readonly ChatTool[];
   thinking: ThinkingState;
+  /** The variant drawn by the learnable policy (variant-policy.ts); default: `chooseVariant` on the script's weights. */
+  variant?: string;
 }): TurnPlan {
   const { script, toolResults, thinking } = input;
   const withThink = (think: string | undefined, body: string) => {
@@ -183,7 +185,7 @@ export function planTurn(input: {
     return thinking === 'opened' ? `${think}\n</think>\n\n${body}` : `<think>\n${think}\n</think>\n\n${body}`;
   };
   if (!script) return { text: withThink(undefined, DEFAULT_ANSWER), variant: null, step: toolResults, kind: 'default' };
-  const variant = chooseVariant(script, input.sessionId);
+  const variant = input.variant ?? chooseVariant(script, input.sessionId);
   const step = script.variants[variant]!.steps[toolResults];
   if (!step) return { text: withThink(undefined, DONE_ANSWER), variant, step: toolResults, kind: 'done' };
   if ('say' in step) return { text: withThink(step.think, step.say), variant, step: toolResults, kind: 'say' };
