@@ -124,6 +124,7 @@ export function register(program: Command): void {
         if (ids.length === 0) throw new Error(`${opts.db} holds no sessions`);
         let failed = 0;
         let skipped = 0;
+        let firstTokenRescoreMisses = 0;
         const reports: unknown[] = [];
         for (const sessionId of ids) {
           const records = store.completions.listBySession(sessionId);
@@ -135,7 +136,11 @@ export function register(program: Command): void {
           const scorer = policy ? sessionRescorer(policy, taskId, sessionId, records) : scoreLogprob;
           const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}) });
           if (report.skipped) skipped++;
-          else if (!report.ok) failed++;
+          else if (!report.ok) {
+            failed++;
+            const misses = report.violations.filter((v) => v.kind === 'rescore_mismatch');
+            if (misses.length > 0 && misses.length === report.violations.length && misses.every((v) => v.position === misses[0]!.position)) firstTokenRescoreMisses++;
+          }
           if (opts.json) reports.push({ session_id: sessionId, source, ...report });
           else console.log(formatVerifyReport(report, `session ${sessionId} [${source}]`));
         }
@@ -150,6 +155,12 @@ export function register(program: Command): void {
         }
         if (failed > 0) {
           console.error(`polar: trace verify: ${failed} session(s) violate the trace invariant`);
+          if (!policy && firstTokenRescoreMisses > 0) {
+            console.error(
+              `polar: trace verify: ${firstTokenRescoreMisses} session(s) fail only the re-score of one token; a session sampled under the ` +
+                "simulator's learnable variant policy carries log π(variant) on its first token: pass --sim-policy FILE|URL (GET /sim/policy) to re-score it",
+            );
+          }
           process.exitCode = EXIT_FAILED;
         } else if (checked === 0) {
           console.error('polar: trace verify: nothing verified: no session had its completion records in this database');
