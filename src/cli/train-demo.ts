@@ -2,7 +2,7 @@
  * `polar train-demo [--steps N] [--samples G] [--harness H] [--async] [--out DIR]`: a closed GRPO loop on the
  * simulator through the whole system (src/train/demo.ts): the Python client trains the simulator's variant policy
  * from evaluated groups, syncing weights through pause / drain / policy_version each step. Prints a table per step,
- * writes DIR/steps.jsonl, DIR/pass_at_1.svg, DIR/sim-policy.json and DIR/results.db, and verifies every trajectory
+ * writes DIR/steps.jsonl, DIR/pass_at_1.svg, DIR/sim-policy-<mode>.json and DIR/results-<mode>.db, and verifies every trajectory
  * used. Exit 0 when the loop ran and every used trajectory verified clean, 1 otherwise, 2 on bad usage.
  */
 import type { Command } from 'commander';
@@ -10,7 +10,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { openStore } from '../store/index.ts';
-import { defaultDemoDir, runTrainDemo } from '../train/demo.ts';
+import { defaultDemoDir, demoStorePath, runTrainDemo } from '../train/demo.ts';
 import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
 
 interface Flags {
@@ -56,7 +56,7 @@ export function register(program: Command): void {
       if (!existsSync(flags.tasks)) throw new UsageError(`--tasks ${flags.tasks}: no such directory`);
       const outDir = resolve(flags.out ?? defaultDemoDir(process.cwd()));
       mkdirSync(outDir, { recursive: true });
-      const dbPath = join(outDir, 'results.db');
+      const dbPath = demoStorePath(outDir, flags.async === true);
       const store = openStore(dbPath);
       try {
         console.log(`polar train-demo: ${flags.steps} step(s) × G=${flags.samples} on ${flags.tasks} with ${flags.harness} and the simulator, ${flags.async ? `async (K=${maxStaleness})` : 'sync'}; output → ${outDir}`);

@@ -137,7 +137,8 @@ export async function runTrainDemo(opts: TrainDemoOptions): Promise<TrainDemoRep
   } finally {
     await stack.stop();
   }
-  const policyFile = join(outDir, 'sim-policy.json');
+  // Versions restart at 0 in every run, so each mode keeps its own policy export (and store, see demoStorePath).
+  const policyFile = join(outDir, `sim-policy-${mode}.json`);
   writeFileSync(policyFile, `${JSON.stringify(policy)}\n`);
   steps = readFileSync(join(outDir, 'steps.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as StepRow);
   writeFileSync(join(outDir, `steps-${mode}.jsonl`), steps.map((s) => JSON.stringify(s)).join('\n') + '\n');
@@ -167,6 +168,11 @@ export async function runTrainDemo(opts: TrainDemoOptions): Promise<TrainDemoRep
   const plot = join(outDir, 'pass_at_1.svg');
   writeFileSync(plot, renderLineChartSvg(series, { title: `GRPO on the simulator's variant policy (${opts.harness}, G=${opts.samples})`, yLabel: 'pass@1' }));
   return { steps, verified, plot, policyFile };
+}
+
+/** The store of a run: one per mode, since both runs number their policy versions from 0. */
+export function demoStorePath(outDir: string, asyncMode: boolean): string {
+  return join(resolve(outDir), `results-${asyncMode ? 'async' : 'sync'}.db`);
 }
 
 /** The directory a relative default output goes to. */

@@ -33,7 +33,7 @@ test.skipIf(!networkIsolated())(`polar train-demo: sync then async steps learn, 
   expect(syncRows.map((r) => [r.step, r.mode, r.policy_version])).toEqual([[1, 'sync', '0'], [2, 'sync', '1']]);
 
   // pass@1 per step, recomputed from the store: the rewards of the step's tasks (task_id ends in -s<step>).
-  const store = openStore(join(out, 'results.db'));
+  const store = openStore(join(out, 'results-sync.db'));
   try {
     for (const row of syncRows) {
       const tasks = store.tasks.list({}).filter((t) => t.task.task_id.endsWith(`-s${row.step}`));
@@ -47,7 +47,7 @@ test.skipIf(!networkIsolated())(`polar train-demo: sync then async steps learn, 
   }
 
   // The update only ever raises the solving variant's probability (GRPO advantages sum to 0 in a group).
-  const policy = JSON.parse(readFileSync(join(out, 'sim-policy.json'), 'utf8')) as PolicyExport;
+  const policy = JSON.parse(readFileSync(join(out, 'sim-policy-sync.json'), 'utf8')) as PolicyExport;
   const first = policy.versions[0]!.logits;
   const last = policy.versions.at(-1)!.logits;
   expect(policy.versions.map((v) => v.version)).toEqual(['0', '1', '2']);
@@ -61,10 +61,10 @@ test.skipIf(!networkIsolated())(`polar train-demo: sync then async steps learn, 
   }
   expect(gain).toBeGreaterThan(0);
 
-  const verify = await runPolar(['trace', 'verify', '--db', join(out, 'results.db'), '--all', '--sim-policy', join(out, 'sim-policy.json')]);
+  const verify = await runPolar(['trace', 'verify', '--db', join(out, 'results-sync.db'), '--all', '--sim-policy', join(out, 'sim-policy-sync.json')]);
   expect(verify.code).toBe(0);
   expect(verify.stdout).toMatch(/(\d+)\/\1 session\(s\) verified clean/);
-  const plain = await runPolar(['trace', 'verify', '--db', join(out, 'results.db'), '--all']);
+  const plain = await runPolar(['trace', 'verify', '--db', join(out, 'results-sync.db'), '--all']);
   expect(plain.code).toBe(1);
   expect(plain.stderr).toContain('pass --sim-policy');
 
