@@ -1,5 +1,6 @@
 /** `polar status --server URL`: tasks, sessions and nodes of a rollout server (`GET /rollout/status`). */
 import type { Command } from 'commander';
+import { controlTokenFromEnv } from '../core/control-token.ts';
 
 export function register(program: Command): void {
   program
@@ -8,9 +9,9 @@ export function register(program: Command): void {
     .requiredOption('--server <url>', 'rollout server base URL')
     .option('--task <id>', 'show one task with its sessions instead')
     .option('--json', 'print the raw JSON')
-    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN)')
+    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)')
     .action(async (opts: { server: string; task?: string; json?: boolean; token?: string }) => {
-      const token = opts.token ?? process.env.POLAR_CONTROL_TOKEN;
+      const token = opts.token ?? controlTokenFromEnv();
       const base = opts.server.replace(/\/+$/, '');
       const path = opts.task ? `/rollout/task/${encodeURIComponent(opts.task)}` : '/rollout/status';
       const response = await fetch(`${base}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} }).catch((error: Error) => {

@@ -4,6 +4,7 @@
  * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
  */
 import type { Command } from 'commander';
+import { controlTokenFromEnv } from '../core/control-token.ts';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
@@ -66,11 +67,11 @@ export function register(program: Command): void {
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
     .option('--builder <strategy>', 'per_request or prefix_merging')
-    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN)')
+    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)')
     .action(async (file: string, opts: SubmitOptions) => {
       if (opts.builder && opts.builder !== 'per_request' && opts.builder !== 'prefix_merging') throw new UsageError('--builder must be per_request or prefix_merging');
       const tasks = taskRequestsFromPath(file, opts);
-      const token = opts.token ?? process.env.POLAR_CONTROL_TOKEN;
+      const token = opts.token ?? controlTokenFromEnv();
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers.authorization = `Bearer ${token}`;
       let failed = 0;

@@ -8,7 +8,7 @@
  * versions or read captures, whatever proxy the node was given.
  * Bun routes: https://bun.com/docs/api/http#routing
  */
-import { bearerMatches } from '../proxy/admin-access.ts';
+import { controlTokenMatches } from '../core/control-token.ts';
 import { DispatchError } from '../core/contracts/index.ts';
 import type { FetchHandler, SessionHost } from './node-types.ts';
 
@@ -42,7 +42,7 @@ function isControlPath(pathname: string): boolean {
 
 /** Start the server for `node`. Throws when the port is taken. */
 export function startSessionServer(node: SessionHost, opts: SessionServerOptions): Bun.Server<undefined> {
-  const authorized = (req: Request) => opts.token === null || bearerMatches(req.headers.get('authorization'), opts.token);
+  const authorized = (req: Request) => opts.token === null || controlTokenMatches(req.headers, opts.token);
   const fallback: FetchHandler = opts.fallback ?? (() => json({ error: 'not found' }, 404));
   const guardedFallback: FetchHandler = (req, server) =>
     opts.token !== null && isControlPath(new URL(req.url).pathname) && !authorized(req)

@@ -33,7 +33,7 @@ function referenceTiming(timing: Partial<SessionTiming> | undefined): Record<str
 /** An IR message as an OpenAI Chat message (`tool_calls[{id,type,function}]`, `tool_call_id`, `reasoning_content`). */
 function chatMessage(message: unknown): Record<string, unknown> {
   const m = message as IRMessage;
-  if (m && typeof m === 'object' && typeof m.role === 'string' && Array.isArray((m as { content?: unknown }).content)) return encodeMessage(m);
+  if (m && typeof m === 'object' && typeof m.role === 'string' && Array.isArray((m as { content?: unknown }).content)) return encodeMessage(m) as unknown as Record<string, unknown>;
   return message as Record<string, unknown>; // already wire-shaped (or foreign): pass through unchanged
 }
 

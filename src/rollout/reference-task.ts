@@ -13,7 +13,7 @@
  */
 import { z } from 'zod';
 import type { TaskRequest } from '../core/records.ts';
-import { formatIssues, parseTaskRequest } from './schemas.ts';
+import { formatIssues, parseTaskRequest } from '../core/contracts/index.ts';
 
 /** What the reference fills when a TaskRequest leaves it out. Source: ProRL-Agent-Server src/polar/rollout/models.py. */
 export const REFERENCE_DEFAULTS = { num_samples: 1, timeout_seconds: 600, builder: 'per_request', backend: 'docker', model_name: 'default' } as const;

@@ -2,9 +2,10 @@
  * The rollout server's HTTP routes on Bun.serve `routes` (https://bun.com/docs/api/http#routing): task intake and
  * status, the trainer API, node registration and heartbeats, session-result callbacks, events and metrics, and the
  * weight-sync fan-out to every gateway (./admin-fanout.ts).
- * Every route but `/health` and `/metrics` needs `authorization: Bearer <control-plane token>` when one is set.
+ * Every route but `/health` and `/metrics` needs the control-plane token when one is set, as
+ * `authorization: Bearer <token>` or the Python Polar's `x-polar-control-token: <token>` (core/control-token.ts).
  */
-import { timingSafeEqual as bytesEqual } from 'node:crypto';
+import { controlTokenMatches } from '../core/control-token.ts';
 import { adminFanoutRoutes, type FanoutNode } from './admin-fanout.ts';
 import { HttpError } from './context.ts';
 import type { EventHub } from '../observe/events.ts';
@@ -39,7 +40,7 @@ export function json(value: unknown, status = 200): Response {
 
 /** The route table of `server`; `token` null disables the bearer check. */
 export function rolloutRoutes(server: RolloutApi, token: string | null, health: () => Record<string, unknown>) {
-  const authorized = (req: Request) => token === null || timingSafeEqual(req.headers.get('authorization') ?? '', `Bearer ${token}`);
+  const authorized = (req: Request) => token === null || controlTokenMatches(req.headers, token);
   const guarded =
     (handler: (req: Req) => unknown | Promise<unknown>, okStatus = 200) =>
     async (req: Req): Promise<Response> => {
@@ -107,11 +108,4 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     // Registered nodes carry node_id and url (NodeRow); the fan-out reaches each one's proxy admin endpoints.
     ...adminFanoutRoutes({ nodes: () => server.listNodes() as FanoutNode[], controlPlaneToken: token }, guarded, body),
   };
-}
-
-function timingSafeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  if (x.length !== y.length) return false;
-  return bytesEqual(x, y);
 }
