@@ -10,7 +10,7 @@ import { parse as parseYaml } from 'yaml';
 import { renderConfigDocs } from '../config/docs.ts';
 import { importReferenceTopology, ReferenceTopologyError } from '../config/import-reference.ts';
 import { ConfigError, formatIssue, loadConfig, redactConfig, resolveConfig } from '../config/load.ts';
-import { EXIT_USAGE, UsageError } from './common.ts';
+import { EXIT_USAGE, referenceHint, UsageError } from './common.ts';
 
 export function register(program: Command): void {
   const config = program.command('config').description('check and document the topology file');
@@ -27,6 +27,8 @@ export function register(program: Command): void {
         if (!(error instanceof ConfigError)) throw error;
         console.error(`polar: invalid config ${file}:`);
         for (const issue of error.issues) console.error(`  ${formatIssue(issue)}`);
+        const hint = referenceHint(file);
+        if (hint) console.error(hint.trimStart());
         process.exit(EXIT_USAGE);
       }
       process.stdout.write(opts.json ? `${JSON.stringify(resolved, null, 2)}\n` : stringify(resolved, { lineWidth: 0 }));

@@ -31,7 +31,9 @@ test('`polar config check` accepts the converted file (it rejects the reference 
   const out = join(scratch.dir, 'checked.yaml');
   expect((await runPolar(['config', 'import', fixture, '-o', out])).code).toBe(0);
   expect((await runPolar(['config', 'check', out])).code).toBe(0);
-  expect((await runPolar(['config', 'check', fixture])).code).toBe(2);
+  const check = await runPolar(['config', 'check', fixture]);
+  expect(check.code).toBe(2);
+  expect(check.stderr).toContain('is a Python Polar topology: convert it with `polar config import');
 });
 
 test('an unknown key is exit 2 naming its path', async () => {
