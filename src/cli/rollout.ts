@@ -19,6 +19,7 @@ export function startRolloutFromConfig(config: PolarConfig, port?: number): { se
     controlPlaneToken: config.rollout.control_plane_token,
     heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000,
     callbackRetries: config.rollout.callback_retries,
+    heartbeatIntervalSeconds: config.gateway.heartbeat_interval_s,
   }).start();
   return { server, store };
 }

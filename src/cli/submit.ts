@@ -1,6 +1,6 @@
 /**
  * `polar submit FILE --server URL`: send a TaskRequest (JSON or YAML file) or task directory to a rollout server.
- * A TaskRequest file may use the Python Polar's spelling (src/rollout/reference-task.ts). `--wait` polls each task
+ * A TaskRequest file may use the Python Polar's spelling (src/core/contracts/reference-task.ts). `--wait` polls each task
  * until it is no longer running and prints the Python Polar CLI's summary (`--json`: the final TaskStatus).
  * Task files (src/rollout/task-file.ts) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
  * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
@@ -11,7 +11,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
 import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
-import { parseWireTaskRequest } from '../rollout/reference-task.ts';
+import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
 import { resolveRolloutUrl } from './rollout-url.ts';
 

@@ -4,7 +4,7 @@
  * that name their path.
  */
 import { expect, test } from 'bun:test';
-import { parseWireTaskRequest, REFERENCE_DEFAULTS } from '../../src/rollout/reference-task.ts';
+import { parseWireTaskRequest, REFERENCE_DEFAULTS } from '../../src/core/contracts/index.ts';
 
 const minimal = { task_id: 't1', instruction: 'fix it', agent: { harness: 'pi' } };
 
@@ -77,11 +77,11 @@ test.each([
   [{ ...minimal, runtime: { image: 'i', allow_internet: false } }, 'runtime.allow_internet: not supported'],
   [{ ...minimal, evaluator: { strategy: 'test_on_output', env: { KEY: 'x' } } }, 'evaluator.env: not supported'],
   [{ ...minimal, metadata: { eval_sampling_seed_base: 10 } }, 'metadata.eval_sampling_seed_base: not supported'],
-  [{ ...minimal, frobnicate: 1 }, 'Unrecognized key: "frobnicate"'],
-  [{ ...minimal, agent: { harness: 'pi', colour: 'red' } }, 'agent: Unrecognized key: "colour"'],
-  [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'exec', command: 'x', bogus: 1 }] } }, 'runtime.prepare.0'],
-  [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'upload_file', source: '/a', target: '/etc/passwd' }] } }, 'runtime.prepare.0.target: absolute upload target'],
-  [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'exec' }] } }, 'runtime.prepare.0.command: exec requires command'],
+  [{ ...minimal, frobnicate: 1 }, 'frobnicate: unknown key'],
+  [{ ...minimal, agent: { harness: 'pi', colour: 'red' } }, 'agent.colour: unknown key'],
+  [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'exec', command: 'x', bogus: 1 }] } }, 'runtime.prepare[0].bogus: unknown key'],
+  [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'upload_file', source: '/a', target: '/etc/passwd' }] } }, 'runtime.prepare[0].target: absolute upload target'],
+  [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'exec' }] } }, 'runtime.prepare[0].command: exec requires command'],
   [{ ...minimal, runtime: { kind: 'docker', backend: 'apptainer', image: 'i' } }, 'runtime.backend: conflicts'],
   [{ ...minimal, agent: { harness: 'pi', custom_shell: { command: 'x' } } }, "agent.custom_shell: only valid when agent.harness is 'shell'"],
   [{ ...minimal, num_samples: 2, early_stop_min_usable_sessions: 3 }, 'early_stop_min_usable_sessions: cannot exceed num_samples'],

@@ -12,8 +12,8 @@
  * agent.model_name `default` (the gateway sends the engine's served model whatever the harness names).
  */
 import { z } from 'zod';
-import type { TaskRequest } from '../core/records.ts';
-import { formatIssues, parseTaskRequest } from '../core/contracts/index.ts';
+import { formatIssues } from './issues.ts';
+import { parseTaskRequest, type TaskRequest } from './task.ts';
 
 /** What the reference fills when a TaskRequest leaves it out. Source: ProRL-Agent-Server src/polar/rollout/models.py. */
 export const REFERENCE_DEFAULTS = { num_samples: 1, timeout_seconds: 600, builder: 'per_request', backend: 'docker', model_name: 'default' } as const;
@@ -175,7 +175,7 @@ function toOurRuntime(runtime: NonNullable<WireTask['runtime']>, issues: Issue[]
   const kind = runtime.kind ?? runtime.backend ?? (runtime.image ? REFERENCE_DEFAULTS.backend : 'local');
   const prepare = (runtime.prepare ?? []).map((action, i) => {
     if (!('type' in action)) return action;
-    const at = `runtime.prepare.${i}`;
+    const at = `runtime.prepare[${i}]`;
     try {
       if (action.type === 'exec') {
         for (const field of ['source', 'target'] as const) if (action[field] != null) issues.push({ path: `${at}.${field}`, message: 'exec must not set it' });
