@@ -1,7 +1,7 @@
 /**
  * The node's HTTP surface (shapes: src/core/contracts/dispatch.ts) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
- * `POST /sessions` → 202 {session_id, status}; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
+ * `POST /sessions` → 202 {session_id, status}; `GET /sessions?status&task_id&limit`; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
  * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),
  * and so do the proxy's control paths (`/admin/*`, `GET /sessions/{id}/completions`): they are checked here too, before
  * the fallback, because harnesses in the sandboxes reach this port and must not pause inference, re-stamp policy
@@ -56,6 +56,20 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
     idleTimeout: 255,
     routes: {
       '/sessions': {
+        // The Python Polar gateway's listing (src/polar/gateway/server.py `list_sessions`): ?status, ?task_id,
+        // ?limit (1..1000, default 200) → {sessions, node_id}; each entry without its (large) result.
+        GET: guard((req) => {
+          const query = new URL(req.url).searchParams;
+          const status = query.get('status');
+          const taskId = query.get('task_id');
+          const limit = query.get('limit') === null ? 200 : Number(query.get('limit'));
+          if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return json({ error: `limit must be an integer in 1..1000, got ${query.get('limit')}` }, 400);
+          const sessions = node.list()
+            .filter((v) => (status === null || v.status === status) && (taskId === null || v.task_id === taskId))
+            .slice(0, limit)
+            .map(({ result: _result, ...view }) => view);
+          return json({ sessions, node_id: node.nodeId });
+        }),
         POST: guard(async (req) => {
           let body: unknown;
           try {
