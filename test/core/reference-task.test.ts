@@ -99,3 +99,20 @@ test('every problem is reported at once', () => {
   }
   for (const path of ['agent.import_path', 'agent.skills_path', 'runtime.cpus']) expect(message).toContain(path);
 });
+
+test("the reference's test_on_output config becomes ours: test_command, test_timeout, expected_output_json lines", () => {
+  const task = parseWireTaskRequest({
+    ...minimal,
+    evaluator: { strategy: 'test_on_output', config: { test_command: 'python3 t.py && echo "PASSED a.b"', test_timeout: 60, expected_output_json: { 'a.b': 'PASSED', c: 'FAILED' }, repo_dir: '/w' }, refresh_runtime: true },
+  });
+  const config = task.evaluator!.config as Record<string, unknown>;
+  expect(config).toMatchObject({ command: 'python3 t.py && echo "PASSED a.b"', timeout_s: 60, repo_dir: '/w' });
+  const regex = new RegExp(config.expect_output_regex as string, 'm');
+  expect(regex.test('noise\nPASSED a.b\nFAILED c\n')).toBe(true);
+  expect(regex.test('FAILED c\nPASSED a.b')).toBe(true);
+  expect(regex.test('PASSED a.b\nPASSED c\n')).toBe(false);
+  expect(regex.test('PASSED aXb\nFAILED c\n')).toBe(false);
+  // Our own config is left alone.
+  const ours = parseWireTaskRequest({ ...minimal, evaluator: { strategy: 'test_on_output', config: { command: 'true', test_command: 'x' } } });
+  expect(ours.evaluator!.config).toEqual({ command: 'true', test_command: 'x' });
+});

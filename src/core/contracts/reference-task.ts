@@ -162,6 +162,25 @@ function relativeTarget(target: string, workdir: string | null | undefined): str
 
 type Issue = { path: string; message: string };
 
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * The reference's test_on_output config (`test_command`, `test_timeout`, `expected_output_json: {test: "PASSED" |
+ * "FAILED"}`, graded on `PASSED name` / `FAILED name` lines of the output) in ours: `command`, `timeout_s`, and
+ * `expect_output_regex` requiring each expected line (multiline lookaheads). A config that already names `command` is
+ * ours and stays as it is; the reference's other keys (repo_dir, patch_command, …) are kept and ignored by ours.
+ */
+function testOnOutputConfig(config: Record<string, unknown>): Record<string, unknown> {
+  if (config.command !== undefined || typeof config.test_command !== 'string') return config;
+  const out: Record<string, unknown> = { ...config, command: config.test_command };
+  if (typeof config.test_timeout === 'number' && config.test_timeout > 0) out.timeout_s = config.test_timeout;
+  const expected = config.expected_output_json;
+  if (expected && typeof expected === 'object' && !Array.isArray(expected) && Object.keys(expected).length > 0) {
+    out.expect_output_regex = Object.entries(expected).map(([name, status]) => `(?=[\\s\\S]*^${escapeRegex(String(status))} ${escapeRegex(name)}\\s*$)`).join('');
+  }
+  return out;
+}
+
 /** Our runtime section from either spelling. Pushes issues instead of throwing. */
 function toOurRuntime(runtime: NonNullable<WireTask['runtime']>, issues: Issue[]): Record<string, unknown> {
   if (runtime.kind !== undefined && runtime.backend !== undefined && runtime.kind !== runtime.backend) {
@@ -270,7 +289,7 @@ export function parseWireTaskRequest(input: unknown): TaskRequest {
   if (runtime) ours.runtime = runtime;
   if (wire.evaluator) {
     const { env: _env, ...evaluator } = wire.evaluator;
-    ours.evaluator = evaluator;
+    ours.evaluator = evaluator.strategy === 'test_on_output' && evaluator.config ? { ...evaluator, config: testOnOutputConfig(evaluator.config) } : evaluator;
   }
   if (wire.callback_url != null) ours.callback_url = wire.callback_url;
   if (wire.dispatch_priority !== undefined) ours.dispatch_priority = wire.dispatch_priority;
