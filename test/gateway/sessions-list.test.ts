@@ -1,6 +1,6 @@
 /**
  * `GET /sessions?status&task_id&limit` on a gateway node (the Python Polar gateway's listing), behind the control-plane
- * token in either header.
+ * token in either header; `GET /health` with the reference's `status`, `metrics` and `available_*` keys.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -52,6 +52,9 @@ test('lists the node\'s sessions, filtered by status and task_id, limited, witho
   expect((await get('?limit=0')).status).toBe(400);
   expect((await get('', {})).status).toBe(401);
   expect((await get('', { authorization: 'Bearer tok' })).status).toBe(200);
+  for (let i = 0; i < 100 && node.get('ps_list_b')?.status !== 'RUNNING'; i++) await Bun.sleep(50);
+  const health = (await (await fetch(`${node.url}/health`)).json()) as Record<string, unknown>;
+  expect(health).toMatchObject({ status: 'ok', node_id: 'node-l', metrics: { run_inflight: 1, init_queue_depth: 0 }, available_run: 1 });
   node.cancel('ps_list_b');
   await node.wait('ps_list_b');
 });
