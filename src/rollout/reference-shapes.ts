@@ -9,9 +9,10 @@
  * differs (`finish_reason` object → string, session status CANCELLED, IR messages) the reference type wins and our
  * value moves into the object's `metadata`.
  */
-import type { IRMessage, IRTool } from '../core/ir.ts';
+import type { FinishReason, IRMessage, IRTool } from '../core/ir.ts';
 import type { SessionResult, SessionTiming, TaskRequest, Trace } from '../core/records.ts';
 import { encodeMessage } from '../dialects/openai-chat/encode-request.ts';
+import { encodeFinishReason } from '../dialects/openai-chat/finish-reason.ts';
 
 /** Task status words of the reference (lowercase): running, completed, failed, cancelling, cancelled. */
 export function referenceTaskStatusWord(status: string): string {
@@ -45,13 +46,15 @@ function chatTool(tool: unknown): Record<string, unknown> {
 }
 
 /**
- * A Trace in the reference's shape: `finish_reason` the unified reason string (`stop`, `length`, `tool-calls`, …; our
- * `{unified, raw}` object goes to `metadata.finish_reason`), messages and tools in OpenAI Chat form (our IR ones go to
+ * A Trace in the reference's shape: `finish_reason` the OpenAI Chat string (`stop`, `length`, `tool_calls`,
+ * `content_filter`; our `{unified, raw}` object goes to `metadata.finish_reason`), messages and tools in OpenAI Chat form (our IR ones go to
  * `metadata.ir_prompt_messages` … only when asked, to keep the payload small). Token fields unchanged.
  */
 export function referenceTrace(trace: Trace): Record<string, unknown> {
   const reason = trace.finish_reason as unknown;
-  const finish = reason && typeof reason === 'object' ? (reason as { unified?: string }).unified ?? null : typeof reason === 'string' ? reason : null;
+  const hasToolCalls = (trace.response_messages ?? []).some((m) => Array.isArray((m as { toolCalls?: unknown[] }).toolCalls) && (m as { toolCalls: unknown[] }).toolCalls.length > 0);
+  // The OpenAI Chat value the reference's traces carry (`stop`, `length`, `tool_calls`, `content_filter`).
+  const finish = reason && typeof reason === 'object' && typeof (reason as FinishReason).unified === 'string' ? encodeFinishReason(reason as FinishReason, hasToolCalls) : typeof reason === 'string' ? reason : null;
   return {
     prompt_ids: trace.prompt_ids,
     response_ids: trace.response_ids,

@@ -24,9 +24,10 @@ const result: SessionResult = {
 
 const task = { task_id: 't', instruction: 'x', num_samples: 4, timeout_seconds: 60, agent: { harness: 'pi', model_name: 'm' }, builder: { strategy: 'per_request' }, metadata: { group_id: '7', policy_version: '3', rollout_step: 2 } } as TaskRequest;
 
-test('a trace: finish_reason is the unified string, the object moves to metadata; messages and tools in OpenAI Chat form', () => {
+test('a trace: finish_reason is the OpenAI Chat string, the object moves to metadata; messages and tools in OpenAI Chat form', () => {
   const t = referenceTrace(trace);
-  expect(t.finish_reason).toBe('tool-calls');
+  expect(t.finish_reason).toBe('tool_calls');
+  expect(referenceTrace({ ...trace, response_messages: [], finish_reason: { unified: 'length' } }).finish_reason).toBe('length');
   expect((t.metadata as Record<string, unknown>).finish_reason).toEqual({ unified: 'tool-calls', raw: 'tool_calls' });
   expect(t.prompt_messages).toEqual([{ role: 'user', content: 'hi' }]);
   expect(t.response_messages).toEqual([{ role: 'assistant', content: null, reasoning_content: 'think', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'bash', arguments: '{"cmd":"ls"}' } }] }]);
