@@ -111,7 +111,10 @@ class CallbackListener:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except ConnectionError:
+                    pass  # the server needs only the status line; it may close before reading the body
 
             def log_message(self, *_args: object) -> None:
                 pass
