@@ -66,3 +66,13 @@ test('variant choice is a seeded hash of the session id', () => {
   const onlyOne = parseBehaviourScript({ variants: { a: { weight: 0, steps: [] }, b: { weight: 2, steps: [] } } });
   expect(chooseVariant(onlyOne, 'x')).toBe('b');
 });
+
+test("Cline CLI's run_commands takes a list of whole command lines: the command goes in as one element, not as bash -lc argv", () => {
+  const runCommands = fn('run_commands', {
+    type: 'object', required: ['commands'], additionalProperties: false,
+    properties: { commands: { type: 'array', items: { type: 'string' }, description: 'Array of complete shell command strings to execute.' } },
+  });
+  const tool = findShellTool([fn('read_files', { type: 'object', required: ['paths'], properties: { paths: { type: 'array', items: { type: 'string' } } } }), runCommands])!;
+  expect(tool).toMatchObject({ name: 'run_commands', commandArg: 'commands', commandKind: 'list' });
+  expect(shellArguments(tool, 'cat stats.py && python3 -m unittest -q')).toEqual({ commands: ['cat stats.py && python3 -m unittest -q'] });
+});

@@ -42,7 +42,10 @@ export function parseCustomSettings(settings: Record<string, unknown>): CustomSe
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((i) => {
     const path = ['agent', 'settings', ...i.path.map(String)].join('.');
-    return i.code === 'unrecognized_keys' ? `${path}: unknown key(s) ${i.keys.join(', ')}` : `${path}: ${i.message}`;
+    if (i.code === 'unrecognized_keys') return `${path}: unknown key(s) ${i.keys.join(', ')}`;
+    // A record key that fails its schema: zod nests the key's own issues.
+    if (i.code === 'invalid_key') return `${path}: ${i.issues.map((inner) => inner.message).join(', ')}`;
+    return `${path}: ${i.message}`;
   });
   throw new Error(`harness custom: ${problems.join('; ')}`);
 }
