@@ -76,3 +76,13 @@ test("Cline CLI's run_commands takes a list of whole command lines: the command 
   expect(tool).toMatchObject({ name: 'run_commands', commandArg: 'commands', commandKind: 'list' });
   expect(shellArguments(tool, 'cat stats.py && python3 -m unittest -q')).toEqual({ commands: ['cat stats.py && python3 -m unittest -q'] });
 });
+
+test('finds the shell-like tool in the recorded tool lists of Cline (run_commands), Continue (Bash) and Kilo Code (bash)', async () => {
+  const cline = findShellTool((await body('cline/polar-run/001-request.json')).tools as ChatTool[])!;
+  expect(cline).toMatchObject({ name: 'run_commands', commandKind: 'list' });
+  expect(shellArguments(cline, 'ls')).toEqual({ commands: ['ls'] });
+  const cont = findShellTool((await body('continue/polar-run/001-request.json')).tools as ChatTool[])!;
+  expect(cont).toMatchObject({ name: 'Bash', commandArg: 'command', commandKind: 'string' });
+  const kilo = findShellTool((await body('kilo/polar-run/001-request.json')).tools as ChatTool[])!;
+  expect(kilo).toMatchObject({ name: 'bash', commandArg: 'command', commandKind: 'string' });
+});
