@@ -176,6 +176,8 @@ test('continue: a final answer that is not JSON comes wrapped with a note and st
   const wrapped = '{"response":"done","status":"success","note":"Response was not valid JSON, so it was wrapped in a JSON object"}\n';
   expect(a.outcome({ exitCode: 0, stdout: wrapped, stderr: '' })).toMatchObject({ success: true, finalText: 'done' });
   expect(a.outcome({ exitCode: 1, stdout: wrapped, stderr: '' }).success).toBe(false);
+  // An unreachable endpoint: exit 1, the error object on stderr, nothing on stdout.
+  expect(a.outcome({ exitCode: 1, stdout: '', stderr: '{"status":"error","message":"Connection error."}\n' })).toEqual({ success: false, reason: 'exit 1: Connection error.', finalText: undefined });
   expect(a.outcome({ exitCode: 0, stdout: '{"response":"x","status":"error"}\n', stderr: '' }).success).toBe(false);
   expect(a.outcome({ exitCode: 0, stdout: 'plain text\n', stderr: '' }).success).toBe(false);
 });
