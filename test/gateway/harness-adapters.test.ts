@@ -211,7 +211,7 @@ test('custom: sets exactly the named base-URL/key/model variables, fills placeho
       files: { '.mycli/config.json': '{"base": "{{GATEWAY_URL}}/v1", "cwd": "{{WORK_DIR}}"}' },
     },
   }));
-  expect(launch.argv).toEqual(['sh', '-c', `mycli --model qwen3-sim --prompt 'fix the test; don'\\''t cheat'`]);
+  expect(launch.argv).toEqual(['sh', '-c', `mycli --model 'qwen3-sim' --prompt 'fix the test; don'\\''t cheat'`]);
   expect(launch.env).toEqual({
     MY_TELEMETRY: '0', MY_CONFIG: '/s/home/.mycli/config.json', MY_BASE: 'http://127.0.0.1:4321/v1', MY_ORIGIN: 'http://127.0.0.1:4321',
     MY_KEY: 'ps_secret123', OTHER_KEY: 'ps_secret123', MY_MODEL: 'qwen3-sim',
@@ -220,6 +220,9 @@ test('custom: sets exactly the named base-URL/key/model variables, fills placeho
   // agent.command wins over settings.command; the instruction really arrives as one argument.
   const echoed = a.launch(ctx({ command: 'printf %s {{INSTRUCTION}}' }));
   expect(Bun.spawnSync(echoed.argv).stdout.toString()).toBe("fix the test; don't cheat");
+  // Every value is quoted in the command, and an instruction holding a placeholder is not expanded again.
+  const injected = a.launch(ctx({ command: 'printf %s {{MODEL}} {{INSTRUCTION}}', modelName: 'm; echo pwned', instruction: '{{API_KEY}}' }));
+  expect(Bun.spawnSync(injected.argv).stdout.toString()).toBe('m; echo pwned{{API_KEY}}');
   expect(a.outcome({ exitCode: 0, stdout: '', stderr: '' }).success).toBe(true);
   expect(a.outcome({ exitCode: 3, stdout: '', stderr: '' })).toEqual({ success: false, reason: 'exit 3' });
 });
