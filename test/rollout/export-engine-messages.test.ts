@@ -1,9 +1,9 @@
 /**
  * The messages in exports are the messages the engine saw: for every recorded harness request (Claude Code, Codex,
  * Gemini CLI, Qwen Code, OpenCode, pi on four APIs, Cline, Continue, Kilo Code, OpenClaw), decoded by its dialect,
- * the engine's chat-mode request body (engines/chat-request.ts) and `polar export --format messages` (rollout/export.ts `acceptedMessages`, one record
- * in a real store) carry byte-identical messages and tools. Claude Code's first user turn has four text blocks: an
- * encoder that joins them differently from the engine's fails here.
+ * the engine's chat-mode request body (engines/chat-request.ts) and `polar export --format messages`
+ * (rollout/export.ts `acceptedMessages`, one record in a real store) carry byte-identical messages and tools. Claude
+ * Code's first user turn has four text blocks: an encoder that joins them differently from the engine's fails here.
  */
 import { expect, test } from 'bun:test';
 import { readdirSync, readFileSync } from 'node:fs';
