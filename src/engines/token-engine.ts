@@ -4,6 +4,7 @@
  * text. The engine then sees exactly the tokens that will be trained on, and `prefix_merging` keeps every
  * append-only conversation in one chain. A golden check (at start-up and on a sample of turns) compares our full
  * rendering with the engine's own; a mismatch is logged and counted, never fatal.
+ * Streaming clients are served from the engine's streamed token endpoint (token-backends.ts `TokenStreaming`).
  * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
 import type { Clock } from '../core/clock.ts';
@@ -17,9 +18,14 @@ import { detectModelFamily, resolveFamilyIds, type FamilyIds, type ModelFamily }
 import { SessionTokenBuffers, type PromptPlan, type RenderSettings, type TokenBufferOptions, type TokenBufferStats } from '../tokenization/token-buffer.ts';
 import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
-import { engineFetchJson, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
-import type { TokenBackend, TokenSampling } from './token-backends.ts';
-import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, TokenCapture } from './types.ts';
+import { DeltaEmitter } from './delta-emitter.ts';
+import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
+import { sseData } from './sse.ts';
+import { tokenStreamingFor, type TokenBackend, type TokenSampling } from './token-backends.ts';
+import { IncrementalDecoder, TaggedTextSplitter } from './token-stream.ts';
+import type {
+  CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting, TokenCapture,
+} from './types.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 
 export interface TokenEngineOptions {
@@ -45,10 +51,21 @@ export interface TokenEngineOptions {
   systemMessages?: SystemMessagePlacement;
   /** Engine id prefix (default: the kind; `sim` for the simulator). */
   idPrefix?: string;
+  /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
+  stream?: EngineStreamSetting;
   now?: Clock;
   newId?: IdGenerator;
   /** Where golden-check mismatches are reported (default console.warn). */
   log?: (message: string) => void;
+}
+
+/** One turn between preparing the prompt and reading the engine's answer. */
+interface TurnPlan {
+  messages: ChatMessage[];
+  settings: RenderSettings;
+  plan: PromptPlan;
+  warnings: Warning[];
+  sampling: TokenSampling;
 }
 
 /** Golden-check counters. */
@@ -106,6 +123,7 @@ export class TokenModeEngine implements EngineClient {
   private goldenEndpoint: 'tokenize' | 'apply-template' | null = null;
   private readonly golden: GoldenStats = { checks: 0, mismatches: 0, unavailable: 0, errors: 0, lastMismatch: null };
   private readonly pending = new Set<Promise<void>>();
+  private streamOk = false;
 
   /** @throws Error when `goldenRate` is outside [0, 1]. */
   constructor(
@@ -188,8 +206,25 @@ export class TokenModeEngine implements EngineClient {
       acceptsReturnTokenIds: true,
       captureFields: { promptIds: 'sent by the proxy', responseIds: this.backend.fields.responseIds, logprobs: this.backend.fields.logprobs },
       captureError: probeResult.problems.length > 0 ? probeResult.problems.join('; ') : null,
+      streamCapture: await this.probeStream(promptIds),
     };
     await this.goldenCheck(GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
+  }
+
+  /** `engine.stream: auto`: one streamed 1-token generation; streaming is used when its capture is sound. */
+  private async probeStream(promptIds: number[]): Promise<EngineProbeReport['streamCapture']> {
+    const setting = this.opts.stream ?? 'auto';
+    this.streamOk = setting === 'always';
+    if (setting !== 'auto') return null;
+    try {
+      const sampling = { ...this.resolveSampling({}, promptIds.length), maxTokens: 1, temperature: 0 };
+      const raw = await this.streamPost(promptIds, sampling, { sessionId: 'polar-probe', requestId: 'probe-stream' }, new DeltaEmitter(() => {}), false);
+      const problems = this.backend.read(raw, promptIds).problems;
+      this.streamOk = problems.length === 0;
+      return { ok: this.streamOk, error: problems.length > 0 ? problems.join('; ') : null };
+    } catch (thrown) {
+      return { ok: false, error: thrown instanceof Error ? thrown.message : String(thrown) };
+    }
   }
 
   private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext): Promise<unknown> {
@@ -241,8 +276,69 @@ export class TokenModeEngine implements EngineClient {
    */
   async complete(request: IRRequest, ctx: EngineCallContext): Promise<EngineCompletion> {
     await this.probe();
-    const tokenizer = this.tokenizer!;
-    const family = this.family!;
+    const turn = this.prepareTurn(request, ctx);
+    const started = this.now();
+    const raw = await this.post(turn.plan.promptIds, turn.sampling, ctx);
+    return this.finishTurn(request, turn, raw, this.now() - started);
+  }
+
+  streams(): boolean {
+    return this.streamOk;
+  }
+
+  /**
+   * One streamed completion in token mode (see EngineClient.stream): the prompt length is reported before sampling,
+   * reasoning and text are sent as the ids arrive (token-stream.ts), tool calls when the turn is complete; the record
+   * is built from the accumulated answer exactly as `complete` builds it.
+   * @throws GatewayError as `complete` does; 'upstream' when the stream breaks off.
+   */
+  async stream(request: IRRequest, ctx: EngineCallContext, onEvent: (event: EngineStreamEvent) => void): Promise<EngineCompletion> {
+    await this.probe();
+    const turn = this.prepareTurn(request, ctx);
+    onEvent({ type: 'prompt', inputTokens: turn.plan.promptIds.length });
+    const started = this.now();
+    const emitter = new DeltaEmitter(onEvent, { trimLeadingNewlines: true, stops: request.sampling.stop ?? [] });
+    const raw = await this.streamPost(turn.plan.promptIds, turn.sampling, ctx, emitter, turn.plan.promptOpenedThinking, () => onEvent({ type: 'answered' }));
+    const done = this.finishTurn(request, turn, raw, this.now() - started);
+    done.warnings.push(...emitter.finish(done.response));
+    return done;
+  }
+
+  /** POST the streaming body and read the chunks; returns what `backend.read` takes. */
+  private async streamPost(
+    promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, emitter: DeltaEmitter, promptOpenedThinking: boolean, onAnswered: () => void = () => {},
+  ): Promise<unknown> {
+    const streaming = tokenStreamingFor(this.backend);
+    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx });
+    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
+    const what = `engine ${this.id}`;
+    const { response, timedOut } = await engineFetchStream(`${this.url}${this.backend.path}`, body, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, what);
+    onAnswered();
+    const chunks = streaming.accumulator();
+    const decoder = new IncrementalDecoder((ids) => this.tokenizer!.decode(ids));
+    const splitter = new TaggedTextSplitter(emitter, promptOpenedThinking);
+    try {
+      for await (const data of sseData(response.body!, what)) {
+        let chunk: unknown;
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
+        }
+        if (!chunk || typeof chunk !== 'object' || Array.isArray(chunk)) continue;
+        const inBand = (chunk as { error?: unknown }).error;
+        if (inBand !== undefined) throw new GatewayError('upstream', `${what} failed mid-stream: ${JSON.stringify(inBand).slice(0, 500)}`);
+        splitter.push(decoder.push(chunks.push(chunk as Record<string, unknown>)));
+      }
+    } catch (thrown) {
+      if (timedOut()) throw new GatewayError('timeout', `${what} did not finish its stream within ${this.opts.timeoutMs} ms`, { cause: thrown });
+      throw thrown;
+    }
+    return chunks.body();
+  }
+
+  /** Everything before the engine call: render against the session's token buffer, resolve sampling, warnings. */
+  private prepareTurn(request: IRRequest, ctx: EngineCallContext): TurnPlan {
     const warnings: Warning[] = [];
     const { messages, settings } = this.chatInput(request, warnings);
     let plan: PromptPlan;
@@ -254,30 +350,38 @@ export class TokenModeEngine implements EngineClient {
     if (plan.reason !== null && plan.reason !== 'no-buffer') {
       warnings.push({ code: 'token-buffer-reset', message: `token mode started a new token buffer (${plan.reason}): this turn opens a new chain` });
     }
-    const stops = request.sampling.stop ?? [];
-    if (stops.length > 0) {
+    if ((request.sampling.stop ?? []).length > 0) {
       warnings.push({ code: 'stop-applied-after-sampling', message: 'token mode ends turns on stop token ids only; stop strings were applied to the returned text after sampling, and the record keeps every sampled id' });
     }
-    const started = this.now();
-    const raw = await this.post(plan.promptIds, this.resolveSampling(request.sampling, plan.promptIds.length), ctx);
-    const engineMs = this.now() - started;
-    const result = this.backend.read(raw, plan.promptIds);
+    return { messages, settings, plan, warnings, sampling: this.resolveSampling(request.sampling, plan.promptIds.length) };
+  }
 
-    const text = tokenizer.decode(result.responseIds);
-    const parsed = family.parse(text, { promptOpenedThinking: plan.promptOpenedThinking, tools: settings.tools });
+  /** Everything after the engine answered: parse the sampled text, build the response and capture, extend the buffer. */
+  private finishTurn(request: IRRequest, turn: TurnPlan, raw: unknown, engineMs: number): EngineCompletion {
+    const { plan, settings, warnings } = turn;
+    const result = this.backend.read(raw, plan.promptIds);
+    const text = this.tokenizer!.decode(result.responseIds);
+    const parsed = this.family!.parse(text, { promptOpenedThinking: plan.promptOpenedThinking, tools: settings.tools });
     const invalid = parsed.toolCalls.some((c) => c.parserInvalid);
     let content = trimNewlines(parsed.content);
-    for (const stop of stops) {
+    let matchedStop: string | undefined;
+    for (const stop of request.sampling.stop ?? []) {
       const at = stop === '' ? -1 : content.indexOf(stop);
-      if (at >= 0) content = content.slice(0, at);
+      if (at >= 0) {
+        content = content.slice(0, at);
+        matchedStop = stop;
+      }
     }
     const reasoning = parsed.reasoning === null ? null : trimNewlines(parsed.reasoning);
-    const calls: IRToolCall[] = parsed.toolCalls.map((call) => ({ id: this.newId('call'), name: call.name, arguments: call.arguments, ...(call.parserInvalid ? { parserInvalid: true } : {}) }));
+    const calls: IRToolCall[] = parsed.toolCalls.map((call) => ({
+      id: this.newId('call'), name: call.name, arguments: call.arguments.trim() === '' ? '{}' : call.arguments, ...(call.parserInvalid ? { parserInvalid: true } : {}),
+    }));
     // A malformed call reaches the client as text (as vLLM's parsers return it); the record keeps it, flagged.
     const clientCalls = invalid ? [] : calls;
     const contentParts: IRContentPart[] = content.trim() === '' ? [] : [{ type: 'text', text: content }];
     let finish = result.finish;
-    if (finish.unified === 'stop' && clientCalls.length > 0) finish = { unified: 'tool-calls', raw: finish.raw };
+    if (matchedStop !== undefined) finish = { unified: 'stop', raw: finish.raw ?? 'stop', stopSequence: matchedStop };
+    else if (finish.unified === 'stop' && clientCalls.length > 0) finish = { unified: 'tool-calls', raw: finish.raw };
     const closeAt = this.familyIds!.thinkClose === undefined ? -1 : result.responseIds.indexOf(this.familyIds!.thinkClose);
     const response: IRResponse = {
       id: this.newId('cmpl'),
@@ -312,7 +416,7 @@ export class TokenModeEngine implements EngineClient {
       logprobSemantics: this.semantics,
       captureError: result.problems.length > 0 ? result.problems.join('; ') : null,
     };
-    if (this.takeGoldenSample()) this.track(this.goldenCheck(messages, settings, false));
+    if (this.takeGoldenSample()) this.track(this.goldenCheck(turn.messages, settings, false));
     return { response, capture, policyVersion: result.weightVersion, warnings, engineMs, ...(invalid ? { recordToolCalls: calls } : {}) };
   }
 

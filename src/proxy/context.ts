@@ -49,8 +49,11 @@ export function errorDialect(rt: ProxyRuntime, c: Context<Env>): Dialect {
   return c.get('dialect') ?? dialectForPath(rt.routes, c.req.path);
 }
 
+/** The error in the dialect's shape and status; the engine's `Retry-After` is forwarded. */
 export function renderError(c: Context<Env>, dialect: Dialect, error: GatewayError): Response {
   const { status, body } = dialect.encodeError(error);
+  const retryAfter = error.details.upstream?.retryAfter;
+  if (retryAfter) c.header('retry-after', retryAfter);
   return c.json(body as object, status as ContentfulStatusCode);
 }
 
