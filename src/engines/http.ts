@@ -71,6 +71,9 @@ export async function engineFetchJson(
       headers: { ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers },
       body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
       signal,
+      // Bun's own 5-minute socket idle timeout would cut a long prefill; `timeoutMs` is the limit.
+      // https://bun.sh/reference/globals/BunFetchRequestInit/timeout
+      timeout: false,
     });
     text = await response.text();
   } catch (thrown) {
@@ -107,6 +110,7 @@ export async function engineFetchStream(url: string, body: unknown, opts: Engine
       headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers },
       body: JSON.stringify(body),
       signal,
+      timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
     });
   } catch (thrown) {
     if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });

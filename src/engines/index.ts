@@ -20,7 +20,8 @@ import type { TokenBufferOptions } from '../tokenization/token-buffer.ts';
 export type { EngineClient, EngineKind, CaptureMode, EngineCompletion, EngineCallContext, TokenCapture, EngineProbeReport } from './types.ts';
 export { DEFAULT_SAMPLING, type SamplingDefaults, type ReasoningField } from './chat-request.ts';
 export { ChatModeEngine } from './chat-engine.ts';
-export { TokenModeEngine, type TokenEngineOptions, type TokenEngineStats, type GoldenStats } from './token-engine.ts';
+export { TokenModeEngine, type TokenEngineOptions, type TokenEngineStats } from './token-engine.ts';
+export type { GoldenStats } from './golden-check.ts';
 
 export const ENGINE_KINDS: readonly EngineKind[] = ['sim', 'vllm', 'sglang', 'llamacpp', 'openai'];
 

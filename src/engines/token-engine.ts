@@ -27,6 +27,7 @@ import type {
   CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting, TokenCapture,
 } from './types.ts';
 import type { LogprobSemantics } from '../core/records.ts';
+import { GOLDEN_CONVERSATION, GoldenChecker, type GoldenStats } from './golden-check.ts';
 
 export interface TokenEngineOptions {
   url: string;
@@ -68,37 +69,12 @@ interface TurnPlan {
   sampling: TokenSampling;
 }
 
-/** Golden-check counters. */
-export interface GoldenStats {
-  checks: number;
-  mismatches: number;
-  /** The engine has no endpoint to render with (reported once at start-up, counted per skipped check). */
-  unavailable: number;
-  /** Checks that failed to run (engine error). */
-  errors: number;
-  /** The last mismatch, for the operator: where the two renderings diverge. */
-  lastMismatch: string | null;
-}
-
 /** Token-mode statistics exposed on the proxy's health document. */
 export type TokenEngineStats = {
   mode: 'token';
   family: string | null;
   token_buffer: TokenBufferStats | null;
   golden: GoldenStats;
-};
-
-/** A fixed conversation for the start-up golden check: system, tools, reasoning, a tool call, a tool result, a reply. */
-const GOLDEN_CONVERSATION: { messages: ChatMessage[]; tools: ChatTool[] } = {
-  tools: [{ type: 'function', function: { name: 'bash', description: 'Run a shell command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }],
-  messages: [
-    { role: 'system', content: 'You are a coding agent.' },
-    { role: 'user', content: 'List the files, then say how many there are. ✓ ünïcode' },
-    { role: 'assistant', content: '', reasoning_content: 'I should run ls.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls -1"}' } }] },
-    { role: 'tool', tool_call_id: 'call_1', content: 'a.py\nb.py' },
-    { role: 'assistant', content: 'There are 2 files.' },
-    { role: 'user', content: 'Thanks.' },
-  ],
 };
 
 export class TokenModeEngine implements EngineClient {
@@ -118,10 +94,7 @@ export class TokenModeEngine implements EngineClient {
   private readonly now: Clock;
   private readonly newId: IdGenerator;
   private readonly log: (message: string) => void;
-  private readonly goldenRate: number;
-  private goldenCredit = 0;
-  private goldenEndpoint: 'tokenize' | 'apply-template' | null = null;
-  private readonly golden: GoldenStats = { checks: 0, mismatches: 0, unavailable: 0, errors: 0, lastMismatch: null };
+  private readonly golden: GoldenChecker;
   private readonly pending = new Set<Promise<void>>();
   private streamOk = false;
 
@@ -138,8 +111,10 @@ export class TokenModeEngine implements EngineClient {
     this.now = opts.now ?? systemClock;
     this.newId = opts.newId ?? randomId;
     this.log = opts.log ?? ((message) => console.warn(message));
-    this.goldenRate = opts.goldenRate ?? 0.02;
-    if (!(this.goldenRate >= 0 && this.goldenRate <= 1)) throw new Error(`goldenRate must be in [0, 1], got ${opts.goldenRate}`);
+    this.golden = new GoldenChecker({
+      url: this.url, id: this.id, kind: this.kind, timeoutMs: opts.timeoutMs, rate: opts.goldenRate ?? 0.02, log: this.log,
+      headers: (extra) => this.headers(extra),
+    });
   }
 
   /**
@@ -163,7 +138,7 @@ export class TokenModeEngine implements EngineClient {
 
   /** Token-buffer and golden-check counters (exposed on the proxy's `GET /`). */
   stats(): TokenEngineStats {
-    return { mode: 'token', family: this.family?.name ?? null, token_buffer: this.buffers?.stats() ?? null, golden: { ...this.golden } };
+    return { mode: 'token', family: this.family?.name ?? null, token_buffer: this.buffers?.stats() ?? null, golden: this.golden.stats() };
   }
 
   /** Drop a session's token buffers (its session ended); a later request of it gets a full render. */
@@ -208,7 +183,7 @@ export class TokenModeEngine implements EngineClient {
       captureError: probeResult.problems.length > 0 ? probeResult.problems.join('; ') : null,
       streamCapture: await this.probeStream(promptIds),
     };
-    await this.goldenCheck(GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
+    await this.golden.check(tokenizer, this.served, GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
   }
 
   /** `engine.stream: auto`: one streamed 1-token generation; streaming is used when its capture is sound. */
@@ -416,7 +391,7 @@ export class TokenModeEngine implements EngineClient {
       logprobSemantics: this.semantics,
       captureError: result.problems.length > 0 ? result.problems.join('; ') : null,
     };
-    if (this.takeGoldenSample()) this.track(this.goldenCheck(turn.messages, settings, false));
+    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.served, turn.messages, settings, false));
     return { response, capture, policyVersion: result.weightVersion, warnings, engineMs, ...(invalid ? { recordToolCalls: calls } : {}) };
   }
 
@@ -434,88 +409,13 @@ export class TokenModeEngine implements EngineClient {
     }
   }
 
-  private takeGoldenSample(): boolean {
-    if (this.goldenRate <= 0) return false;
-    this.goldenCredit += this.goldenRate;
-    if (this.goldenCredit < 1 - 1e-9) return false;
-    this.goldenCredit -= 1;
-    return true;
-  }
-
   private track(work: Promise<void>): void {
     this.pending.add(work);
     void work.finally(() => this.pending.delete(work));
   }
 
-  /**
-   * Compare our full rendering of a conversation with the engine's own: vLLM and the simulator `POST /tokenize` with
-   * messages (ids compared), llama.cpp `POST /apply-template` (text compared), SGLang its `/tokenize` when the build
-   * has one. Never throws: a mismatch is logged and counted, an engine without such an endpoint is reported once.
-   */
-  private async goldenCheck(messages: ChatMessage[], settings: RenderSettings, startup: boolean): Promise<void> {
-    const tokenizer = this.tokenizer!;
-    if (!startup && this.goldenEndpoint === null) {
-      this.golden.unavailable++;
-      return;
-    }
-    const renderOptions = { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true };
-    const oursText = tokenizer.renderChat(messages, renderOptions);
-    const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers({ 'x-polar-session': 'polar-golden' }) };
-    const kwargs = settings.enableThinking !== undefined ? { chat_template_kwargs: { enable_thinking: settings.enableThinking } } : {};
-    const tools = settings.tools.length > 0 ? { tools: settings.tools } : {};
-    const endpoints: ('tokenize' | 'apply-template')[] = this.goldenEndpoint ? [this.goldenEndpoint] : this.kind === 'llamacpp' ? ['apply-template'] : ['tokenize'];
-    for (const endpoint of endpoints) {
-      let answer: unknown;
-      try {
-        const body = endpoint === 'tokenize'
-          ? { model: this.served, messages, add_generation_prompt: true, ...tools, ...kwargs }
-          : { messages, add_generation_prompt: true, ...tools, ...kwargs };
-        answer = await engineFetchJson(`${this.url}/${endpoint}`, { method: 'POST', body }, http, `engine ${this.id} /${endpoint}`);
-      } catch (thrown) {
-        const error = thrown instanceof GatewayError ? thrown : null;
-        if (startup && error && (error.kind === 'invalid-request' || error.details.upstream?.status === 404)) {
-          this.golden.unavailable++;
-          this.log(`polar token mode: golden check unavailable: engine ${this.id} has no usable /${endpoint} (${error.message.slice(0, 200)})`);
-          return;
-        }
-        this.golden.errors++;
-        this.log(`polar token mode: golden check failed to run: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
-        return;
-      }
-      this.goldenEndpoint = endpoint;
-      this.golden.checks++;
-      const a = answer as { tokens?: unknown; prompt?: unknown };
-      let mismatch: string | null = null;
-      if (endpoint === 'tokenize') {
-        if (!Array.isArray(a.tokens)) mismatch = '/tokenize answered without tokens';
-        else {
-          const ours = tokenizer.encode(oursText);
-          const theirs = a.tokens as number[];
-          const at = firstDifference(ours, theirs);
-          if (at >= 0) mismatch = `token ${at} of ${ours.length}/${theirs.length}: ours ${JSON.stringify(tokenizer.decode(ours.slice(at, at + 8)))}, engine ${JSON.stringify(tokenizer.decode(theirs.slice(at, at + 8)))}`;
-        }
-      } else if (typeof a.prompt !== 'string') mismatch = '/apply-template answered without prompt';
-      else if (a.prompt !== oursText) {
-        const at = firstDifference([...oursText], [...a.prompt]);
-        mismatch = `character ${at}: ours ${JSON.stringify(oursText.slice(at, at + 40))}, engine ${JSON.stringify(a.prompt.slice(at, at + 40))}`;
-      }
-      if (mismatch !== null) {
-        this.golden.mismatches++;
-        this.golden.lastMismatch = mismatch;
-        this.log(`polar token mode: golden check MISMATCH (${startup ? 'start-up' : 'sampled turn'}): our chat template rendering differs from engine ${this.id}'s at ${mismatch}`);
-      }
-      return;
-    }
-  }
 }
 
 function trimNewlines(text: string): string {
   return text.replace(/^\n+/, '').replace(/\n+$/, '');
-}
-
-/** Index of the first differing element, or -1 when equal. */
-function firstDifference<T>(a: readonly T[], b: readonly T[]): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
-  return a.length === b.length ? -1 : n;
 }
