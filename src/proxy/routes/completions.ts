@@ -79,6 +79,8 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
       const encoded = route.dialect.encodeResponse(response, { ...rt.codecCtx, request: ir });
       return c.json((ir.stream ? [encoded] : encoded) as object);
     }
+    // streams() is decided by the engine's probe: make sure it ran (a failure surfaces again in the call itself).
+    if (rt.deps.engine.stream) await rt.deps.engine.probe().catch(() => {});
     if (rt.deps.engine.stream && rt.deps.engine.streams?.()) {
       return liveStream(rt, route, ir, completionId, startedAt, (signal, onEvent, client) =>
         sample(rt, ir, session, completionId, signal, onEvent).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
