@@ -202,6 +202,7 @@ function scriptedEngine(streamed: (body: Record<string, unknown>) => Response) {
     async fetch(request) {
       const url = new URL(request.url);
       if (url.pathname === '/v1/models') return Response.json({ object: 'list', data: [{ id: 'm', object: 'model' }] });
+      if (request.method !== 'POST') return Response.json({ detail: 'Not Found' }, { status: 404 });
       const body = (await request.json()) as Record<string, unknown>;
       if (body.stream === true) return streamed(body);
       return Response.json({ id: 'p', choices: [{ index: 0, message: { role: 'assistant', content: 'x' }, finish_reason: 'stop' }] });
@@ -282,4 +283,35 @@ describe('capture cross-check of a streamed answer', () => {
     expect(record!.logprobs).toEqual([-0.5, -0.25, -0.125]);
     expect(record!.capture_error).toContain('usage.completion_tokens is 4 but 3 sampled ids came back');
   });
+});
+
+describe('SGLang-shaped chat stream (token data in meta_info)', () => {
+  const chunk = (value: unknown) => `data: ${JSON.stringify(value)}\n\n`;
+  for (const cumulative of [false, true]) {
+    test(`${cumulative ? 'cumulative' : 'incremental'} meta_info.output_token_logprobs are read into one capture`, async () => {
+      const entries = [[-0.5, 10, null], [-0.25, 11, null], [-0.125, 12, null]];
+      const logprobsAt = (k: number) => (cumulative ? entries.slice(0, k + 1) : [entries[k]]);
+      const engine = scriptedEngine(() => new Response(
+        chunk({ id: 's1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, prompt_token_ids: [1, 2], finish_reason: null }] }) +
+          ['a', 'b', 'c'].map((text, k) => chunk({ id: 's1', choices: [{ index: 0, delta: { content: text }, finish_reason: k === 2 ? 'stop' : null, meta_info: { output_token_logprobs: logprobsAt(k), weight_version: '7' } }] })).join('') +
+          chunk({ id: 's1', choices: [], usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 } }) +
+          'data: [DONE]\n\n',
+        { headers: { 'content-type': 'text/event-stream' } },
+      ));
+      const proxy = await proxyFor(engine.url);
+      try {
+        const res = await fetch(`${proxy.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer c' }, body: JSON.stringify(DIALECTS[1].body) });
+        expect(streamedText(await res.text())).toBe('abc');
+        const [record] = proxy.store.completions.listBySession('s-c');
+        expect(record!.capture_error).toBeNull();
+        expect(record!.prompt_ids).toEqual([1, 2]);
+        expect(record!.response_ids).toEqual([10, 11, 12]);
+        expect(record!.logprobs).toEqual([-0.5, -0.25, -0.125]);
+        expect(record!.policy_version).toBe('7');
+      } finally {
+        proxy.stop();
+        engine.stop();
+      }
+    });
+  }
 });
