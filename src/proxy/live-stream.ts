@@ -22,6 +22,11 @@ import { DEFAULT_KEEPALIVE_MS, SseSink, sseHeaders } from './synthetic-stream.ts
 /** Runs the engine call: events go to `onEvent`; resolves with the committed response. */
 export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineStreamEvent) => void, client: { readonly gone: boolean }) => Promise<IRResponse>;
 
+/**
+ * The streamed response for one call; resolves at once (Anthropic, Responses) or once the engine has answered (Chat,
+ * Gemini), and throws the engine's error when it failed before answering (rendered as a real status by the app).
+ * One function (~90 lines) because the start / keep-alive / answered / commit state is shared by its closures.
+ */
 export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, run: LiveRun): Promise<Response> {
   const { options, counters } = rt;
   const encoder = route.dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
