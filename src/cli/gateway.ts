@@ -18,7 +18,7 @@ import { openStore } from '../store/index.ts';
 import { UsageError } from './common.ts';
 import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
 
-const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+const isolationByBwrap = { auto: 'bwrap', always: 'bwrap', never: 'none' } as const;
 
 export function register(program: Command): void {
   program

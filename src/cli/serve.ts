@@ -16,7 +16,7 @@ import { parsePort } from './common.ts';
 import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
 
-const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+const isolationByBwrap = { auto: 'bwrap', always: 'bwrap', never: 'none' } as const;
 
 export function register(program: Command): void {
   program

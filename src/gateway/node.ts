@@ -24,6 +24,7 @@ import { harnessFailureError, writeHarnessLog } from './harness-output.ts';
 import { commitBaseline, runPrepare, sessionDiff } from './prepare.ts';
 import { createRuntime, parseRuntimeSpec, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import type { Runtime, RuntimeProcess } from './runtimes/types.ts';
+import { GatewaySocket } from './runtimes/tunnel.ts';
 import { startSessionServer, type FetchHandler } from './session-api.ts';
 
 /** Stage sizes (ARCHITECTURE.md §5). */
@@ -286,6 +287,8 @@ export class GatewayNode {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
     this.gatewayUrlValue ??= this.url;
+    // Network-isolated sandboxes reach this node only through this socket (runtimes/tunnel.ts).
+    this.gatewaySocket = await GatewaySocket.open({ host: this.server.hostname ?? '127.0.0.1', port: this.server.port! });
     if (this.opts.rollout) this.startRegistration(this.opts.rollout.url, this.opts.rollout.heartbeatIntervalMs ?? 5000);
   }
 
@@ -300,6 +303,8 @@ export class GatewayNode {
     await Promise.allSettled([...this.background]);
     this.server?.stop(true);
     this.server = null;
+    await this.gatewaySocket?.close();
+    this.gatewaySocket = null;
   }
 
   /**
@@ -517,7 +522,7 @@ export class GatewayNode {
       installDir = paths.nodeModules;
       s.toolDirs = [paths.binDir];
     }
-    const runtime = this.runtimeFactory(s.runtimeSpec, { instanceKey: s.id, workRoot: this.opts.workRoot, toolDirs: s.toolDirs });
+    const runtime = this.runtimeFactory(s.runtimeSpec, { instanceKey: s.id, workRoot: this.opts.workRoot, toolDirs: s.toolDirs, gateway: this.gatewayEndpoint() });
     s.runtime = runtime;
     await runtime.start(signal);
     signal.throwIfAborted();
@@ -561,6 +566,15 @@ export class GatewayNode {
       registration.catch(() => this.simScripts.delete(key));
     }
     return raceAbort(registration, signal);
+  }
+
+  private gatewaySocket: GatewaySocket | null = null;
+
+  /** The node as a sandbox reaches it: the port of the harnesses' base URL, tunnelled to the node's Unix socket. */
+  private gatewayEndpoint(): { port: number; socket: string } | null {
+    if (!this.gatewaySocket) return null;
+    const port = Number(new URL(this.gatewayUrl()).port || 80);
+    return { port, socket: this.gatewaySocket.path };
   }
 
   private gatewayUrl(): string {
@@ -633,7 +647,7 @@ export class GatewayNode {
 
   /** A second runtime prepared like the session's (prepare actions + baseline), for refresh_runtime evaluators. */
   private async prepareFreshRuntime(s: Session): Promise<Runtime> {
-    const runtime = this.runtimeFactory(s.runtimeSpec, { instanceKey: `${s.id}:eval`, workRoot: this.opts.workRoot, toolDirs: s.toolDirs });
+    const runtime = this.runtimeFactory(s.runtimeSpec, { instanceKey: `${s.id}:eval`, workRoot: this.opts.workRoot, toolDirs: s.toolDirs, gateway: this.gatewayEndpoint() });
     try {
       await runtime.start(this.stopping.signal);
       await runPrepare(runtime, s.runtimeSpec.prepare, this.stopping.signal);

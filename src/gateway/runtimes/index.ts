@@ -1,11 +1,12 @@
 /**
  * Runtime selection from a task's `runtime` section (docs/architecture.md#contracts): `{kind: local|docker|podman|apptainer, image?,
- * network?, isolation?, prepare?: PrepareAction[]}`.
+ * network?: none|gateway|host, isolation?: bwrap|none, binary?, limits?: {cpus?, memory?, pids?}, prepare?: PrepareAction[]}`.
  */
 import { z } from 'zod';
 import { ApptainerRuntime } from './apptainer.ts';
 import { ContainerRuntime } from './container.ts';
-import { LocalRuntime } from './local.ts';
+import { parseMemory, type ResourceLimits } from './limits.ts';
+import { LocalRuntime, type GatewayEndpoint } from './local.ts';
 import { destProblem } from './paths.ts';
 import type { CommandRunner, ProcessSpawner, Runtime } from './types.ts';
 
@@ -32,8 +33,21 @@ export type PrepareAction = z.infer<typeof PrepareActionSchema>;
 export const RuntimeSpecSchema = z.object({
   kind: z.enum(['local', 'docker', 'podman', 'apptainer']).default('local'),
   image: z.string().min(1).optional(),
-  network: z.string().min(1).optional(),
-  isolation: z.enum(['auto', 'bwrap', 'none']).optional(),
+  /** none: only loopback; gateway (default): only loopback + a tunnel to the gateway node; host: the host's network. */
+  network: z.enum(['none', 'gateway', 'host']).optional(),
+  /** local only: bwrap (default, required) or none (no containment, chosen explicitly). */
+  isolation: z.enum(['bwrap', 'none']).optional(),
+  /** docker/podman/apptainer: the CLI to call (path or name); default the kind's name. */
+  binary: z.string().min(1).optional(),
+  /** Resource limits of the sandbox: cpus (fractions allowed), memory (bytes or `512m`, `2g`), pids. */
+  limits: z.object({
+    cpus: z.number().positive().optional(),
+    memory: z.union([z.number().int().positive(), z.string().min(1)]).optional().superRefine((m, ctx) => {
+      if (m === undefined) return;
+      try { parseMemory(m); } catch (error) { ctx.addIssue({ code: 'custom', message: (error as Error).message }); }
+    }),
+    pids: z.number().int().positive().optional(),
+  }).strict().optional(),
   work_dir: z.string().min(1).optional(),
   run_args: z.array(z.string()).optional(),
   prepare: z.array(PrepareActionSchema).default([]),
@@ -55,8 +69,21 @@ export interface RuntimeContext {
   workRoot: string;
   /** Directories added to PATH (local) or mounted read-only (containers): harness installs. */
   toolDirs: string[];
+  /** The gateway node as sandboxes reach it (`network: gateway`); absent = no tunnel (gateway behaves as none). */
+  gateway?: GatewayEndpoint | null;
   runner?: CommandRunner;
   spawner?: ProcessSpawner;
+}
+
+/** The spec's limits in runtime units. */
+export function resourceLimits(spec: RuntimeSpec): ResourceLimits | undefined {
+  const l = spec.limits;
+  if (!l) return undefined;
+  return {
+    ...(l.cpus !== undefined ? { cpus: l.cpus } : {}),
+    ...(l.memory !== undefined ? { memoryBytes: parseMemory(l.memory) } : {}),
+    ...(l.pids !== undefined ? { pids: l.pids } : {}),
+  };
 }
 
 export type RuntimeFactory = (spec: RuntimeSpec, ctx: RuntimeContext) => Runtime;
@@ -65,19 +92,32 @@ export type RuntimeFactory = (spec: RuntimeSpec, ctx: RuntimeContext) => Runtime
 export const createRuntime: RuntimeFactory = (spec, ctx) => {
   switch (spec.kind) {
     case 'local':
-      return new LocalRuntime({ sessionId: ctx.instanceKey, workRoot: ctx.workRoot, isolation: spec.isolation, extraPath: ctx.toolDirs, spawner: ctx.spawner });
+      return new LocalRuntime({
+        sessionId: ctx.instanceKey, workRoot: ctx.workRoot, isolation: spec.isolation, network: spec.network, gateway: ctx.gateway,
+        extraPath: ctx.toolDirs, limits: resourceLimits(spec), spawner: ctx.spawner,
+      });
     case 'docker':
     case 'podman':
       if (!spec.image) throw new Error(`runtime ${spec.kind} needs an image`);
       return new ContainerRuntime({
-        engine: spec.kind, sessionId: ctx.instanceKey, image: spec.image, network: spec.network, workDir: spec.work_dir,
-        readOnlyMounts: ctx.toolDirs, runArgs: spec.run_args, runner: ctx.runner, spawner: ctx.spawner,
+        engine: spec.kind, sessionId: ctx.instanceKey, image: spec.image, network: spec.network, gateway: ctx.gateway, workDir: spec.work_dir,
+        readOnlyMounts: ctx.toolDirs.map(installDir), runArgs: spec.run_args, limits: resourceLimits(spec), cli: spec.binary,
+        runner: ctx.runner, spawner: ctx.spawner,
       });
     case 'apptainer':
       if (!spec.image) throw new Error('runtime apptainer needs an image');
-      return new ApptainerRuntime({ sessionId: ctx.instanceKey, image: spec.image, workRoot: ctx.workRoot, readOnlyMounts: ctx.toolDirs, runner: ctx.runner, spawner: ctx.spawner });
+      return new ApptainerRuntime({
+        sessionId: ctx.instanceKey, image: spec.image, workRoot: ctx.workRoot, readOnlyMounts: ctx.toolDirs.map(installDir), cli: spec.binary,
+        runner: ctx.runner, spawner: ctx.spawner,
+      });
   }
 };
 
+/** The install a tool directory belongs to (`<prefix>/node_modules/.bin` → `<prefix>`): what containers mount. */
+function installDir(dir: string): string {
+  return dir.endsWith('/node_modules/.bin') ? dir.slice(0, -'/node_modules/.bin'.length) : dir;
+}
+
 export type { Runtime } from './types.ts';
+export type { GatewayEndpoint, Isolation, NetworkMode } from './local.ts';
 export { confineDest, destProblem } from './paths.ts';
