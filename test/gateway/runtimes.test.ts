@@ -184,7 +184,7 @@ for (const engine of ['docker', 'podman'] as const) {
       engine, 'run', '-d', '--rm', '--init', '--name', rt.name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
       '-e', 'HOME=/polar/home', '-e', 'TMPDIR=/polar/tmp', '-v', '/cache:/cache:ro', 'python:3.12', 'sleep', 'infinity',
     ]);
-    expect(calls[1]).toEqual([engine, 'exec', rt.name, 'mkdir', '-p', '/workspace', '/polar/home', '/polar/tmp']);
+    expect(calls[1]).toEqual([engine, 'exec', '--privileged', rt.name, 'mkdir', '-p', '/workspace', '/polar/home', '/polar/tmp']);
     expect(rt.name).not.toContain('s1');
     const r = await rt.exec('pytest -q', { env: { A: '1' }, cwd: 'sub' });
     expect(r.stdout).toBe('out');

@@ -4,7 +4,8 @@
  *
  * - The container's PID 1 is an init (`--init`: tini / catatonit) that reaps orphans and ends on SIGTERM, so `rm -f`
  *   (with `-t 0` on podman) is immediate.
- * - The work dir is created with `mkdir -p` before any command uses it (podman does not create a missing `-w`).
+ * - The work dir is created with `mkdir -p` (`exec --privileged`, the only privileged step) before any command uses
+ *   it (podman does not create a missing `-w`).
  * - A process started by `exec` already leads its own session and process group, so commands run as
  *   `sh -c 'echo $$ > PIDFILE; exec "$@"'` (no `setsid`, which would fork and return 0 at once): the exit status is
  *   the command's own, and `kill -KILL -PGID` inside the container reaches its whole tree.
@@ -129,7 +130,8 @@ export class ContainerRuntime implements Runtime {
 
   async start(signal?: AbortSignal): Promise<void> {
     await this.must(this.runCommand(), 'run', signal);
-    await this.must([this.cli, 'exec', this.name, 'mkdir', '-p', this.workDir, this.homeDir, this.tmpDir], 'mkdir', signal);
+    // The one privileged step: the image's `/` may be read-only to a root with no capabilities (e.g. mode 0555).
+    await this.must([this.cli, 'exec', '--privileged', this.name, 'mkdir', '-p', this.workDir, this.homeDir, this.tmpDir], 'mkdir', signal);
     if (this.network === 'gateway' && this.opts.gateway) await this.startTunnel(signal);
   }
 
