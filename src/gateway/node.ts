@@ -287,8 +287,8 @@ export class GatewayNode {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
     this.gatewayUrlValue ??= this.url;
-    // Network-isolated sandboxes reach this node only through this socket (runtimes/tunnel.ts).
-    this.gatewaySocket = await GatewaySocket.open({ host: this.server.hostname ?? '127.0.0.1', port: this.server.port! });
+    // Network-isolated sandboxes reach this node only through this socket: the model API, none of the session API.
+    this.gatewaySocket = await GatewaySocket.open((req, server) => proxy ? proxy.fetch(req, server) : Response.json({ error: 'not found' }, { status: 404 }));
     if (this.opts.rollout) this.startRegistration(this.opts.rollout.url, this.opts.rollout.heartbeatIntervalMs ?? 5000);
   }
 

@@ -20,7 +20,7 @@ let server: ReturnType<typeof Bun.serve>;
 let socket: GatewaySocket;
 beforeAll(async () => {
   server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (req) => new Response(`gateway saw ${new URL(req.url).pathname}`) });
-  socket = await GatewaySocket.open({ host: '127.0.0.1', port: server.port! });
+  socket = await GatewaySocket.open((req) => server.fetch(req));
 });
 afterAll(async () => {
   await socket.close();

@@ -18,7 +18,7 @@ let server: ReturnType<typeof Bun.serve>;
 let socket: GatewaySocket;
 beforeAll(async () => {
   server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (req) => new Response(`gateway saw ${new URL(req.url).pathname}`) });
-  socket = await GatewaySocket.open({ host: '127.0.0.1', port: server.port! });
+  socket = await GatewaySocket.open((req) => server.fetch(req));
 });
 afterAll(async () => {
   await socket.close();
@@ -59,6 +59,19 @@ test('network gateway: the harness reaches the gateway at 127.0.0.1:<its port> t
   const exec = await rt.exec(fetchScript(server.port!));
   expect(exec.exitCode).not.toBe(0);
   expect(exec.stderr).toMatch(/Connection refused/);
+  await rt.stop();
+});
+
+test('through the socket a sandbox gets the model API, never the session API, events or admin paths', async () => {
+  const rt = new LocalRuntime({ sessionId: 'api', workRoot: join(root, 'w'), gateway: gateway() });
+  await rt.start();
+  const code = (path: string) => `python3 -c "import urllib.request,urllib.error
+try: print(urllib.request.urlopen('http://127.0.0.1:${server.port}${path}', timeout=3).status)
+except urllib.error.HTTPError as e: print(e.code)"`;
+  const paths = ['/v1/models', '/sessions', '/sessions/other/completions', '//sessions/x', '/%73essions/x', '/admin/inference/pause', '/events'];
+  const proc = rt.spawn(['sh', '-c', paths.map(code).join('; ')]);
+  expect((await proc.exited).exitCode).toBe(0);
+  expect(proc.stdout().trim().split('\n')).toEqual(['200', '403', '403', '403', '403', '403', '403']);
   await rt.stop();
 });
 

@@ -1,8 +1,9 @@
 /**
  * The loopback tunnel that lets a network-isolated sandbox reach its gateway node, and nothing else.
  *
- * Host side, `GatewaySocket`: a Unix socket (mode 0666) that forwards every connection to the node's TCP listener.
- * The socket file is bind-mounted into each sandbox (bubblewrap `--ro-bind`, podman/docker `-v`).
+ * Host side, `GatewaySocket`: an HTTP server on a Unix socket (mode 0666) serving the node's model API (its proxy) and
+ * nothing of its session API. The local runtime bind-mounts the socket file into each sandbox; the container runtimes
+ * run the tunnel from the host inside the container's network namespace.
  * Sandbox side, `polar tunnel --port P --socket S -- CMD…` (`runTunnel`): listens on 127.0.0.1:P inside the sandbox's
  * own network namespace (only `lo`), forwards each connection to the bind-mounted socket, and runs CMD as its child,
  * exiting with CMD's exit status (128+n for a signal). Because P is the node's own port, the harness uses the same
@@ -28,33 +29,53 @@ function splice(a: Socket, b: Socket): void {
   b.on('error', end).on('close', end);
 }
 
-/** A host Unix socket forwarding to `host:port` (the gateway node's listener). */
+/**
+ * Paths a sandbox may not use through its socket: the node's session API (`/sessions…`: dispatch, cancel, status and
+ * every session's completions), its event stream and the proxy's `/admin/*`. What is left is the model API.
+ */
+export function sandboxRefuses(pathname: string): boolean {
+  let p = pathname;
+  try {
+    p = decodeURI(pathname);
+  } catch {
+    // a malformed escape stays as it is
+  }
+  p = p.replace(/\/{2,}/g, '/').toLowerCase();
+  return /^\/(sessions|admin|events)(\/|$)/.test(p);
+}
+
+/** The handler behind the socket (the node's proxy: the model API). */
+export type SocketHandler = (request: Request, server: Bun.Server<undefined>) => Response | Promise<Response>;
+
+/**
+ * The host Unix socket sandboxes reach the gateway node through: an HTTP server on `$TMPDIR/polar-gw-XXXX/gateway.sock`
+ * (mode 0666) that answers the model API with the node's proxy and refuses `sandboxRefuses` paths with 403, so a
+ * harness cannot dispatch, cancel or read other sessions even on a node without a control-plane token.
+ */
 export class GatewaySocket {
-  /** Absolute path of the socket file (inside a private 0700 temp directory … whose socket is 0666). */
+  /** Absolute path of the socket file. */
   readonly path: string;
-  private readonly server: Server;
+  private readonly server: Bun.Server<undefined>;
   private readonly dir: string;
 
-  private constructor(path: string, dir: string, server: Server) {
+  private constructor(path: string, dir: string, server: Bun.Server<undefined>) {
     this.path = path;
     this.dir = dir;
     this.server = server;
   }
 
-  /**
-   * Listen on a fresh socket under `$TMPDIR/polar-gw-XXXX/gateway.sock` forwarding to `host:port`.
-   * @throws Error when the socket cannot be created.
-   */
-  static async open(target: { host: string; port: number }): Promise<GatewaySocket> {
+  /** Listen on a fresh socket. @throws Error when the socket cannot be created. */
+  static async open(handler: SocketHandler): Promise<GatewaySocket> {
     const dir = mkdtempSync(join(tmpdir(), 'polar-gw-'));
-    // The directory must be traversable by the sandbox's user; the socket is the only thing in it.
+    // The sandbox's user must traverse the directory; the socket is the only thing in it.
     chmodSync(dir, 0o711);
     const path = join(dir, 'gateway.sock');
-    const host = target.host === '0.0.0.0' || target.host === '::' ? '127.0.0.1' : target.host;
-    const server = createServer((client) => splice(client, connect({ host, port: target.port })));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(path, () => resolve());
+    const server = Bun.serve({
+      unix: path,
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+      fetch: (request, srv) => sandboxRefuses(new URL(request.url).pathname)
+        ? Response.json({ error: 'not available from inside a sandbox' }, { status: 403 })
+        : handler(request, srv),
     });
     // A sandbox user that is not the socket's owner needs write permission to connect.
     chmodSync(path, 0o666);
@@ -62,7 +83,7 @@ export class GatewaySocket {
   }
 
   async close(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.server.stop(true);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
