@@ -139,7 +139,8 @@ export class ContainerRuntime implements Runtime {
     const inspect = await this.must([this.cli, 'inspect', '--format', '{{.State.Pid}}', this.name], 'inspect', signal);
     const pid = Number(inspect.stdout.trim());
     if (!Number.isInteger(pid) || pid <= 0) throw new Error(`${this.kind} inspect: no pid for ${this.name} (${inspect.stdout.trim()})`);
-    const tunnel = this.spawner(this.tunnelCommand(pid), { env: process.env as Record<string, string> });
+    // A minimal environment: the tunnel needs nothing of this process's (tokens included).
+    const tunnel = this.spawner(this.tunnelCommand(pid), { env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } });
     this.tunnel = tunnel;
     // Ready once it printed `listening`; an early exit is an error.
     const deadline = Date.now() + 15_000;

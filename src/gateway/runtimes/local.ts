@@ -152,7 +152,8 @@ export class LocalRuntime implements Runtime {
       for (const [from, to] of tunnel.binds) args.push('--ro-bind', from, to);
       args.push('--ro-bind', this.opts.gateway!.socket, SANDBOX_GATEWAY_SOCKET);
     }
-    args.push('--chdir', cwd);
+    // Nothing but the binds above is writable: not /, /etc or the mount points bwrap made (its root is a tmpfs).
+    args.push('--remount-ro', '/', '--chdir', cwd);
     return args;
   }
 
