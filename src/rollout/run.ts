@@ -281,6 +281,11 @@ export interface RunTasksOptions {
   deadlineMs?: number;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
+  /**
+   * Runtime settings laid over every task's `runtime` (kind, image, run_args, isolation, network, limits, binary; the
+   * task's prepare actions stay). Default: the tasks' own (local, bubblewrap).
+   */
+  runtime?: Partial<Omit<RuntimeSpec, 'prepare'>>;
 }
 
 export interface RunReport {
@@ -315,7 +320,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
       ...(opts.settings ? { settings: opts.settings } : {}),
     },
     builder: { strategy: opts.builder },
-  }));
+  })).map((request) => (opts.runtime ? { ...request, runtime: { ...(request.runtime ?? { kind: 'local' }), ...opts.runtime } } : request));
   if (opts.engine) {
     await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
   }

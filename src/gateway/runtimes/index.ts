@@ -121,3 +121,43 @@ function installDir(dir: string): string {
 export type { Runtime } from './types.ts';
 export type { GatewayEndpoint, Isolation, NetworkMode } from './local.ts';
 export { confineDest, destProblem } from './paths.ts';
+
+/** How sessions of a runtime spec are contained, for run headers, summaries and `/health`. */
+export interface SandboxDescription {
+  kind: RuntimeSpec['kind'];
+  /** local: 'bwrap' or 'none'; containers: the kind itself. */
+  isolation: string;
+  network: 'none' | 'gateway' | 'host';
+  limits: { cpus?: number; memory?: string | number; pids?: number } | null;
+}
+
+/** Describe the containment of `spec` (the defaults filled in). */
+export function describeSandbox(spec: Partial<RuntimeSpec>): SandboxDescription {
+  const kind = spec.kind ?? 'local';
+  const isolation = kind === 'local' ? (spec.isolation ?? 'bwrap') : kind;
+  const network = isolation === 'none' ? 'host' : (spec.network ?? 'gateway');
+  return { kind, isolation, network, limits: spec.limits ?? null };
+}
+
+/** One line for people: `bwrap sandbox, network gateway, limits memory=2g` / `NONE: harnesses run unconfined`. */
+export function sandboxLine(d: SandboxDescription): string {
+  if (d.isolation === 'none') return 'NONE (runtime.isolation: none / --no-sandbox): harnesses run as plain host processes with host network';
+  const what = d.kind === 'local' ? 'bubblewrap sandbox' : `${d.kind} container`;
+  const limits = d.limits ? `, limits ${Object.entries(d.limits).map(([k, v]) => `${k}=${v}`).join(' ')}` : '';
+  return `${what}, network ${d.network}${limits}`;
+}
+
+/**
+ * Refuse to start when the spec asks for a sandbox this host cannot make: the local runtime without bubblewrap.
+ * @throws Error naming the fix (install bubblewrap, or say `runtime.isolation: none` / `--no-sandbox`).
+ */
+export function assertSandboxAvailable(spec: Partial<RuntimeSpec>, which: (bin: string) => string | null = (bin) => Bun.which(bin)): void {
+  const d = describeSandbox(spec);
+  if (d.kind === 'local' && d.isolation === 'bwrap' && which('bwrap') === null) {
+    throw new Error(
+      'bubblewrap (bwrap) is not installed, so harnesses cannot be sandboxed and this refuses to run untrusted tasks. ' +
+      'Install it (Debian/Ubuntu: apt-get install bubblewrap) or, to run harnesses unconfined on purpose, set ' +
+      'runtime.isolation: none (polar run: --no-sandbox).',
+    );
+  }
+}
