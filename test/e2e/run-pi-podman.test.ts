@@ -25,7 +25,7 @@ const SAMPLES = 2;
 test.skipIf(skipReason !== null)(`polar run --runtime podman: every session completes and rewards follow the variants as on local ${skipReason ?? ''}`.trim(), async () => {
   const args = ['run', 'examples/tasks', '--harness', 'pi', '--samples', String(SAMPLES), '--out', out, '--quiet',
     '--runtime', 'podman', '--image', TEST_IMAGE, ...HOST_USR.map((a) => `--runtime-arg=${a}`)];
-  const proc = Bun.spawn([process.execPath, 'src/main.ts', ...args], { cwd: root, stdout: 'pipe', stderr: 'pipe', timeout: 400_000, killSignal: 'SIGKILL' });
+  const proc = Bun.spawn([process.execPath, 'src/main.ts', ...args], { cwd: root, env: { ...process.env }, stdout: 'pipe', stderr: 'pipe', timeout: 400_000, killSignal: 'SIGKILL' });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0) console.error(stdout.slice(-3000), stderr.slice(-3000));
   expect(code).toBe(0);
