@@ -18,7 +18,7 @@ import { adHocSessions } from '../proxy/sessions.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort, parsePositiveInt, UsageError } from './common.ts';
-import { isLoopbackHost } from './rollout.ts';
+import { isLoopbackHost } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 interface ProxyFlags {

@@ -1,6 +1,6 @@
 /**
  * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--db FILE] [--out DIR]
- * [--builder prefix_merging] [--concurrency N]` (docs/architecture.md#processes): the one-shot job. Everything runs in this process:
+ * [--builder prefix_merging] [--concurrency N]`: the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
  * `polar trace verify`) and summary.json into the output directory.
@@ -14,9 +14,10 @@ import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { assertSandboxAvailable, describeSandbox, parseRuntimeSpec, sandboxLine, type RuntimeSpec } from '../gateway/runtimes/index.ts';
-import { createProgressView } from '../rollout/run-progress.ts';
-import { formatSummaryTable } from '../rollout/run-summary.ts';
-import { defaultRunDir, engineLivenessCheck, runTasks, waitForEngine } from '../rollout/run.ts';
+import { createProgressView } from '../stack/run-progress.ts';
+import { formatSummaryTable } from '../stack/run-summary.ts';
+import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
+import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
 import { loadTaskDir } from '../rollout/task-file.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
@@ -49,6 +50,7 @@ interface RunFlags {
   runtimeArg: string[];
   runtimeBinary?: string;
   network?: string;
+  roPath: string[];
   sandbox: boolean;
 }
 
@@ -90,6 +92,7 @@ export function register(program: Command): void {
     .option('--runtime-arg <arg>', 'extra argument for the container `run` (repeatable, e.g. --runtime-arg=-v --runtime-arg=/usr:/usr:ro)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--runtime-binary <path>', 'container CLI to call (default: the runtime kind\'s name on PATH)')
     .option('--network <mode>', 'sandbox network: gateway (only the model API, default), none or host')
+    .option('--ro-path <path>', 'host path every sandbox sees read-only (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
@@ -198,11 +201,12 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
     ...(flags.runtimeArg.length > 0 ? { run_args: flags.runtimeArg } : {}),
     ...(flags.runtimeBinary !== undefined ? { binary: flags.runtimeBinary } : {}),
     ...(flags.network !== undefined ? { network: flags.network } : {}),
+    ...(flags.roPath.length > 0 ? { read_only_paths: flags.roPath.map((p) => resolve(p)) } : {}),
     ...(flags.sandbox === false ? { isolation: 'none' } : {}),
   };
   if (Object.keys(raw).length === 0) return undefined;
   if (raw.kind !== undefined && raw.kind !== 'local' && raw.isolation === 'none') throw new Error('--no-sandbox applies to the local runtime only');
   if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
-  const { prepare: _prepare, ...spec } = parseRuntimeSpec({ kind: 'local', ...raw });
+  const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
   return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
 }

@@ -3,26 +3,14 @@
  * ...), each a list of steps (`shell: cmd` → a call to the harness's shell-like tool, `say: text` → a final answer,
  * optional `think`). The variant of a session comes from a seeded hash of its id; the step from the number of tool
  * results already in the conversation, so the simulator keeps no per-session state.
- * Source: docs/architecture.md#the-simulator, docs/architecture.md#contracts (behaviour script), docs/protocol-notes.md#shell-like-tools.
+ * Source: docs/architecture.md#the-simulator, src/core/contracts/sim-script.ts (schema), docs/protocol-notes.md#shell-like-tools.
  */
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import { behaviourScriptSchema, type BehaviourScript } from '../core/contracts/sim-script.ts';
 import { pythonJsonDumps } from '../tokenization/json.ts';
 import type { ChatTool } from '../tokenization/chat-messages.ts';
 
-const stepSchema = z.union([
-  z.strictObject({ think: z.string().optional(), shell: z.string().min(1) }),
-  z.strictObject({ think: z.string().optional(), say: z.string() }),
-]);
-const variantSchema = z.strictObject({ weight: z.number().nonnegative().default(1), steps: z.array(stepSchema) });
-export const behaviourScriptSchema = z.strictObject({
-  variants: z.record(z.string(), variantSchema).refine((v) => Object.keys(v).length > 0, 'needs at least one variant'),
-  /** Seed mixed into the variant hash, so one task can be re-drawn. */
-  seed: z.union([z.string(), z.number()]).optional(),
-}).refine((s) => Object.values(s.variants).some((v) => v.weight > 0), 'at least one variant needs a weight > 0');
-
-export type ScriptStep = z.infer<typeof stepSchema>;
-export type BehaviourScript = z.infer<typeof behaviourScriptSchema>;
+export { behaviourScriptSchema, type BehaviourScript, type ScriptStep } from '../core/contracts/sim-script.ts';
 
 /**
  * Validate a behaviour script given as a parsed object or YAML/JSON text.

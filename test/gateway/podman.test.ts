@@ -29,8 +29,8 @@ afterAll(async () => {
 });
 
 let n = 0;
-function podman(extra: Record<string, unknown> = {}): ContainerRuntime {
-  const spec = parseRuntimeSpec({ kind: 'podman', image: TEST_IMAGE, run_args: HOST_USR, ...extra });
+function podman(node: Record<string, unknown> = {}): ContainerRuntime {
+  const spec = parseRuntimeSpec({ kind: 'podman', image: TEST_IMAGE, run_args: HOST_USR }, node);
   return createRuntime(spec, { instanceKey: `podman-test-${process.pid}-${++n}`, workRoot: root, toolDirs: [], gateway: { port: server.port!, socket: socket.path } }) as ContainerRuntime;
 }
 const exists = (container: string) => spawnSync('podman', ['container', 'exists', container]).status === 0;

@@ -133,13 +133,13 @@ test('prepare: upload_dir, upload_file, exec with retries; baseline + diff + app
   const note = join(root, 'note.txt');
   writeFileSync(note, 'note\n');
   const spec = parseRuntimeSpec({
-    kind: 'local', isolation: 'none',
+    kind: 'local',
     prepare: [
       { upload_dir: { src, dest: '.' } }, { upload_file: { src: note, dest: 'docs/note.txt' } },
       // Fails on the first try, succeeds on the second.
       { exec: { command: 'if [ -f .tried ]; then echo ok > prepared; else touch .tried; exit 1; fi', retries: 2, backoff_ms: 5 } },
     ],
-  });
+  }, { isolation: 'none' });
   const rt = createRuntime(spec, { instanceKey: 'prep', workRoot: root, toolDirs: [] });
   await rt.start();
   await runPrepare(rt, spec.prepare);
@@ -201,7 +201,8 @@ for (const engine of ['docker', 'podman'] as const) {
 
 test('docker/podman: runtime.binary, limits and network reach the command lines', async () => {
   const { runner, calls } = recordingRunner();
-  const spec = parseRuntimeSpec({ kind: 'podman', image: 'img', binary: '/opt/bin/podman-4', network: 'host', limits: { cpus: 1.5, memory: '512m', pids: 100 } });
+  // binary and limits are node settings; a task may not loosen the node's network.
+  const spec = parseRuntimeSpec({ kind: 'podman', image: 'img' }, { binary: '/opt/bin/podman-4', network: 'host', limits: { cpus: 1.5, memory: '512m', pids: 100 } });
   const rt = createRuntime(spec, { instanceKey: 'lim', workRoot: root, toolDirs: [], runner });
   await rt.start();
   const run = calls[0]!;
@@ -209,11 +210,17 @@ test('docker/podman: runtime.binary, limits and network reach the command lines'
   expect(run.join(' ')).toContain('--network host');
   expect(run.join(' ')).toContain('--cpus 1.5 --memory 536870912b --memory-swap 536870912b --pids-limit 100');
   expect(calls.every((c) => c[0] === '/opt/bin/podman-4')).toBe(true);
-  const apptainer = createRuntime(parseRuntimeSpec({ kind: 'apptainer', image: 'x.sif', binary: '/opt/apptainer/bin/apptainer' }), { instanceKey: 'a', workRoot: root, toolDirs: [], runner });
+  const apptainer = createRuntime(parseRuntimeSpec({ kind: 'apptainer', image: 'x.sif' }, { binary: '/opt/apptainer/bin/apptainer' }), { instanceKey: 'a', workRoot: root, toolDirs: [], runner });
   await apptainer.start();
   expect(calls.at(-1)![0]).toBe('/opt/apptainer/bin/apptainer');
-  expect(() => parseRuntimeSpec({ limits: { memory: 'lots' } })).toThrow(/limits\.memory/);
+  expect(() => parseRuntimeSpec({}, { limits: { memory: 'lots' } })).toThrow(/limits\.memory/);
+  expect(() => parseRuntimeSpec({ kind: 'local', limits: { pids: 1 } })).toThrow(/limits: unknown key/);
   expect(() => parseRuntimeSpec({ network: 'bridge' })).toThrow(/network/);
+  // A task tightens, never loosens: network none under gateway is fine, host is not; it cannot switch bwrap off.
+  expect(parseRuntimeSpec({ kind: 'local', network: 'none' }, { network: 'gateway' }).network).toBe('none');
+  expect(() => parseRuntimeSpec({ kind: 'local', network: 'host' }, { network: 'gateway' })).toThrow(/may tighten the node's network \(gateway\), not loosen it to host/);
+  expect(() => parseRuntimeSpec({ kind: 'local', isolation: 'none' })).toThrow(/cannot turn the sandbox off/);
+  expect(parseRuntimeSpec({ kind: 'local', isolation: 'none' }, { isolation: 'none' }).isolation).toBe('none');
 });
 
 test('docker: a timed-out exec kills its process group inside the container', async () => {

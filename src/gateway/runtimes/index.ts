@@ -1,63 +1,61 @@
 /**
- * Runtime selection from a task's `runtime` section (docs/architecture.md#contracts): `{kind: local|docker|podman|apptainer, image?,
- * network?: none|gateway|host, isolation?: bwrap|none, binary?, limits?: {cpus?, memory?, pids?}, prepare?: PrepareAction[]}`.
+ * Runtime selection: a task's `runtime` section (src/core/contracts/runtime.ts) over the node's defaults, then the
+ * runtime it names. The containment settings are the node's: `binary` and `limits` only come from the node config, and
+ * a task may tighten `isolation` and `network` but never loosen them (a submitter cannot switch the sandbox off).
  */
 import { z } from 'zod';
+import { formatIssues, taskRuntimeSchema, NETWORKS, RUNTIME_KINDS, type NetworkMode } from '../../core/contracts/index.ts';
 import { ApptainerRuntime } from './apptainer.ts';
 import { ContainerRuntime } from './container.ts';
 import { parseMemory, type ResourceLimits } from './limits.ts';
 import { LocalRuntime, type GatewayEndpoint } from './local.ts';
-import { destProblem } from './paths.ts';
 import type { CommandRunner, ProcessSpawner, Runtime } from './types.ts';
 
-/** An upload `dest`: relative to the runtime's work directory and never leaving it (see paths.ts `confineDest`). */
-const confinedDestSchema = z.string().min(1).superRefine((dest, ctx) => {
-  const problem = destProblem(dest);
-  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
-});
+export { prepareActionSchema as PrepareActionSchema, type PrepareAction } from '../../core/contracts/index.ts';
 
-export const PrepareActionSchema = z.union([
-  z.object({ upload_file: z.object({ src: z.string().min(1), dest: confinedDestSchema }).strict() }).strict(),
-  z.object({ upload_dir: z.object({ src: z.string().min(1), dest: confinedDestSchema }).strict() }).strict(),
-  z.object({
-    exec: z.object({
-      command: z.string().min(1),
-      timeout_s: z.number().positive().optional(),
-      retries: z.number().int().min(0).optional(),
-      backoff_ms: z.number().int().min(0).optional(),
-    }).strict(),
-  }).strict(),
-]);
-export type PrepareAction = z.infer<typeof PrepareActionSchema>;
-
-export const RuntimeSpecSchema = z.object({
-  kind: z.enum(['local', 'docker', 'podman', 'apptainer']).default('local'),
-  image: z.string().min(1).optional(),
-  /** none: only loopback; gateway (default): only loopback + a tunnel to the gateway node; host: the host's network. */
-  network: z.enum(['none', 'gateway', 'host']).optional(),
-  /** local only: bwrap (default, required) or none (no containment, chosen explicitly). */
-  isolation: z.enum(['bwrap', 'none']).optional(),
-  /** docker/podman/apptainer: the CLI to call (path or name); default the kind's name. */
+/**
+ * What a session's runtime is built from: the task's section merged over the node's defaults. `binary` (the runtime
+ * CLI, e.g. `/opt/bin/podman`) is a node setting only (config `runtime.binary`): a task cannot name host programs.
+ */
+export const RuntimeSpecSchema = taskRuntimeSchema.extend({
+  kind: z.enum(RUNTIME_KINDS).default('local'),
+  prepare: taskRuntimeSchema.shape.prepare.unwrap().default([]),
   binary: z.string().min(1).optional(),
-  /** Resource limits of the sandbox: cpus (fractions allowed), memory (bytes or `512m`, `2g`), pids. */
-  limits: z.object({
+  /** Host paths every sandbox sees read-only at the same path (tools, datasets); node setting only. */
+  read_only_paths: z.array(z.string().min(1)).optional(),
+  /** Resource limits of each sandbox: cpus (fractions allowed), memory (bytes or `512m`, `2g`), pids. */
+  limits: z.strictObject({
     cpus: z.number().positive().optional(),
     memory: z.union([z.number().int().positive(), z.string().min(1)]).optional().superRefine((m, ctx) => {
       if (m === undefined) return;
       try { parseMemory(m); } catch (error) { ctx.addIssue({ code: 'custom', message: (error as Error).message }); }
     }),
     pids: z.number().int().positive().optional(),
-  }).strict().optional(),
-  work_dir: z.string().min(1).optional(),
-  run_args: z.array(z.string()).optional(),
-  prepare: z.array(PrepareActionSchema).default([]),
-}).passthrough();
+  }).optional(),
+});
 export type RuntimeSpec = z.infer<typeof RuntimeSpecSchema>;
 
-/** Parse a task's `runtime` section (undefined = local, no prepare). Throws Error with the zod issues on bad input. */
-export function parseRuntimeSpec(raw: unknown): RuntimeSpec {
-  const parsed = RuntimeSpecSchema.safeParse(raw ?? { kind: 'local' });
-  if (!parsed.success) throw new Error(`invalid runtime section: ${z.prettifyError(parsed.error)}`);
+/**
+ * The runtime spec of a session: the task's section (validated by the contract, so a task cannot set `binary`) over
+ * the node's defaults. Undefined = the defaults (local, no prepare).
+ * @throws Error `invalid runtime section: path: message` on bad input.
+ */
+export function parseRuntimeSpec(raw: unknown, defaults: Partial<RuntimeSpec> = {}): RuntimeSpec {
+  if (raw !== undefined) {
+    // Dispatched tasks always name the kind (the TaskRequest contract requires it); node-local callers may omit it.
+    const own = taskRuntimeSchema.partial({ kind: true }).safeParse(raw);
+    if (!own.success) throw new Error(`invalid runtime section: ${formatIssues(own.error)}`);
+  }
+  const own = (raw ?? {}) as { isolation?: string; network?: NetworkMode };
+  if (own.isolation === 'none' && defaults.isolation !== 'none') {
+    throw new Error('invalid runtime section: isolation: a task cannot turn the sandbox off (runtime.isolation is the node\'s setting)');
+  }
+  const nodeNetwork = defaults.network ?? 'gateway';
+  if (own.network !== undefined && NETWORKS.indexOf(own.network) > NETWORKS.indexOf(nodeNetwork)) {
+    throw new Error(`invalid runtime section: network: a task may tighten the node's network (${nodeNetwork}), not loosen it to ${own.network}`);
+  }
+  const parsed = RuntimeSpecSchema.safeParse({ ...defaults, ...((raw as object | undefined) ?? {}) });
+  if (!parsed.success) throw new Error(`invalid runtime section: ${formatIssues(parsed.error)}`);
   return parsed.data;
 }
 
@@ -76,7 +74,7 @@ export interface RuntimeContext {
 }
 
 /** The spec's limits in runtime units. */
-export function resourceLimits(spec: RuntimeSpec): ResourceLimits | undefined {
+export function resourceLimits(spec: Partial<RuntimeSpec>): ResourceLimits | undefined {
   const l = spec.limits;
   if (!l) return undefined;
   return {
@@ -94,20 +92,20 @@ export const createRuntime: RuntimeFactory = (spec, ctx) => {
     case 'local':
       return new LocalRuntime({
         sessionId: ctx.instanceKey, workRoot: ctx.workRoot, isolation: spec.isolation, network: spec.network, gateway: ctx.gateway,
-        extraPath: ctx.toolDirs, limits: resourceLimits(spec), spawner: ctx.spawner,
+        extraPath: ctx.toolDirs, readOnlyPaths: spec.read_only_paths, limits: resourceLimits(spec), spawner: ctx.spawner,
       });
     case 'docker':
     case 'podman':
       if (!spec.image) throw new Error(`runtime ${spec.kind} needs an image`);
       return new ContainerRuntime({
         engine: spec.kind, sessionId: ctx.instanceKey, image: spec.image, network: spec.network, gateway: ctx.gateway, workDir: spec.work_dir,
-        readOnlyMounts: ctx.toolDirs.map(installDir), runArgs: spec.run_args, limits: resourceLimits(spec), cli: spec.binary,
+        readOnlyMounts: [...ctx.toolDirs.map(installDir), ...(spec.read_only_paths ?? [])], runArgs: spec.run_args, limits: resourceLimits(spec), cli: spec.binary,
         runner: ctx.runner, spawner: ctx.spawner,
       });
     case 'apptainer':
       if (!spec.image) throw new Error('runtime apptainer needs an image');
       return new ApptainerRuntime({
-        sessionId: ctx.instanceKey, image: spec.image, workRoot: ctx.workRoot, readOnlyMounts: ctx.toolDirs.map(installDir), cli: spec.binary,
+        sessionId: ctx.instanceKey, image: spec.image, cli: spec.binary, workRoot: ctx.workRoot, readOnlyMounts: [...ctx.toolDirs.map(installDir), ...(spec.read_only_paths ?? [])],
         runner: ctx.runner, spawner: ctx.spawner,
       });
   }
@@ -119,7 +117,8 @@ function installDir(dir: string): string {
 }
 
 export type { Runtime } from './types.ts';
-export type { GatewayEndpoint, Isolation, NetworkMode } from './local.ts';
+export type { GatewayEndpoint } from './local.ts';
+export type { Isolation, NetworkMode } from '../../core/contracts/index.ts';
 export { confineDest, destProblem } from './paths.ts';
 
 /** How sessions of a runtime spec are contained, for run headers, summaries and `/health`. */
