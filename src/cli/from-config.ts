@@ -6,7 +6,7 @@
  */
 import { resolve } from 'node:path';
 import type { EngineConfig } from '../config/sections/engine.ts';
-import type { GatewayNodeConfig, RuntimeConfig } from '../config/sections/gateway.ts';
+import type { GatewayConfig, GatewayNodeConfig, RuntimeConfig } from '../config/sections/gateway.ts';
 import type { GatewayCapacity } from '../gateway/node.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { EngineSpec } from '../stack/local-stack.ts';
@@ -40,6 +40,11 @@ export function runtimeDefaultsFromConfig(rt: RuntimeConfig): Partial<RuntimeSpe
     ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
     ...(rt.binary ? { binary: rt.binary } : {}),
   };
+}
+
+/** `gateway.upload_roots` as absolute paths (relative ones against `base`, the cwd). */
+export function uploadRootsFromConfig(gateway: GatewayConfig, base = process.cwd()): string[] {
+  return gateway.upload_roots.map((p) => resolve(base, p));
 }
 
 /** What a GatewayNode takes from its `gateway.nodes` entry. Relative paths resolve against `base` (the cwd). */

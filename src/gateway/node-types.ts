@@ -2,7 +2,7 @@
  * Types of the gateway node (./node.ts): its options, the views it serves, and the per-session record its stages
  * (./session-stages.ts, ./postrun.ts) share.
  */
-import type { GatewayEndpoint } from './runtimes/index.ts';
+import type { GatewayEndpoint, SandboxDescription } from './runtimes/index.ts';
 import type { Clock } from '../core/clock.ts';
 import type { DispatchSpec, NodeCapacity, StageCounts } from '../core/contracts/index.ts';
 import type { CompletionRecord, SessionResult, SessionStatus, TaskRequest } from '../core/records.ts';
@@ -27,6 +27,8 @@ export interface SessionHost {
   get(sessionId: string): SessionView | null;
   cancel(sessionId: string): boolean;
   engineHealth(): EngineHealth | null;
+  /** How sessions are contained by default (`GET /health` `sandbox`). */
+  sandbox(): SandboxDescription;
   stageCounts(): StageCounts;
 }
 

@@ -22,7 +22,7 @@ import {
 } from './node-types.ts';
 import { postrun } from './postrun.ts';
 import { startRegistration } from './registration.ts';
-import { createRuntime, parseRuntimeSpec, type GatewayEndpoint, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
+import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
 import { uploadSourceProblems } from '../core/upload-roots.ts';
 import { startSessionServer } from './session-api.ts';
@@ -223,6 +223,11 @@ export class GatewayNode {
     const s = this.sessions.get(sessionId);
     if (!s) throw new Error(`unknown session ${sessionId}`);
     return s.done;
+  }
+
+  /** How this node's sessions are contained by default (`GET /health` `sandbox`). */
+  sandbox(): SandboxDescription {
+    return describeSandbox(this.opts.runtimeDefaults ?? {});
   }
 
   /** Engine reachability for `GET /health`, or null when the node was given no health source. */

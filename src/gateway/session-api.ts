@@ -87,7 +87,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
       '/health': {
         GET: () => {
           const engine = node.engineHealth();
-          return json({ node_id: node.nodeId, ok: true, stages: node.stageCounts(), capacity: node.capacity, ...(engine ? { engine } : {}) });
+          return json({ node_id: node.nodeId, ok: true, stages: node.stageCounts(), capacity: node.capacity, sandbox: node.sandbox(), ...(engine ? { engine } : {}) });
         },
       },
       '/events': {

@@ -107,6 +107,8 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
       ...(opts.runtime ? { runtimeDefaults: opts.runtime } : {}),
+      // Uploads may come from the task directories this run loaded (and nowhere else).
+      uploadRoots: [...new Set(opts.tasks.map((t) => t.dir))],
       capacity: { max_run_workers: n, init_workers: Math.max(1, Math.min(n, 8)), ready_buffer: Math.min(n, 8), postrun_workers: Math.max(1, Math.min(n, 8)) },
     },
     // Nothing outside this process needs the proxy's admin endpoints during a run, while the harnesses on this host
