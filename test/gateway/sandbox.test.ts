@@ -17,7 +17,14 @@ writeFileSync(secret, 'top secret\n');
 let server: ReturnType<typeof Bun.serve>;
 let socket: GatewaySocket;
 beforeAll(async () => {
-  server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (req) => new Response(`gateway saw ${new URL(req.url).pathname}`) });
+  server = Bun.serve({
+    hostname: '127.0.0.1', port: 0, idleTimeout: 0,
+    fetch: async (req) => {
+      const path = new URL(req.url).pathname;
+      if (path === '/slow') await Bun.sleep(11_000); // longer than Bun's default idle timeout of 10 s
+      return new Response(`gateway saw ${path}`);
+    },
+  });
   socket = await GatewaySocket.open((req) => server.fetch(req));
 });
 afterAll(async () => {
@@ -72,6 +79,15 @@ except urllib.error.HTTPError as e: print(e.code)"`;
   const proc = rt.spawn(['sh', '-c', paths.map(code).join('; ')]);
   expect((await proc.exited).exitCode).toBe(0);
   expect(proc.stdout().trim().split('\n')).toEqual(['200', '403', '403', '403', '403', '403', '403']);
+  await rt.stop();
+});
+
+test('a reply slower than 10 s still comes back through the socket (no idle timeout)', async () => {
+  const rt = new LocalRuntime({ sessionId: 'slow', workRoot: join(root, 'w'), gateway: gateway() });
+  await rt.start();
+  const proc = rt.spawn(['sh', '-c', `python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:${server.port}/slow', timeout=30).read().decode())"`]);
+  expect((await proc.exited).exitCode).toBe(0);
+  expect(proc.stdout()).toContain('gateway saw /slow');
   await rt.stop();
 });
 

@@ -70,13 +70,17 @@ export class GatewaySocket {
     // The sandbox's user must traverse the directory; the socket is the only thing in it.
     chmodSync(dir, 0o711);
     const path = join(dir, 'gateway.sock');
-    const server = Bun.serve({
+    const options = {
       unix: path,
+      // No idle timeout: a non-streaming completion may take minutes (Bun's default of 10 s would cut it). Bun's types
+      // leave idleTimeout out of the unix-socket variant, but the server honours it (test/gateway/sandbox.test.ts).
+      idleTimeout: 0,
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-      fetch: (request, srv) => sandboxRefuses(new URL(request.url).pathname)
+      fetch: (request: Request, srv: Bun.Server<undefined>) => sandboxRefuses(new URL(request.url).pathname)
         ? Response.json({ error: 'not available from inside a sandbox' }, { status: 403 })
         : handler(request, srv),
-    });
+    };
+    const server = Bun.serve(options as unknown as Parameters<typeof Bun.serve>[0]) as unknown as Bun.Server<undefined>;
     // A sandbox user that is not the socket's owner needs write permission to connect.
     chmodSync(path, 0o666);
     return new GatewaySocket(path, dir, server);
