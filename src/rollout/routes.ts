@@ -1,9 +1,11 @@
 /**
  * The rollout server's HTTP routes on Bun.serve `routes` (https://bun.com/docs/api/http#routing): task intake and
- * status, the trainer API, node registration and heartbeats, session-result callbacks, events and metrics.
+ * status, the trainer API, node registration and heartbeats, session-result callbacks, events and metrics, and the
+ * weight-sync fan-out to every gateway (./admin-fanout.ts).
  * Every route but `/health` and `/metrics` needs `authorization: Bearer <control-plane token>` when one is set.
  */
 import { timingSafeEqual as bytesEqual } from 'node:crypto';
+import { adminFanoutRoutes, type FanoutNode } from './admin-fanout.ts';
 import { HttpError } from './context.ts';
 import type { EventHub } from '../observe/events.ts';
 import type { GrpoStd } from '../trace/advantages.ts';
@@ -102,6 +104,8 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     '/nodes/:id': { DELETE: guarded((req) => server.drainNode(req.params.id!)) },
     '/callbacks/session_result': { POST: guarded(async (req) => server.acceptResult(await body(req))) },
     '/events': { GET: guarded((req) => server.events.sseResponse(req.signal)) },
+    // Registered nodes carry node_id and url (NodeRow); the fan-out reaches each one's proxy admin endpoints.
+    ...adminFanoutRoutes({ nodes: () => server.listNodes() as FanoutNode[], controlPlaneToken: token }, guarded, body),
   };
 }
 

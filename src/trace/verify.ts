@@ -62,9 +62,11 @@ export interface VerifyReport {
 export interface VerifyOptions {
   /**
    * Re-score a token: logprob of `token` after `contextIds` (the completion's prompt ids followed by the ids it had
-   * sampled before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts).
+   * sampled before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts). `at` names the completion
+   * and the token's index in its response_ids (a scorer whose logprob also depends on the sample, like the simulator's
+   * variant choice on a session's first token, reads it).
    */
-  rescore?: (contextIds: ArrayLike<number>, token: number) => number;
+  rescore?: (contextIds: ArrayLike<number>, token: number, at: { record: CompletionRecord; index: number }) => number;
   /** Token-level violations listed per trace before the rest are only counted (default 5). */
   maxPerTrace?: number;
   /**
@@ -226,7 +228,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
             message: `trace ${t} pos ${pos}: logprob ${lps[pos]} ≠ recorded ${recorded} (completion ${rec.completion_id}, token ${j})` }, true);
         } else if (opts.rescore) {
           context ??= contextOf(rec);
-          const scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected);
+          const scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected, { record: rec, index: j });
           rescoredTokens++;
           if (!same(lps[pos]!, scored)) {
             push({ kind: 'rescore_mismatch', trace: t, completion_id: rec.completion_id, position: pos,

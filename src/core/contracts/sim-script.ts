@@ -18,6 +18,11 @@ export const behaviourScriptSchema = z.strictObject({
   variants: z.record(z.string(), scriptVariantSchema).refine((v) => Object.keys(v).length > 0, 'needs at least one variant'),
   /** Seed mixed into the variant hash, so one task can be re-drawn. */
   seed: z.union([z.string(), z.number()]).optional(),
+  /**
+   * Key of the simulator's learnable variant policy (src/sim/variant-policy.ts) this task's choice uses; tasks sharing
+   * a key share logits (e.g. one task submitted under a new task id each training step). Default: the task id.
+   */
+  policy: z.string().min(1).optional(),
 }).refine((s) => Object.values(s.variants).some((v) => v.weight > 0), 'at least one variant needs a weight > 0');
 
 export type ScriptStep = z.infer<typeof scriptStepSchema>;
