@@ -82,7 +82,8 @@ function suite(kind: 'local' | 'podman', runtime: Partial<RuntimeSpec>, skip: st
     const task = (id: string, command: string, evaluator: string, prepare: NonNullable<TaskRequest['runtime']>['prepare'] = []): TaskRequest => ({
       task_id: id, instruction: 'work', num_samples: 1, timeout_seconds: 90,
       agent: { harness: 'shell', command, model_name: 'qwen3-sim' }, builder: { strategy: 'per_request' },
-      runtime: { ...runtime, kind, prepare } as TaskRequest['runtime'],
+      // The task names its kind, image and uploads; the limits are the node's (runtimeDefaults).
+      runtime: { kind, ...(runtime.image ? { image: runtime.image } : {}), ...(runtime.run_args ? { run_args: runtime.run_args } : {}), prepare },
       evaluator: { strategy: 'test_on_output', config: { command: evaluator, expect_exit_code: 0 } },
     });
 
