@@ -23,12 +23,17 @@ import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway
 export function register(program: Command): void {
   program
     .command('gateway')
-    .description('run one gateway node: sessions INIT → READY → RUNNING → POSTRUN, with the proxy on the same port')
-    .requiredOption('--config <file>', 'topology file (YAML or JSON)')
-    .requiredOption('--node-id <id>', 'which gateway.nodes entry to run')
+    .alias('serve_gateway')
+    .description('run one gateway node: sessions INIT → READY → RUNNING → POSTRUN, with the proxy on the same port (alias: serve_gateway, the Python Polar\'s name)')
+    .requiredOption('-c, --config <file>', 'topology file (YAML or JSON)')
+    .option('--node-id <id>', 'which gateway.nodes entry to run (may be left out when there is one)')
     .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
-    .action(async (opts: { config: string; nodeId: string; insecureNoToken?: boolean }) => {
+    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean }) => {
       const config = loadConfigForCli(opts.config);
+      if (opts.nodeId === undefined) {
+        if (config.gateway.nodes.length !== 1) throw new UsageError(`${opts.config} has ${config.gateway.nodes.length} gateway nodes; pass --node-id (one of ${config.gateway.nodes.map((n) => n.node_id).join(', ')})`);
+        opts.nodeId = config.gateway.nodes[0]!.node_id;
+      }
       const index = config.gateway.nodes.findIndex((n) => n.node_id === opts.nodeId);
       const nodeConfig = config.gateway.nodes[index];
       if (!nodeConfig) {

@@ -13,6 +13,7 @@
  * networking): set a token whenever the agents are untrusted. The gateway passes its control-plane token here.
  */
 import { timingSafeEqual } from 'node:crypto';
+import { controlTokenMatches } from '../core/control-token.ts';
 
 /** True for an IPv4 127.0.0.0/8, IPv6 ::1 or IPv4-mapped loopback address (as `server.requestIP` reports it). */
 export function isLoopbackAddress(address: string): boolean {
@@ -63,7 +64,7 @@ export function controlRefusal(
   ownSession?: () => boolean,
 ): ControlRefusal | null {
   if (endpoint === 'captures') {
-    if (adminToken && bearerMatches(request.headers.get('authorization'), adminToken)) return null;
+    if (adminToken && controlTokenMatches(request.headers, adminToken)) return null;
     if (ownSession?.() === true) return null;
     return {
       kind: 'authentication',
@@ -71,7 +72,7 @@ export function controlRefusal(
     };
   }
   if (adminToken) {
-    if (bearerMatches(request.headers.get('authorization'), adminToken)) return null;
+    if (controlTokenMatches(request.headers, adminToken)) return null;
     return { kind: 'authentication', message: 'admin endpoints need the admin token (Authorization: Bearer <token>)' };
   }
   const address = peer?.(request) ?? null;

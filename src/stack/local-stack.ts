@@ -5,6 +5,7 @@
  * started too, and the node gets the hook that registers each task's behaviour script with it (./sim-scripts.ts).
  */
 import { createEngineClient, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
+import type { EngineStreamSetting } from '../engines/types.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import type { CompletionRecord } from '../core/records.ts';
@@ -32,6 +33,8 @@ export interface EngineSpec {
   defaults?: Partial<SamplingDefaults>;
   /** Placement of later system messages (default merge; the built-in simulator's Qwen3 template renders them in place). */
   systemMessages?: SystemMessagePlacement;
+  /** Streamed engine calls for streaming clients (default auto). */
+  stream?: EngineStreamSetting;
 }
 
 export interface LocalStackOptions {
@@ -102,7 +105,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
-      systemMessages: engineSpec.systemMessages,
+      systemMessages: engineSpec.systemMessages, stream: engineSpec.stream,
     });
     engineHealth = new EngineHealthMonitor({
       check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,
@@ -113,7 +116,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,
-      health: () => ({ engine: engineHealth!.state(), sandbox: describeSandbox(opts.node.runtimeDefaults ?? {}) }),
+      health: () => ({ engine: engineHealth!.state(), sandbox: describeSandbox(opts.node.runtimeDefaults ?? {}) }), heartbeatIntervalSeconds: (opts.heartbeatIntervalMs ?? 2000) / 1000,
       ...(opts.node.uploadRoots ? { uploadRoots: opts.node.uploadRoots } : {}),
     }).start();
     const node = new GatewayNode({

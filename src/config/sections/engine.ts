@@ -40,6 +40,11 @@ export const engineSchema = z
       .enum(['merge', 'in_place'])
       .default('merge')
       .describe('merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
+    /** Streamed engine calls for streaming clients (engines/types.ts EngineStreamSetting). */
+    stream: z
+      .enum(['auto', 'always', 'never'])
+      .default('auto')
+      .describe("Streaming clients are served from a streamed engine call, translated chunk by chunk: auto (when the start-up probe's streamed capture is sound), always, or never (the non-streaming call is replayed as a synthetic stream)."),
     default_sampling: defaultSamplingSchema.prefault({}),
   })
   .describe('The inference engine the proxy forwards model calls to.');
