@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
+import { assertSandboxAvailable, describeSandbox, parseRuntimeSpec, sandboxLine, type RuntimeSpec } from '../gateway/runtimes/index.ts';
 import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
@@ -45,6 +46,13 @@ interface RunFlags {
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
+  runtime?: string;
+  image?: string;
+  runtimeArg: string[];
+  runtimeBinary?: string;
+  network?: string;
+  roPath: string[];
+  sandbox: boolean;
 }
 
 /** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
@@ -95,6 +103,13 @@ export function register(program: Command): void {
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
     .option('--quiet', 'no live progress')
+    .option('--runtime <kind>', 'run every task in this runtime: local, docker, podman or apptainer (default: the task\'s own, local)')
+    .option('--image <ref>', 'container image for --runtime docker|podman|apptainer')
+    .option('--runtime-arg <arg>', 'extra argument for the container `run` (repeatable, e.g. --runtime-arg=-v --runtime-arg=/usr:/usr:ro)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--runtime-binary <path>', 'container CLI to call (default: the runtime kind\'s name on PATH)')
+    .option('--network <mode>', 'sandbox network: gateway (only the model API, default), none or host')
+    .option('--ro-path <path>', 'host path every sandbox sees read-only (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
@@ -108,6 +123,14 @@ export function register(program: Command): void {
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
       } else if (flags.engineUrl) throw new UsageError('--engine-url needs --engine KIND');
       if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
+      let runtime: Partial<Omit<RuntimeSpec, 'prepare'>> | undefined;
+      try {
+        runtime = runtimeOverride(flags);
+        if (flags.runtime === undefined || flags.runtime === 'local') assertSandboxAvailable({ kind: 'local', ...(runtime ?? {}) });
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
+      const sandbox = describeSandbox({ kind: 'local', ...(runtime ?? {}) });
       let tasks;
       try {
         tasks = loadTaskDir(tasksPath);
@@ -141,6 +164,7 @@ export function register(program: Command): void {
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
       try {
         console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
         const report = await runTasks({
           tasks,
           harness: flags.harness,
@@ -165,13 +189,15 @@ export function register(program: Command): void {
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
           log: (line) => console.error(`polar run: ${line}`),
+          ...(runtime ? { runtime } : {}),
         });
         if (view && last) view.stop(last);
         console.log('');
         console.log(formatSummaryTable(report.summary));
         const summaryPath = join(outDir, 'summary.json');
-        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, db: dbPath }, null, 2)}\n`);
+        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, sandbox, db: dbPath }, null, 2)}\n`);
         console.log('');
+        console.log(`sandbox: ${sandboxLine(sandbox)}`);
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);
         console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
@@ -184,4 +210,22 @@ export function register(program: Command): void {
         store.close();
       }
     });
+}
+
+/** The `runtime` laid over every task from the command line (undefined when no flag says anything). */
+function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>> | undefined {
+  const raw: Record<string, unknown> = {
+    ...(flags.runtime !== undefined ? { kind: flags.runtime } : {}),
+    ...(flags.image !== undefined ? { image: flags.image } : {}),
+    ...(flags.runtimeArg.length > 0 ? { run_args: flags.runtimeArg } : {}),
+    ...(flags.runtimeBinary !== undefined ? { binary: flags.runtimeBinary } : {}),
+    ...(flags.network !== undefined ? { network: flags.network } : {}),
+    ...(flags.roPath.length > 0 ? { read_only_paths: flags.roPath.map((p) => resolve(p)) } : {}),
+    ...(flags.sandbox === false ? { isolation: 'none' } : {}),
+  };
+  if (Object.keys(raw).length === 0) return undefined;
+  if (raw.kind !== undefined && raw.kind !== 'local' && raw.isolation === 'none') throw new Error('--no-sandbox applies to the local runtime only');
+  if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
+  const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
+  return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
 }
