@@ -32,6 +32,8 @@ export interface SessionHost {
   /** How sessions are contained by default (`GET /health` `sandbox`). */
   sandbox(): SandboxDescription;
   stageCounts(): StageCounts;
+  /** Prometheus exposition of the node (and its proxy). */
+  metricsText(): Promise<{ text: string; contentType: string }>;
 }
 
 /** Stage sizes (worker pools). */
@@ -95,7 +97,7 @@ export interface GatewayNodeOptions {
    * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
    * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
    */
-  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler };
+  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry } };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
   /**
    * Directories an upload `src` may lie in (config `gateway.upload_roots`; `polar run` adds its task directories);

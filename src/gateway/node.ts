@@ -11,6 +11,8 @@ import { DispatchError, dispatchSpecSchema, formatIssues, type DispatchSpec, typ
 import type { SessionResult, SessionStatus } from '../core/records.ts';
 import type { EngineHealth } from '../engines/health.ts';
 import { EventHub } from '../observe/events.ts';
+import { GatewayMetrics } from '../observe/gateway-metrics.ts';
+import type { Registry } from 'prom-client';
 import type { SessionDirectory } from '../proxy/types.ts';
 import { EVALUATORS } from './evaluators/index.ts';
 import type { Evaluator } from './evaluators/types.ts';
@@ -39,6 +41,9 @@ export class GatewayNode {
   readonly nodeId: string;
   readonly capacity: GatewayCapacity;
   readonly events: EventHub;
+  /** Prometheus metrics of this node (`GET /metrics`, merged with its proxy's). */
+  readonly metrics: GatewayMetrics;
+  private proxyRegistry: Registry | null = null;
   private readonly sessions = new Map<string, Session>();
   private initQueue: Session[] = [];
   private readyQueue: Session[] = [];
@@ -74,6 +79,11 @@ export class GatewayNode {
     }
     this.clock = opts.clock ?? systemClock;
     this.events = new EventHub(this.clock);
+    this.metrics = new GatewayMetrics(this);
+    this.resultListeners.add((r) => {
+      const s = this.sessions.get(r.session_id);
+      this.metrics.observeResult(r, s?.spec.task.agent.harness ?? 'shell');
+    });
     this.harnesses = opts.harnesses ?? HARNESS_ADAPTERS;
     this.evaluators = opts.evaluators ?? EVALUATORS;
     this.runtimeFactory = opts.runtimeFactory ?? createRuntime;
@@ -111,6 +121,7 @@ export class GatewayNode {
     if (this.server) return;
     this.stopping = new AbortController();
     const proxy = this.opts.proxy?.(this.directory, { adminToken: this.opts.controlPlaneToken ?? null });
+    this.proxyRegistry = proxy?.metrics?.registry ?? null;
     this.server = startSessionServer(this, {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
@@ -238,6 +249,11 @@ export class GatewayNode {
   /** Engine reachability for `GET /health`, or null when the node was given no health source. */
   engineHealth(): EngineHealth | null {
     return this.opts.engineHealth?.() ?? null;
+  }
+
+  /** Prometheus exposition of the node's metrics and its proxy's. */
+  metricsText(): Promise<{ text: string; contentType: string }> {
+    return this.metrics.text(this.proxyRegistry ? [this.proxyRegistry] : []);
   }
 
   stageCounts(): StageCounts {

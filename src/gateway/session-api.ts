@@ -1,7 +1,8 @@
 /**
  * The node's HTTP surface (shapes: src/core/contracts/dispatch.ts) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
- * `POST /sessions` → 202 {session_id, status}; `GET /sessions?status&task_id&limit`; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
+ * `POST /sessions` → 202 {session_id, status}; `GET /sessions?status&task_id&limit`; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE);
+ * `GET /metrics` (Prometheus, open like /health).
  * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),
  * and so do the proxy's control paths (`/admin/*`, `GET /sessions/{id}/completions`): they are checked here too, before
  * the fallback, because harnesses in the sandboxes reach this port and must not pause inference, re-stamp policy
@@ -116,6 +117,12 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
       },
       '/events': {
         GET: guard((req) => node.events.sseResponse(req.signal)),
+      },
+      '/metrics': {
+        GET: async () => {
+          const { text, contentType } = await node.metricsText();
+          return new Response(text, { headers: { 'content-type': contentType } });
+        },
       },
     },
     fetch: guardedFallback,

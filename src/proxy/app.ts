@@ -6,9 +6,9 @@
  *
  * Routes (each also under `/s/{session_id}`): `POST /v1/messages` (+ `?beta=true`), `POST /v1/messages/count_tokens`,
  * `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1beta/models/{model}:generateContent|streamGenerateContent|
- * countTokens`, `GET /v1beta/models[/{model}]`, `GET /v1/models`, `POST /v1/tokenize`, `HEAD|GET /`. Plus
- * `GET /sessions/{id}/completions`, `GET /admin/inference/status`, `POST /admin/inference/pause?timeout_seconds=`,
- * `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`.
+ * countTokens`, `GET /v1beta/models[/{model}]`, `GET /v1/models`, `POST /v1/tokenize`, `HEAD|GET /`, `GET /metrics` (Prometheus,
+ * ../observe/proxy-metrics.ts). Plus `GET /sessions/{id}/completions`, `GET /admin/inference/status`,
+ * `POST /admin/inference/pause?timeout_seconds=`, `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`.
  * Access to those control endpoints (admin-access.ts): with `options.adminToken`, `/admin/*` and the completions
  * listing need `Authorization: Bearer <token>`; without one, `/admin/*` answers loopback peers only (the peer comes
  * from the Bun server passed as `fetch`'s 2nd argument) and the listing stays open (its session id is the secret).
@@ -20,6 +20,7 @@ import { Hono } from 'hono';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
 import { createProxyRuntime, errorDialect, renderError, type Env } from './context.ts';
 import { defaultDialectRoutes, type DialectRoute } from './dialect-table.ts';
+import type { ProxyMetrics } from '../observe/proxy-metrics.ts';
 import type { InferenceGate } from './inference-gate.ts';
 import { bodyLimitGuard } from './middleware.ts';
 import { registerAdminRoutes } from './routes/admin.ts';
@@ -37,7 +38,7 @@ export interface ProxyAppExtras {
  * A proxy app plus handles to its gate (pause/version) for in-process callers such as the gateway, and `endSession`
  * to drop a finished session's engine-side state (token mode's token buffers; a no-op in chat mode).
  */
-export type ProxyApp = Hono<Env> & { gate: InferenceGate; endSession(sessionId: string): void };
+export type ProxyApp = Hono<Env> & { gate: InferenceGate; endSession(sessionId: string): void; metrics: ProxyMetrics };
 
 /**
  * Create the proxy's hono app.
@@ -48,6 +49,7 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
   const rt = createProxyRuntime(deps, extras.routes ?? defaultDialectRoutes());
   const app = new Hono<Env>() as ProxyApp;
   app.gate = rt.gate;
+  app.metrics = rt.metrics;
   app.endSession = (sessionId) => deps.engine.endSession?.(sessionId);
 
   app.onError((thrown, c) => {
@@ -56,7 +58,9 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
     return renderError(c, errorDialect(rt, c), error);
   });
   app.notFound((c) => renderError(c, errorDialect(rt, c), new GatewayError('not-found', `no route for ${c.req.method} ${c.req.path}`)));
+  app.use('*', rt.metrics.middleware());
   app.use('*', bodyLimitGuard(rt));
+  app.get('/metrics', async (c) => c.body(await rt.metrics.text(), 200, { 'content-type': rt.metrics.registry.contentType }));
 
   /** Methods registered per path pattern: a request with another method gets 405 and this list in `Allow`. */
   const allowed = new Map<string, Set<string>>();

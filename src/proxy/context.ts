@@ -10,8 +10,10 @@ import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
+import type { CompletionRecord } from '../core/records.ts';
 import { dialectForPath, type DialectRoute } from './dialect-table.ts';
 import { InferenceGate } from './inference-gate.ts';
+import { ProxyMetrics } from '../observe/proxy-metrics.ts';
 import { Recorder } from './recorder.ts';
 import { sessionKeyOf } from './sessions.ts';
 import { newProxyCounters, type ProxyCounters, type ProxyDeps, type ProxyOptions, type ProxySessionInfo } from './types.ts';
@@ -29,6 +31,8 @@ export interface ProxyRuntime {
   recorder: Recorder;
   codecCtx: CodecContext;
   routes: DialectRoute[];
+  /** Prometheus metrics of this proxy (`GET /metrics`; merged into the gateway node's). */
+  metrics: ProxyMetrics;
 }
 
 export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): ProxyRuntime {
@@ -36,10 +40,15 @@ export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): Pro
   const newId = deps.newId ?? randomId;
   const options = deps.options ?? {};
   const counters = deps.counters ?? newProxyCounters();
+  const metrics = new ProxyMetrics(deps.engine.kind);
+  const onRecord = (rec: CompletionRecord) => {
+    metrics.observeRecord(rec);
+    deps.onRecord?.(rec);
+  };
   return {
-    deps, clock, newId, options, counters, routes,
+    deps, clock, newId, options, counters, routes, metrics,
     gate: new InferenceGate(options.initialPolicyVersion ?? null),
-    recorder: new Recorder(deps.store, deps.engine, clock, counters, deps.onRecord),
+    recorder: new Recorder(deps.store, deps.engine, clock, counters, onRecord),
     codecCtx: { now: clock, newId, options: options.dialectOptions },
   };
 }

@@ -23,14 +23,17 @@ import type { ProxySessionInfo } from '../types.ts';
 async function sample(rt: ProxyRuntime, ir: IRRequest, session: ProxySessionInfo, completionId: string, signal: AbortSignal | undefined, onEvent?: (event: EngineStreamEvent) => void) {
   const ticket = await rt.gate.enter();
   let completion: EngineCompletion;
+  const busy = rt.metrics.engineCallStarted();
   try {
     const ctx = { sessionId: session.session_id, taskId: session.task_id, requestId: completionId, signal };
     completion = onEvent ? await rt.deps.engine.stream!(ir, ctx, onEvent) : await rt.deps.engine.complete(ir, ctx);
   } catch (thrown) {
+    busy();
     rt.gate.leave(ticket);
     rt.counters.engineErrors++;
     throw toGatewayError(thrown);
   }
+  busy();
   const warnings: Warning[] = [];
   if (rt.gate.leave(ticket).straddled) {
     rt.counters.straddled++;
