@@ -32,6 +32,8 @@ export interface SessionHost {
   /** How sessions are contained by default (`GET /health` `sandbox`). */
   sandbox(): SandboxDescription;
   stageCounts(): StageCounts;
+  /** Share of the last 60 s with an engine call in flight through this node's proxy, 0..1; null without a proxy. */
+  engineBusyFraction(): number | null;
   /** Prometheus exposition of the node (and its proxy). */
   metricsText(): Promise<{ text: string; contentType: string }>;
 }
@@ -97,7 +99,7 @@ export interface GatewayNodeOptions {
    * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
    * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
    */
-  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry } };
+  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry; busyFraction?(): number } };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
   /**
    * Directories an upload `src` may lie in (config `gateway.upload_roots`; `polar run` adds its task directories);

@@ -44,6 +44,7 @@ export class GatewayNode {
   /** Prometheus metrics of this node (`GET /metrics`, merged with its proxy's). */
   readonly metrics: GatewayMetrics;
   private proxyRegistry: Registry | null = null;
+  private proxyBusy: (() => number) | null = null;
   private readonly sessions = new Map<string, Session>();
   private initQueue: Session[] = [];
   private readyQueue: Session[] = [];
@@ -122,6 +123,8 @@ export class GatewayNode {
     this.stopping = new AbortController();
     const proxy = this.opts.proxy?.(this.directory, { adminToken: this.opts.controlPlaneToken ?? null });
     this.proxyRegistry = proxy?.metrics?.registry ?? null;
+    const busy = proxy?.metrics?.busyFraction;
+    this.proxyBusy = busy ? () => busy.call(proxy!.metrics) : null;
     this.server = startSessionServer(this, {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
@@ -249,6 +252,10 @@ export class GatewayNode {
   /** Engine reachability for `GET /health`, or null when the node was given no health source. */
   engineHealth(): EngineHealth | null {
     return this.opts.engineHealth?.() ?? null;
+  }
+
+  engineBusyFraction(): number | null {
+    return this.proxyBusy?.() ?? null;
   }
 
   /** Prometheus exposition of the node's metrics and its proxy's. */

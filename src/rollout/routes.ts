@@ -1,13 +1,15 @@
 /**
  * The rollout server's HTTP routes on Bun.serve `routes` (https://bun.com/docs/api/http#routing): task intake and
  * status, the trainer API, node registration and heartbeats, session-result callbacks, events and metrics, and the
- * weight-sync fan-out to every gateway (./admin-fanout.ts).
+ * weight-sync fan-out to every gateway (./admin-fanout.ts), and the live dashboard at `/` and `/dashboard` (src/observe/dashboard/).
  * Every route but `/health` and `/metrics` needs the control-plane token when one is set, as
  * `authorization: Bearer <token>` or the Python Polar's `x-polar-control-token: <token>` (core/control-token.ts).
  */
 import { controlTokenMatches } from '../core/control-token.ts';
 import { adminFanoutRoutes, type FanoutNode } from './admin-fanout.ts';
 import { HttpError } from './context.ts';
+import { dashboardRoutes, fetchNodeHealth } from '../observe/dashboard/routes.ts';
+import type { DashboardSource } from '../observe/dashboard/state.ts';
 import type { EventHub } from '../observe/events.ts';
 import type { GrpoStd } from '../trace/advantages.ts';
 import type { RolloutStore } from './store-port.ts';
@@ -111,6 +113,7 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     },
     '/callbacks/session_result': { POST: guarded(async (req) => server.acceptResult(await body(req))) },
     '/events': { GET: guarded((req) => server.events.sseResponse(req.signal)) },
+    ...dashboardRoutes(dashboardSource(server, health, token), guarded),
     // Registered nodes carry node_id and url (NodeRow); the fan-out reaches each one's proxy admin endpoints.
     ...adminFanoutRoutes({ nodes: () => server.listNodes() as FanoutNode[], controlPlaneToken: token }, guarded, body),
   };
@@ -122,4 +125,18 @@ function booleanParam(query: URLSearchParams, name: string): boolean {
   if (value === null || value === 'false' || value === '0') return false;
   if (value === 'true' || value === '1') return true;
   throw new HttpError(400, `${name} must be true or false, got ${value}`);
+}
+
+/** The dashboard's view of the server: its store, its node registry, and each node's own `/health`. */
+function dashboardSource(server: RolloutApi, health: () => Record<string, unknown>, token: string | null): DashboardSource {
+  return {
+    tasks: () => server.store.tasks.list(),
+    sessions: (taskId) => server.store.sessions.listByTask(taskId),
+    results: (taskId) => server.store.results.listByTask(taskId),
+    result: (sessionId) => server.store.results.get(sessionId),
+    session: (sessionId) => server.store.sessions.get(sessionId),
+    nodes: () => server.listNodes() as ReturnType<DashboardSource['nodes']>,
+    health,
+    nodeHealth: (node) => fetchNodeHealth(node.url, token),
+  };
 }

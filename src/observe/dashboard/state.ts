@@ -1,0 +1,133 @@
+/**
+ * The live dashboard's data (served as JSON at `GET /dashboard/state` and `GET /dashboard/session/{id}` of the rollout
+ * server; the page is ./page.html): tasks with progress and rewards, nodes with their stages and health, the engine's
+ * health and busy fraction, reward and pass@1 per policy_version over time, and recent errors with their reasons.
+ * Built from the rollout store on each call; pure apart from reading the `DashboardSource`.
+ */
+import type { SessionResult, TaskRequest } from '../../core/records.ts';
+
+/** A reward at or above this counts as a pass for pass@1 (binary evaluators give 0 or 1). */
+export const PASS_REWARD = 1;
+/** Tasks listed in the snapshot (most recent first). */
+export const MAX_TASKS = 50;
+/** Errors listed in the snapshot (most recent first). */
+export const MAX_ERRORS = 20;
+
+interface TaskLike { task: TaskRequest; status: string; created_at: number; updated_at: number }
+interface SessionLike { session_id: string; task_id: string; sample_index: number; status: string; node_id: string | null; attempt: number; error: string | null; created_at: number; updated_at: number }
+interface NodeLike { node_id: string; url: string; healthy: boolean; draining: boolean; stages: Record<string, number>; capacity: Record<string, number>; heartbeat_age_ms?: number; in_flight?: number }
+
+/** What the dashboard reads: the rollout server's store and node registry (src/rollout/server.ts). */
+export interface DashboardSource {
+  tasks(): TaskLike[];
+  sessions(taskId: string): SessionLike[];
+  results(taskId: string): SessionResult[];
+  result(sessionId: string): SessionResult | null;
+  session(sessionId: string): SessionLike | null;
+  nodes(): NodeLike[];
+  /** The server's `/health` extras (e.g. `engine: {ok, error}`). */
+  health(): Record<string, unknown>;
+  /** A node's own `/health` document (stages, engine health, engine busy fraction), or null when unreachable. */
+  nodeHealth?(node: NodeLike): Promise<Record<string, unknown> | null>;
+}
+
+export interface DashboardTask {
+  task_id: string;
+  status: string;
+  harness: string;
+  num_samples: number;
+  /** Sessions with a result. */
+  finished: number;
+  /** Sessions by status (RUNNING, COMPLETED, …). */
+  sessions: Record<string, number>;
+  /** Rewards of finished sessions in sample order (null: not evaluated). */
+  rewards: (number | null)[];
+  /** Every session in sample order; `reward` null until evaluated (or when it never was). */
+  session_list: { session_id: string; sample_index: number; status: string; node_id: string | null; finished: boolean; reward: number | null }[];
+  mean_reward: number | null;
+  pass_at_1: number | null;
+  policy_version: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DashboardState {
+  at: number;
+  tasks: DashboardTask[];
+  /** Task counts by status over every task in the store. */
+  task_counts: Record<string, number>;
+  nodes: (NodeLike & { health: Record<string, unknown> | null })[];
+  engine: Record<string, unknown> | null;
+  /** Per policy_version, in order of first appearance: finished tasks, mean reward, pass@1, first and last finish time. */
+  policies: { policy_version: string; tasks: number; sessions: number; mean_reward: number; pass_at_1: number; first_at: number; last_at: number }[];
+  errors: { at: number; task_id: string; session_id: string; sample_index: number; status: string; node_id: string | null; error: string }[];
+}
+
+function rewardOf(result: SessionResult): number | null {
+  const evaluation = result.trajectory?.metadata?.evaluation as { outcome_reward?: unknown } | null | undefined;
+  if (evaluation && typeof evaluation.outcome_reward === 'number') return evaluation.outcome_reward;
+  return null;
+}
+
+const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
+
+/** The snapshot the page renders. `now` in Unix ms. */
+export async function dashboardState(src: DashboardSource, now: number): Promise<DashboardState> {
+  const all = src.tasks().sort((a, b) => b.created_at - a.created_at);
+  const task_counts: Record<string, number> = {};
+  for (const t of all) task_counts[t.status] = (task_counts[t.status] ?? 0) + 1;
+  const tasks: DashboardTask[] = [];
+  const errors: DashboardState['errors'] = [];
+  const byPolicy = new Map<string, { tasks: number; rewards: number[]; passes: number[]; first_at: number; last_at: number }>();
+  for (const row of all.slice(0, MAX_TASKS)) {
+    const taskId = row.task.task_id;
+    const sessions = src.sessions(taskId).sort((a, b) => a.sample_index - b.sample_index);
+    const results = new Map(src.results(taskId).map((r) => [r.session_id, r]));
+    const counts: Record<string, number> = {};
+    for (const s of sessions) counts[s.status] = (counts[s.status] ?? 0) + 1;
+    const rewards: (number | null)[] = [];
+    const session_list: DashboardTask['session_list'] = [];
+    for (const s of sessions) {
+      const r = results.get(s.session_id);
+      if (r) rewards.push(rewardOf(r));
+      session_list.push({ session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, finished: r !== undefined, reward: r ? rewardOf(r) : null });
+      const error = s.error ?? r?.error ?? null;
+      if (error !== null) errors.push({ at: s.updated_at, task_id: taskId, session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, error });
+    }
+    const scored = rewards.filter((x): x is number => x !== null);
+    // pass@1 as c/n over the task's samples; a finished session without a reward counts as a failure.
+    const passAt1 = results.size === 0 ? null : scored.filter((x) => x >= PASS_REWARD).length / Math.max(row.task.num_samples, results.size);
+    const policy = row.task.metadata?.policy_version ?? null;
+    tasks.push({
+      task_id: taskId, status: row.status, harness: row.task.agent.harness ?? 'shell', num_samples: row.task.num_samples,
+      finished: results.size, sessions: counts, rewards, session_list, mean_reward: mean(scored), pass_at_1: passAt1,
+      policy_version: policy === null ? null : String(policy), created_at: row.created_at, updated_at: row.updated_at,
+    });
+    if (row.status === 'COMPLETED' && passAt1 !== null) {
+      const key = policy === null ? 'none' : String(policy);
+      const p = byPolicy.get(key) ?? { tasks: 0, rewards: [], passes: [], first_at: row.updated_at, last_at: row.updated_at };
+      p.tasks++;
+      p.rewards.push(...scored);
+      p.passes.push(passAt1);
+      p.first_at = Math.min(p.first_at, row.updated_at);
+      p.last_at = Math.max(p.last_at, row.updated_at);
+      byPolicy.set(key, p);
+    }
+  }
+  const policies = [...byPolicy.entries()]
+    .map(([policy_version, p]) => ({ policy_version, tasks: p.tasks, sessions: p.rewards.length, mean_reward: mean(p.rewards) ?? 0, pass_at_1: mean(p.passes) ?? 0, first_at: p.first_at, last_at: p.last_at }))
+    .sort((a, b) => a.first_at - b.first_at);
+  const nodes = await Promise.all(src.nodes().map(async (n) => ({ ...n, health: src.nodeHealth ? await src.nodeHealth(n).catch(() => null) : null })));
+  const extras = src.health();
+  const engine = (extras.engine as Record<string, unknown> | undefined) ?? (nodes.find((n) => n.health?.engine)?.health?.engine as Record<string, unknown> | undefined) ?? null;
+  errors.sort((a, b) => b.at - a.at);
+  return { at: now, tasks, task_counts, nodes, engine, policies, errors: errors.slice(0, MAX_ERRORS) };
+}
+
+/** One session for the session page: its row, result (trajectory with traces) and the token view of each trace. */
+export function sessionView(src: DashboardSource, sessionId: string) {
+  const result = src.result(sessionId);
+  const row = src.session(sessionId);
+  if (!row && !result) return null;
+  return { session: row, result, reward: result ? rewardOf(result) : null };
+}

@@ -1,0 +1,104 @@
+/**
+ * The live dashboard in a real headless browser: Debian's chromium (/usr/bin/chromium, or $POLAR_CHROMIUM) driven by
+ * playwright-core loads `/` of a live `polar serve --with-sim` while a task runs, waits for the running task to appear,
+ * checks what the page shows (tasks with rewards, the node and its stages, the engine, the error of a failing task),
+ * opens a session page (tokens coloured by loss mask and logprob, messages beside them), and saves screenshots to
+ * test-artifacts/dashboard.png and test-artifacts/session.png.
+ */
+import { expect, test } from 'bun:test';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+// Page functions run in the browser; this project's tsconfig has no DOM lib, so `document` is declared loosely here.
+declare const document: { querySelector(s: string): { textContent: string | null } | null; querySelectorAll(s: string): Iterable<{ textContent: string | null }> };
+import { REPO_ROOT, SHELL_AGENT_COMMAND, startPolar, useScratch } from '../support/polar-cli.ts';
+
+const CHROMIUM = process.env.POLAR_CHROMIUM ?? '/usr/bin/chromium';
+const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
+const { dir: scratch, procs } = useScratch('polar-dashboard-');
+
+async function submit(server: string, task: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${server}/rollout/task/submit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(task) });
+  expect(res.status).toBe(200);
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, ms = 60_000): Promise<void> {
+  for (const until = Date.now() + ms; Date.now() < until; await Bun.sleep(100)) if (await check()) return;
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const HAVE_CHROMIUM = existsSync(CHROMIUM);
+const TITLE = HAVE_CHROMIUM ? 'dashboard in headless chromium during a running task' : `dashboard in headless chromium (skipped: no chromium at ${CHROMIUM}; .ci/run installs it)`;
+
+test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
+  const scripts = join(scratch, 'scripts');
+  mkdirSync(scripts);
+  // The simulator finds a task's behaviour script by its task_id. Half the samples write ok (reward 1), half give up (0).
+  writeFileSync(join(scripts, 'graded.yaml'), 'variants:\n  solve: {weight: 1, steps: [{shell: "echo ok > out.txt"}, {say: "done"}]}\n  give_up: {weight: 1, steps: [{say: "I cannot do this."}]}\n');
+  const config = join(scratch, 'polar.yaml');
+  writeFileSync(config, [
+    `sim: {port: 0, scripts: ${scripts}}`, 'rollout: {port: 0}',
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `store: {path: ${join(scratch, 'polar.db')}}`, '',
+  ].join('\n'));
+  const { line } = await startPolar(['serve', '--config', config, '--with-sim'], procs);
+  const server = line.match(/rollout server on (http:\/\/\S+?),/)?.[1]!;
+  expect(server).toBeDefined();
+
+  const base = { timeout_seconds: 120, builder: { strategy: 'prefix_merging' }, runtime: { kind: 'local' }, evaluator: { strategy: 'test_on_output', config: { command: 'grep -q ok out.txt' } } };
+  const agent = { harness: 'shell', command: SHELL_AGENT_COMMAND, model_name: 'polar-sim' };
+  await submit(server, { ...base, task_id: 'graded', instruction: 'Create out.txt containing ok.', num_samples: 4, agent, metadata: { policy_version: '1' } });
+  await submit(server, { ...base, task_id: 'broken', instruction: 'Fail.', num_samples: 1, agent: { harness: 'shell', command: 'echo "no such tool" >&2; exit 3', model_name: 'polar-sim' } });
+  const done = async (id: string) => ((await (await fetch(`${server}/rollout/task/${id}`)).json()) as { status: string }).status !== 'RUNNING';
+  await waitFor('the first tasks to finish', async () => (await done('graded')) && (await done('broken')));
+
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const consoleErrors: string[] = [];
+    page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await page.goto(`${server}/`);
+    await page.waitForSelector('#conn.live', { timeout: 10_000 });
+    await page.waitForSelector('tr[data-task="graded"]', { timeout: 10_000 });
+    // The running task, submitted once the page listens: its agent sleeps, so it is still RUNNING while the page is checked.
+    await submit(server, { ...base, task_id: 'slow-task', instruction: 'Wait.', num_samples: 2, agent: { harness: 'shell', command: 'sleep 60', model_name: 'polar-sim' }, metadata: { policy_version: '2' } });
+    await page.waitForSelector('tr[data-task="slow-task"][data-status="RUNNING"]', { timeout: 30_000 });
+    await page.waitForFunction(() => [...document.querySelectorAll('#events li')].some((li) => li.textContent?.includes('slow-task')), undefined, { timeout: 10_000 });
+    // Both sessions of the running task reach RUNNING on the node (its stages show it, fed by heartbeats and events).
+    await page.waitForFunction(() => document.querySelector('tr[data-node="box-0"]')?.textContent?.includes('running 2'), undefined, { timeout: 30_000 });
+
+    const graded = await page.locator('tr[data-task="graded"]').innerText();
+    expect(graded).toContain('COMPLETED');
+    expect(graded).toContain('4 / 4 finished');
+    const chips = await page.locator('tr[data-task="graded"] a.chip').allInnerTexts();
+    expect(chips).toHaveLength(4);
+    for (const c of chips) expect(['0', '1']).toContain(c);
+    const passes = chips.filter((c) => c === '1').length;
+    expect(graded).toContain(`${Math.round((passes / 4) * 100)}%`);
+    expect(await page.locator('tr[data-task="slow-task"]').innerText()).toContain('0 / 2 finished');
+    expect(await page.locator('tr[data-node="box-0"]').innerText()).toContain('healthy');
+    expect(await page.locator('#k-engine').innerText()).toBe('up');
+    expect(await page.locator('#errors').innerText()).toContain('broken #0');
+    // pass@1 per policy_version: one point for version 1 (the only finished task that declared one) and one for none.
+    expect(await page.locator('#policy svg circle').count()).toBe(4);
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+
+    // The session page of a passing sample: sampled tokens (loss_mask 1) coloured by logprob, messages beside them.
+    await page.locator('tr[data-task="graded"] a.chip', { hasText: '1' }).first().click();
+    await page.waitForSelector('#session:not([hidden]) .tok.m1', { timeout: 10_000 });
+    const sampled = await page.locator('.tok.m1').count();
+    const template = await page.locator('.tok.m0').count();
+    expect(sampled).toBeGreaterThan(0);
+    expect(template).toBeGreaterThan(0);
+    expect(await page.locator('.tok.m1').first().getAttribute('title')).toMatch(/loss_mask 1 · logprob -?\d/);
+    expect(await page.locator('#s-messages').innerText()).toContain('echo ok > out.txt');
+    expect(await page.locator('#s-head').innerText()).toContain('reward 1.00');
+    await page.screenshot({ path: join(ARTIFACTS, 'session.png'), fullPage: true });
+    expect(consoleErrors).toEqual([]);
+  } finally {
+    await browser.close();
+  }
+}, 180_000);
