@@ -20,6 +20,7 @@ import * as runCmd from './cli/run.ts';
 import * as serveCmd from './cli/serve.ts';
 import * as trainDemoCmd from './cli/train-demo.ts';
 import * as tunnelCmd from './cli/tunnel.ts';
+import * as resultsCmd from './cli/results.ts';
 
 const program = new Command();
 program
@@ -28,7 +29,7 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, resultsCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

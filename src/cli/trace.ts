@@ -8,7 +8,9 @@
  * rest skipped (the stderr line says how many). Partially missing records stay `unknown_completion` violations.
  */
 import type { Command } from 'commander';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { sessionHtml } from '../observe/dashboard/routes.ts';
+import { evaluatedReward, resolveSession } from '../observe/results.ts';
 import type { BuilderName, CompletionRecord, Trajectory } from '../core/records.ts';
 import { scoreLogprob } from '../sim/policy.ts';
 import { readPolicyExport, sessionRescorer, type PolicyExport } from '../sim/variant-policy.ts';
@@ -175,7 +177,10 @@ export function register(program: Command): void {
     .command('show')
     .description("print a session's traces decoded for humans; masked (loss_mask 0) spans are bracketed ⟦…⟧")
     .requiredOption('--db <file>', 'SQLite store written by polar')
-    .requiredOption('--session <id>', 'the session to show')
+    .option('--session <id>', 'the session to show: its id or a unique prefix of it (polar results lists them)')
+    .option('--task <id>', 'with --sample: the session of this task and sample')
+    .option('--sample <n>', 'sample index within --task (default: the only one)', parseSampleIndex)
+    .option('--html <file>', "write the session as a self-contained HTML page (the dashboard's token view) instead of printing it")
     .option('--builder <name>', `builder when no result is stored, or with --rebuild (${BUILDER_NAMES.join('|')}; default prefix_merging)`)
     .option('--rebuild', 'build from the records even when a SessionResult is stored')
     .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated')
@@ -183,16 +188,35 @@ export function register(program: Command): void {
     .option('--ids', 'print token ids instead of decoded text')
     .option('--prompt', 'print the prompt too')
     .option('--color <mode>', 'auto|always|never', 'auto')
-    .action(async (opts: SourceOptions & { db: string; session: string; tokenizer?: string; ids?: boolean; prompt?: boolean; color: string }) => {
+    .action(async (opts: SourceOptions & { db: string; session?: string; task?: string; sample?: number; html?: string; tokenizer?: string; ids?: boolean; prompt?: boolean; color: string }) => {
       if (!['auto', 'always', 'never'].includes(opts.color)) throw new UsageError(`--color must be auto|always|never, got ${JSON.stringify(opts.color)}`);
+      if ((opts.session === undefined) === (opts.task === undefined)) throw new UsageError('give --session ID (or a unique prefix) or --task T [--sample N]');
+      if (opts.sample !== undefined && opts.task === undefined) throw new UsageError('--sample needs --task');
       parseBuilder(opts.builder);
       parseEotIds(opts.eotIds);
       const store = openExisting(opts.db);
       try {
+        try {
+          opts.session = resolveSession(store, { session: opts.session, task: opts.task, sample: opts.sample });
+        } catch (error) {
+          throw new UsageError((error as Error).message);
+        }
         const records = store.completions.listBySession(opts.session);
         if (records.length === 0 && !store.results.get(opts.session)) throw new Error(`session ${opts.session} has no records in ${opts.db}`);
         const { trajectory, source, attempt } = trajectoryFor(store, opts.session, records, opts);
         const tokenizer = opts.ids ? null : await loadTokenizer(opts.tokenizer);
+        if (opts.html !== undefined) {
+          const stored = store.results.get(opts.session);
+          const decode = (ids: number[]) => (tokenizer ? ids.map((id) => tokenizer.decode([id])) : null);
+          writeFileSync(opts.html, sessionHtml({
+            session: store.sessions.get(opts.session),
+            result: { ...(stored ?? { session_id: opts.session, task_id: trajectory.traces[0]?.metadata.task_id ?? '', status: trajectory.status, error: null }), trajectory } as never,
+            reward: stored ? evaluatedReward(stored) : null,
+            token_texts: trajectory.traces.map((t) => decode(t.response_ids)),
+          }));
+          console.log(`wrote ${opts.html}: session ${opts.session}, ${trajectory.traces.length} trace(s)`);
+          return;
+        }
         const color = opts.color === 'always' || (opts.color === 'auto' && process.stdout.isTTY === true);
         const stats = trajectory.metadata.reconstruction_stats;
         console.log(
@@ -207,4 +231,10 @@ export function register(program: Command): void {
         store.close();
       }
     });
+}
+
+function parseSampleIndex(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--sample must be an integer ≥ 0, got ${JSON.stringify(value)}`);
+  return n;
 }

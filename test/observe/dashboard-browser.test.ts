@@ -12,7 +12,7 @@ import { chromium } from 'playwright-core';
 
 // Page functions run in the browser; this project's tsconfig has no DOM lib, so `document` is declared loosely here.
 declare const document: { querySelector(s: string): { textContent: string | null } | null; querySelectorAll(s: string): Iterable<{ textContent: string | null }> };
-import { REPO_ROOT, SHELL_AGENT_COMMAND, startPolar, useScratch } from '../support/polar-cli.ts';
+import { REPO_ROOT, runPolar, SHELL_AGENT_COMMAND, startPolar, useScratch } from '../support/polar-cli.ts';
 
 const CHROMIUM = process.env.POLAR_CHROMIUM ?? '/usr/bin/chromium';
 const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
@@ -97,6 +97,21 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
     expect(await page.locator('#s-messages').innerText()).toContain('echo ok > out.txt');
     expect(await page.locator('#s-head').innerText()).toContain('reward 1.00');
     await page.screenshot({ path: join(ARTIFACTS, 'session.png'), fullPage: true });
+
+    // `polar trace show --html` writes the same view as a file that works without the server, with decoded tokens.
+    const html = join(scratch, 'session.html');
+    const written = await runPolar(['trace', 'show', '--db', join(scratch, 'polar.db'), '--task', 'broken', '--html', html]);
+    expect(written.code).toBe(0);
+    const shown = await runPolar(['trace', 'show', '--db', join(scratch, 'polar.db'), '--task', 'graded', '--sample', '0', '--html', html]);
+    expect(shown.code).toBe(0);
+    await page.goto(`file://${html}`);
+    await page.waitForSelector('#session:not([hidden]) .tok.m1', { timeout: 10_000 });
+    expect(await page.locator('#conn').innerText()).toBe('offline copy');
+    expect(await page.locator('#home').isHidden()).toBe(true);
+    const text = (await page.locator('.tokens').first().innerText()).replace(/\s+/g, '');
+    expect(text.length).toBeGreaterThan(0);
+    expect(text).not.toMatch(/^\d+$/); // decoded text, not ids
+    await page.screenshot({ path: join(ARTIFACTS, 'session-offline.png'), fullPage: true });
     expect(consoleErrors).toEqual([]);
   } finally {
     await browser.close();

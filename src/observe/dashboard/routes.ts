@@ -34,3 +34,12 @@ export function dashboardRoutes(src: DashboardSource, guard: (h: Handler) => (re
     },
   };
 }
+
+/**
+ * The page as a standalone file showing one session (what `polar trace show --html FILE` writes): the session view
+ * (`{session, result, reward, token_texts?}`) is embedded as `window.POLAR_SESSION`, so the page needs no server.
+ */
+export function sessionHtml(view: Record<string, unknown>): string {
+  const data = JSON.stringify(view).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return DASHBOARD_HTML.replace('<script>\n', () => `<script>window.POLAR_SESSION = ${data};</script>\n<script>\n`);
+}

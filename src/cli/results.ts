@@ -1,0 +1,31 @@
+/**
+ * `polar results --db FILE`: the store's sessions as a table (task, sample, session id prefix, status, reward, turns,
+ * completions, chains, trainable tokens, re-rendered joins, duration, error), filterable, or as JSON rows.
+ * Rows: src/observe/results.ts.
+ */
+import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { formatResultTable, resultRows } from '../observe/results.ts';
+import { openStore } from '../store/index.ts';
+import { UsageError } from './common.ts';
+
+export function register(program: Command): void {
+  program
+    .command('results')
+    .description('list the tasks and sessions of a store: reward, turns, chains, trainable tokens, errors')
+    .requiredOption('--db <file>', 'SQLite store written by polar')
+    .option('--task <id>', 'only sessions of tasks whose id starts with this')
+    .option('--status <status>', 'only sessions with this status (COMPLETED, ERROR, TIMEOUT, CANCELLED, RUNNING, CAPTURED)')
+    .option('--failed', 'only sessions that did not complete')
+    .option('--json', 'print the rows as a JSON array')
+    .action((opts: { db: string; task?: string; status?: string; failed?: boolean; json?: boolean }) => {
+      if (opts.db !== ':memory:' && !existsSync(opts.db)) throw new UsageError(`--db ${opts.db}: no such file`);
+      const store = openStore(opts.db);
+      try {
+        const rows = resultRows(store, { task: opts.task, status: opts.status, failed: opts.failed });
+        console.log(opts.json ? JSON.stringify(rows, null, 2) : formatResultTable(rows, Math.max(100, process.stdout.columns ?? 100)));
+      } finally {
+        store.close();
+      }
+    });
+}

@@ -1,0 +1,139 @@
+/**
+ * Readable results from a store: one row per session (task, sample, status, reward, turns, completions, chains,
+ * trainable tokens, re-rendered joins, duration, error) for `polar results`, and session lookup by id prefix or by
+ * task and sample for `polar trace show`. Sessions captured by a standalone proxy (records, no task) are listed too,
+ * with status CAPTURED and no reward.
+ */
+import type { SessionResult } from '../core/records.ts';
+import type { Store } from '../store/index.ts';
+
+export interface ResultRow {
+  task_id: string | null;
+  sample_index: number | null;
+  session_id: string;
+  /** The session's status (COMPLETED, ERROR, TIMEOUT, CANCELLED, RUNNING, …; CAPTURED: records without a task). */
+  status: string;
+  /** Outcome reward; null when the session was not evaluated (shown as —, never as 0). */
+  reward: number | null;
+  /** Model calls of the trajectory's attempt. */
+  turns: number;
+  /** Every stored completion of the session (all attempts). */
+  completions: number;
+  /** Traces (chains) of the trajectory; null without a result. */
+  chains: number | null;
+  /** loss_mask 1 tokens over the traces; null without a result. */
+  trainable_tokens: number | null;
+  /** Joins where the next prompt held a re-rendered version of the sampled answer; null without a result. */
+  rerendered_joins: number | null;
+  /** Chain breaks by reason (only reasons that occurred); null without a result. */
+  breaks: Record<string, number> | null;
+  /** End-to-end seconds (dispatch to result); null without a result. */
+  duration_s: number | null;
+  error: string | null;
+}
+
+export interface ResultFilter {
+  /** Task id, or a prefix of one. */
+  task?: string;
+  /** Session status, case-insensitive. */
+  status?: string;
+  /** Only sessions that did not complete (any status but COMPLETED). */
+  failed?: boolean;
+}
+
+/** The evaluated outcome reward of a result, or null when it was never evaluated. */
+export function evaluatedReward(result: SessionResult): number | null {
+  const evaluation = result.trajectory?.metadata?.evaluation as { outcome_reward?: unknown; details?: Record<string, unknown> } | null | undefined;
+  if (!evaluation || typeof evaluation.outcome_reward !== 'number') return null;
+  // A session that was never evaluated carries a 0 with `details.skipped` (src/gateway/postrun.ts): not a real 0.
+  if (evaluation.details && 'skipped' in evaluation.details) return null;
+  return evaluation.outcome_reward;
+}
+
+function rowOf(store: Store, sessionId: string, base: { task_id: string | null; sample_index: number | null; status: string; error: string | null }): ResultRow {
+  const result = store.results.get(sessionId);
+  const counts = store.completions.attemptCounts(sessionId);
+  const completions = counts.reduce((n, c) => n + c.completions, 0);
+  if (!result) return { ...base, session_id: sessionId, reward: null, turns: counts.at(-1)?.completions ?? 0, completions, chains: null, trainable_tokens: null, rerendered_joins: null, breaks: null, duration_s: null };
+  const stats = result.trajectory.metadata.reconstruction_stats;
+  let trainable = 0;
+  for (const t of result.trajectory.traces) for (const m of t.loss_mask) trainable += m;
+  const breaks = Object.fromEntries(Object.entries(stats?.breaks ?? {}).filter(([, n]) => n > 0));
+  return {
+    ...base, session_id: sessionId, status: result.status, reward: evaluatedReward(result), turns: stats?.completions ?? 0, completions,
+    chains: result.trajectory.traces.length, trainable_tokens: trainable, rerendered_joins: stats?.rerender_mismatches ?? 0, breaks,
+    duration_s: result.timing ? result.timing.e2e_ms / 1000 : null, error: result.error ?? base.error,
+  };
+}
+
+/** Every session of the store as a row: tasks in creation order, samples in order, then task-less captures. */
+export function resultRows(store: Store, filter: ResultFilter = {}): ResultRow[] {
+  const rows: ResultRow[] = [];
+  const known = new Set<string>();
+  for (const task of store.tasks.list().sort((a, b) => a.created_at - b.created_at)) {
+    const taskId = task.task.task_id;
+    for (const s of store.sessions.listByTask(taskId).sort((a, b) => a.sample_index - b.sample_index)) {
+      known.add(s.session_id);
+      rows.push(rowOf(store, s.session_id, { task_id: taskId, sample_index: s.sample_index, status: s.status, error: s.error }));
+    }
+  }
+  for (const id of store.completions.listSessionIds()) {
+    if (known.has(id)) continue;
+    const result = store.results.get(id);
+    rows.push(rowOf(store, id, { task_id: result?.task_id ?? null, sample_index: null, status: result?.status ?? 'CAPTURED', error: null }));
+  }
+  return rows.filter((r) =>
+    (filter.task === undefined || (r.task_id ?? '').startsWith(filter.task)) &&
+    (filter.status === undefined || r.status.toUpperCase() === filter.status.toUpperCase()) &&
+    (!filter.failed || r.status !== 'COMPLETED'));
+}
+
+/**
+ * The session meant by `--session ID|PREFIX` or `--task T --sample N`.
+ * @throws Error naming the candidates when a prefix is ambiguous, or saying what is missing.
+ */
+export function resolveSession(store: Store, q: { session?: string; task?: string; sample?: number }): string {
+  if (q.session !== undefined) {
+    if (store.sessions.get(q.session) || store.results.get(q.session) || store.completions.attemptCounts(q.session).length > 0) return q.session;
+    const ids = new Set<string>(store.completions.listSessionIds());
+    for (const t of store.tasks.list()) for (const s of store.sessions.listByTask(t.task.task_id)) ids.add(s.session_id);
+    const matches = [...ids].filter((id) => id.startsWith(q.session!));
+    if (matches.length === 1) return matches[0]!;
+    if (matches.length === 0) throw new Error(`no session id starts with ${JSON.stringify(q.session)} (polar results --db FILE lists them)`);
+    throw new Error(`session prefix ${JSON.stringify(q.session)} is ambiguous: ${matches.slice(0, 5).join(', ')}${matches.length > 5 ? `, … (${matches.length})` : ''}`);
+  }
+  if (q.task === undefined) throw new Error('give --session ID (or a prefix of one) or --task T --sample N');
+  if (!store.tasks.get(q.task)) throw new Error(`unknown task ${JSON.stringify(q.task)} (polar results --db FILE lists them)`);
+  const sessions = store.sessions.listByTask(q.task);
+  const sample = q.sample ?? (sessions.length === 1 ? sessions[0]!.sample_index : undefined);
+  if (sample === undefined) throw new Error(`task ${q.task} has ${sessions.length} samples: add --sample N (0..${sessions.length - 1})`);
+  const hit = sessions.find((s) => s.sample_index === sample);
+  if (!hit) throw new Error(`task ${q.task} has no sample ${sample} (samples: ${sessions.map((s) => s.sample_index).join(', ')})`);
+  return hit.session_id;
+}
+
+const cut = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`);
+
+/** The rows as a fixed-width table of at most `width` columns (default 100). */
+export function formatResultTable(rows: readonly ResultRow[], width = 100): string {
+  if (rows.length === 0) return 'no sessions in this store';
+  const head = ['task', '#', 'session', 'status', 'reward', 'turns', 'compl', 'chains', 'train tok', 'rerend', 'time'];
+  const cells = rows.map((r) => [
+    cut(r.task_id ?? '—', 18), r.sample_index === null ? '—' : String(r.sample_index), r.session_id.slice(0, 10), cut(r.status, 10),
+    r.reward === null ? '—' : String(Math.round(r.reward * 1000) / 1000), String(r.turns), String(r.completions),
+    r.chains === null ? '—' : String(r.chains), r.trainable_tokens === null ? '—' : String(r.trainable_tokens),
+    r.rerendered_joins === null ? '—' : String(r.rerendered_joins), r.duration_s === null ? '—' : `${r.duration_s.toFixed(1)}s`,
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const right = new Set([1, 4, 5, 6, 7, 8, 9, 10]);
+  const line = (c: string[]) => c.map((x, i) => (right.has(i) ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join('  ');
+  const used = widths.reduce((a, b) => a + b, 0) + 2 * (widths.length - 1);
+  const errWidth = Math.max(12, width - used - 2);
+  const out = [`${line(head)}  error`];
+  rows.forEach((r, i) => out.push(`${line(cells[i]!)}  ${r.error ? cut(r.error.replace(/\s+/g, ' '), errWidth) : ''}`.trimEnd()));
+  const n = (s: string) => rows.filter((r) => r.status === s).length;
+  const scored = rows.map((r) => r.reward).filter((x): x is number => x !== null);
+  out.push(`${rows.length} session(s): ${n('COMPLETED')} completed, ${n('ERROR')} error, ${n('TIMEOUT')} timeout` +
+    (scored.length ? `; mean reward ${(scored.reduce((a, b) => a + b, 0) / scored.length).toFixed(3)} over ${scored.length} evaluated` : '; none evaluated'));
+  return out.join('\n');
+}
