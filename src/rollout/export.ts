@@ -43,6 +43,8 @@ export interface ExportRow {
   tools: Record<string, unknown>[];
   /** The evaluated reward; null for an unevaluated session. */
   reward: number | null;
+  /** The session's sample index within its task (0..num_samples-1); null for a capture without a task. */
+  sample_index: number | null;
   /**
    * The session's GRPO advantage within its group; 0 when an evaluated session is not in an evaluated group, null
    * for an unevaluated session.
@@ -103,6 +105,7 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
       rows.push({
         ...traceFields(trace, `session ${result.session_id} trace ${t}`),
         reward: trace.reward,
+        sample_index: store.sessions.get(result.session_id)?.sample_index ?? null,
         advantage: adv?.grpo ?? 0,
         metadata: {
           ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated: true,
@@ -131,6 +134,7 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
       rows.push({
         ...traceFields(trace, `session ${sessionId} trace ${t}`),
         reward: null,
+        sample_index: session?.sample_index ?? null,
         advantage: null,
         metadata: {
           ...trace.metadata,
@@ -236,6 +240,7 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
       { name: 'response_logprobs', data: rows.map((r) => r.response_logprobs) },
       { name: 'reward', data: rows.map((r) => r.reward) },
       { name: 'advantage', data: rows.map((r) => r.advantage) },
+      { name: 'sample_index', data: rows.map((r) => r.sample_index) },
       { name: 'finish_reason', data: rows.map((r) => r.finish_reason.unified) },
       { name: 'finish_reason_raw', data: rows.map((r) => r.finish_reason.raw) },
       { name: 'group_id', data: rows.map((r) => metaText(r, 'group_id')) },
@@ -248,7 +253,7 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
       { name: 'metadata', data: rows.map((r) => r.metadata) },
     ],
     schema: [
-      { name: 'root', num_children: 16 },
+      { name: 'root', num_children: 17 },
       ...intList('prompt_ids'),
       ...intList('response_ids'),
       ...intList('loss_mask'),
@@ -257,6 +262,7 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
       { name: 'element', type: 'FLOAT', repetition_type: 'REQUIRED' },
       { name: 'reward', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
       { name: 'advantage', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
+      { name: 'sample_index', type: 'INT32', repetition_type: 'OPTIONAL' },
       text('finish_reason', 'REQUIRED'),
       text('finish_reason_raw', 'OPTIONAL'),
       text('group_id', 'OPTIONAL'),

@@ -7,6 +7,7 @@ import type { BuilderName, SessionResult, SessionTiming } from '../core/records.
 import type { Store } from '../store/index.ts';
 import { buildTrajectory } from '../trace/index.ts';
 import { rewardOf } from '../trace/groups.ts';
+import { evaluatedReward } from '../observe/results.ts';
 
 /** A reward at or above this counts as a pass (test_on_output and session_completed give 0 or 1). */
 export const PASS_REWARD = 1;
@@ -56,10 +57,32 @@ export interface HarnessSummary {
   /** Groups (tasks) whose rewards are not all equal: the ones GRPO learns from. */
   groups_with_reward_variance: number;
   p50: StageMedians;
+  /** Tokens with loss_mask 1 over the prefix_merging traces: what a trainer learns from. */
+  trainable_tokens: number;
+  /** prefix_merging chain breaks by reason (only reasons that occurred). */
+  chain_breaks: Record<string, number>;
+  /** Sessions whose prefix_merging trajectory has more than one chain. */
+  split_sessions: number;
+}
+
+/** One task of the run, for the per-task table. */
+export interface TaskSummary {
+  task_id: string;
+  harness: string;
+  /** Reward per sample in sample order; null for a sample that was not evaluated (shown as —). */
+  rewards: (number | null)[];
+  pass_at_1: number;
+  mean_turns: number;
+  /** prefix_merging chains over the task's sessions. */
+  chains: number;
+  trainable_tokens: number;
+  /** Sessions that did not complete. */
+  failed: number;
 }
 
 export interface RunSummary {
   harnesses: HarnessSummary[];
+  tasks: TaskSummary[];
   /** Engine time with ≥ 1 running sequence / wall time, 0..1 (simulator metrics); null when not measured. */
   engine_busy_fraction: number | null;
   /** Wall time of the run, ms. */
@@ -84,11 +107,12 @@ export function summarizeRun(
     entry.taskIds.push(taskId);
     byHarness.set(harness, entry);
   }
-  const harnesses = [...byHarness.entries()].map(([harness, { taskIds: ids }]) => summarizeHarness(store, harness, ids, opts.eotIds));
-  return { harnesses, engine_busy_fraction: opts.engineBusyFraction ?? null, wall_ms: opts.wallMs ?? 0 };
+  const tasks: TaskSummary[] = [];
+  const harnesses = [...byHarness.entries()].map(([harness, { taskIds: ids }]) => summarizeHarness(store, harness, ids, opts.eotIds, tasks));
+  return { harnesses, tasks, engine_busy_fraction: opts.engineBusyFraction ?? null, wall_ms: opts.wallMs ?? 0 };
 }
 
-function summarizeHarness(store: Store, harness: string, taskIds: string[], eotIds: number[] | undefined): HarnessSummary {
+function summarizeHarness(store: Store, harness: string, taskIds: string[], eotIds: number[] | undefined, taskRows: TaskSummary[]): HarnessSummary {
   const statuses: Record<string, number> = {};
   const traces: Record<BuilderName, number> = { per_request: 0, prefix_merging: 0 };
   const trainerTokens: Record<BuilderName, number> = { per_request: 0, prefix_merging: 0 };
@@ -100,18 +124,25 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
   let variance = 0;
   let harnessFailures = 0;
   let rerenderMismatches = 0;
+  let trainable = 0;
+  let splitSessions = 0;
+  const chainBreaks: Record<string, number> = {};
   const failureReasons = new Set<string>();
   for (const taskId of taskIds) {
     const rows = store.sessions.listByTask(taskId);
     const results = new Map(store.results.listByTask(taskId).map((r) => [r.session_id, r]));
     let passes = 0;
     const rewards: number[] = [];
-    for (const s of rows) {
+    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0 };
+    let taskTurns = 0;
+    for (const s of [...rows].sort((a, b) => a.sample_index - b.sample_index)) {
       sessions++;
       const result = results.get(s.session_id) ?? null;
       const status = result?.status ?? s.status;
       statuses[status] = (statuses[status] ?? 0) + 1;
       const reward = result && result.status === 'COMPLETED' ? rewardOf(result) : 0;
+      task.rewards.push(result ? evaluatedReward(result) : null);
+      if (status !== 'COMPLETED') task.failed++;
       rewards.push(reward);
       rewardSum += reward;
       if (reward >= PASS_REWARD) passes++;
@@ -123,16 +154,28 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
       }
       const records = store.completions.listBySession(s.session_id);
       completions += records.length;
+      taskTurns += records.length;
       for (const strategy of ['per_request', 'prefix_merging'] as const) {
         const built = buildTrajectory(records, {
           strategy, eotIds, session_id: s.session_id, task_id: taskId, harness, status: trajectoryStatus(result),
         });
         traces[strategy] += built.traces.length;
-        if (strategy === 'prefix_merging') rerenderMismatches += built.metadata.reconstruction_stats.rerender_mismatches ?? 0;
+        if (strategy === 'prefix_merging') {
+          const stats = built.metadata.reconstruction_stats;
+          rerenderMismatches += stats.rerender_mismatches ?? 0;
+          for (const [reason, n] of Object.entries(stats.breaks)) if (n > 0) chainBreaks[reason] = (chainBreaks[reason] ?? 0) + n;
+          if (built.traces.length > 1) splitSessions++;
+          task.chains += built.traces.length;
+          for (const t of built.traces) for (const m of t.loss_mask) task.trainable_tokens += m;
+        }
         for (const t of built.traces) trainerTokens[strategy] += t.prompt_ids.length + t.response_ids.length;
       }
     }
     if (rows.length > 0) passRateSum += passes / rows.length;
+    task.pass_at_1 = rows.length > 0 ? passes / rows.length : 0;
+    task.mean_turns = rows.length > 0 ? taskTurns / rows.length : 0;
+    trainable += task.trainable_tokens;
+    taskRows.push(task);
     if (rewards.some((r) => r !== rewards[0])) variance++;
   }
   const median = (key: keyof SessionTiming) => p50(timings.map((t) => t[key]));
@@ -152,6 +195,9 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
     trainer_tokens: trainerTokens,
     rerender_mismatches: rerenderMismatches,
     groups_with_reward_variance: variance,
+    trainable_tokens: trainable,
+    chain_breaks: chainBreaks,
+    split_sessions: splitSessions,
     p50: { init_ms: median('init_ms'), ready_queue_ms: median('ready_queue_ms'), run_ms: median('run_ms'), postrun_ms: median('postrun_ms'), e2e_ms: median('e2e_ms') },
   };
 }
@@ -168,35 +214,85 @@ export function p50(values: readonly number[]): number | null {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** The summary as a fixed-width text table (one row per harness) plus the engine line. */
-export function formatSummaryTable(summary: RunSummary): string {
-  const header = ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'mean turns', 'completions', 'traces per_req', 'traces prefix', 'tokens per_req', 'tokens prefix', 're-rendered', 'p50 init', 'p50 run', 'p50 postrun', 'p50 e2e'];
-  const ms = (v: number | null) => (v === null ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(0)}s` : v >= 1000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
-  const rows = summary.harnesses.map((h) => [
-    h.harness,
-    String(h.sessions),
-    String(h.completed),
-    String(h.sessions - h.harness_failures),
-    h.pass_at_1.toFixed(3),
-    h.mean_turns.toFixed(2),
-    String(h.completions),
-    String(h.traces.per_request),
-    String(h.traces.prefix_merging),
-    String(h.trainer_tokens.per_request),
-    String(h.trainer_tokens.prefix_merging),
-    String(h.rerender_mismatches),
-    ms(h.p50.init_ms),
-    ms(h.p50.run_ms),
-    ms(h.p50.postrun_ms),
-    ms(h.p50.e2e_ms),
-  ]);
+/** Longest line of the summary: it fits a 100-column terminal. */
+export const SUMMARY_WIDTH = 100;
+
+const cut = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`);
+
+/** Fixed-width columns: the first left-aligned, the rest right-aligned, two spaces apart. */
+function columns(header: string[], rows: string[][]): string[] {
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  const out = [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
+}
+
+/** Words of `text` wrapped to `width` columns, continuation lines indented by `indent` spaces. */
+function wrap(text: string, width = SUMMARY_WIDTH, indent = 2): string[] {
+  const out: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line.trim() !== '' && line.length + 1 + word.length > width) {
+      out.push(line);
+      line = ' '.repeat(indent) + word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  if (line !== '') out.push(line);
+  return out.map((l) => l.trimEnd());
+}
+
+/**
+ * The warning printed when sessions split into several chains or joins were re-rendered, with the likely cause and
+ * the option that fixes it; null when neither happened.
+ */
+export function chainWarning(summary: RunSummary): string | null {
+  const sessions = summary.harnesses.reduce((n, h) => n + h.sessions, 0);
+  const split = summary.harnesses.reduce((n, h) => n + h.split_sessions, 0);
+  const rerendered = summary.harnesses.reduce((n, h) => n + h.rerender_mismatches, 0);
+  if (split === 0 && rerendered === 0) return null;
+  const breaks: Record<string, number> = {};
+  for (const h of summary.harnesses) for (const [k, v] of Object.entries(h.chain_breaks)) breaks[k] = (breaks[k] ?? 0) + v;
+  const parts: string[] = [];
+  if (split > 0) parts.push(`${split} of ${sessions} session(s) split into more than one chain (${Object.entries(breaks).map(([k, v]) => `${k} ${v}`).join(', ')})`);
+  if (rerendered > 0) parts.push(`${rerendered} join(s) re-rendered (the next prompt did not hold the sampled tokens)`);
+  const cause = breaks.prefix_break
+    ? 'likely cause: the chat template moves mid-conversation system messages (Claude Code sends them) or rewrites earlier turns; ' +
+      'fix: --system-messages in-place (config engine.system_messages: in_place) when the template renders them where they are, or --mode token'
+    : 'likely cause: the chat template re-renders earlier answers (reasoning dropped, tool JSON re-serialised); fix: --mode token, where the proxy keeps the sampled tokens';
+  return `warning: ${parts.join('; ')}. ${cause}`;
+}
+
+/**
+ * The summary as text of at most {@link SUMMARY_WIDTH} columns: one row per harness, per-harness builder and stage
+ * lines, one row per task (rewards per sample; — for a sample that was not evaluated), the chain warning when chains
+ * broke or joins were re-rendered, and the engine line.
+ */
+export function formatSummaryTable(summary: RunSummary): string {
+  const ms = (v: number | null) => (v === null ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(0)}s` : v >= 1000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
+  const out = columns(
+    ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'turns', 'chains/s', 'trainable', 're-rend', 'p50 e2e'],
+    summary.harnesses.map((h) => [
+      cut(h.harness, 14), String(h.sessions), String(h.completed), String(h.sessions - h.harness_failures), h.pass_at_1.toFixed(3),
+      h.mean_turns.toFixed(2), (h.sessions > 0 ? h.traces.prefix_merging / h.sessions : 0).toFixed(2), String(h.trainable_tokens),
+      String(h.rerender_mismatches), ms(h.p50.e2e_ms),
+    ]),
+  );
+  for (const h of summary.harnesses) {
+    out.push(...wrap(`${h.harness}: traces per_request ${h.traces.per_request} / prefix_merging ${h.traces.prefix_merging}; trainer tokens ${h.trainer_tokens.per_request} / ${h.trainer_tokens.prefix_merging}; p50 init ${ms(h.p50.init_ms)}, run ${ms(h.p50.run_ms)}, postrun ${ms(h.p50.postrun_ms)}`));
+  }
+  for (const h of summary.harnesses) for (const reason of h.harness_failure_reasons) out.push(...wrap(`${h.harness}: harness failure: ${reason.replace(/\s+/g, ' ')}`));
+  if (summary.tasks.length > 0) {
+    out.push('');
+    const reward = (r: number | null) => (r === null ? '—' : String(Math.round(r * 100) / 100));
+    out.push(...columns(
+      ['task', 'rewards', 'pass@1', 'turns', 'chains', 'trainable', 'failed'],
+      summary.tasks.map((t) => [cut(t.task_id, 28), cut(t.rewards.map(reward).join(' '), 30), t.pass_at_1.toFixed(2), t.mean_turns.toFixed(1), String(t.chains), String(t.trainable_tokens), String(t.failed)]),
+    ));
+  }
+  const warning = chainWarning(summary);
+  if (warning) out.push('', ...wrap(warning));
   const busy = summary.engine_busy_fraction === null ? 'not measured (external engine)' : `${(summary.engine_busy_fraction * 100).toFixed(1)}%`;
-  for (const h of summary.harnesses) for (const reason of h.harness_failure_reasons) out.push(`${h.harness}: harness failure: ${reason}`);
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
-  out.push('trainer tokens = Σ over traces of len(prompt_ids) + len(response_ids): what a trainer processes per builder');
-  out.push('re-rendered = prefix_merging joins whose next prompt held a re-rendered version of the sampled answer (chat mode only)');
+  out.push('trainable: loss_mask 1 tokens; trainer tokens: prompt + response tokens (per_request / prefix)');
+  out.push('chains/s: prefix_merging chains per session (1: no break); re-rend: re-rendered joins');
   return out.join('\n');
 }

@@ -146,6 +146,8 @@ test('Parquet has real string columns for finish_reason, group_id, session_id, t
     expect(writeParquet(rows, out)).toBe(3);
     const bytes = readFileSync(out);
     const back = (await parquetReadObjects({ file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) })) as Record<string, unknown>[];
+    expect(back.map((r) => r.sample_index)).toEqual(rows.map((r) => r.sample_index));
+    expect(back[2]!.sample_index).toBeNull(); // a capture without a session row
     expect(back.map((r) => [r.session_id, r.task_id, r.group_id, r.status, r.finish_reason, r.finish_reason_raw])).toEqual([
       ['ok', 'tf', 'tf', 'COMPLETED', 'stop', 'stop'],
       ['cut', 'tf', 'tf', 'COMPLETED', 'length', 'length'],

@@ -99,6 +99,7 @@ test('exportRows: one row per trace with the group GRPO advantage (0 outside the
   try {
     const rows = exportRows(store);
     expect(rows.map((r) => r.metadata.session_id)).toEqual(['s0', 's1', 's2']);
+    expect(rows.map((r) => r.sample_index)).toEqual([0, 1, 2]);
     // Group = the two COMPLETED sessions, rewards [1, 0] → GRPO ±1 (up to ε).
     expect(rows[0]!.advantage).toBeCloseTo(1, 5);
     expect(rows[1]!.advantage).toBeCloseTo(-1, 5);
@@ -121,6 +122,7 @@ test('polar export --format parquet round-trips through hyparquet', async () => 
   expect(rows[2]!.response_ids).toEqual([22, 21, 151645]);
   expect(rows[1]!.response_logprobs).toEqual([-0.5, 0, -0.25]);
   expect(rows.map((r) => r.reward)).toEqual(rewards);
+  expect(rows.map((r) => r.sample_index)).toEqual([0, 1, 2]);
   expect((rows[0]!.metadata as { session_id: string }).session_id).toBe('s0');
 });
 
@@ -131,7 +133,7 @@ test('polar export --format jsonl writes one trace per line', () => {
   const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   expect(lines).toHaveLength(3);
   expect(Object.keys(lines[0]).sort()).toEqual([
-    'advantage', 'finish_reason', 'loss_mask', 'metadata', 'prompt_ids', 'prompt_messages', 'response_ids', 'response_logprobs', 'response_messages', 'reward', 'tools',
+    'advantage', 'finish_reason', 'loss_mask', 'metadata', 'prompt_ids', 'prompt_messages', 'response_ids', 'response_logprobs', 'response_messages', 'reward', 'sample_index', 'tools',
   ]);
 });
 

@@ -1,0 +1,53 @@
+/**
+ * The `polar run` summary text: at most 100 columns whatever the names, a per-task table with — for a sample that
+ * was not evaluated, and a warning naming cause and fix when sessions split into several chains or joins were
+ * re-rendered (and none when they did not).
+ */
+import { expect, test } from 'bun:test';
+import { chainWarning, formatSummaryTable, SUMMARY_WIDTH, type HarnessSummary, type RunSummary } from '../../src/stack/run-summary.ts';
+
+function harness(overrides: Partial<HarnessSummary> = {}): HarnessSummary {
+  return {
+    harness: 'claude-code', tasks: 2, sessions: 4, statuses: { COMPLETED: 4 }, completed: 4, harness_failures: 0, harness_failure_reasons: [],
+    pass_at_1: 0.5, mean_reward: 0.5, mean_turns: 3.25, completions: 13, traces: { per_request: 13, prefix_merging: 4 },
+    trainer_tokens: { per_request: 91234, prefix_merging: 20345 }, rerender_mismatches: 0, groups_with_reward_variance: 1,
+    p50: { init_ms: 120, ready_queue_ms: 0, run_ms: 12_345, postrun_ms: 80, e2e_ms: 12_600 }, trainable_tokens: 1834, chain_breaks: {}, split_sessions: 0,
+    ...overrides,
+  };
+}
+
+function summary(h: HarnessSummary): RunSummary {
+  return {
+    harnesses: [h], engine_busy_fraction: 0.42, wall_ms: 30_000,
+    tasks: [
+      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1 },
+      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0 },
+    ],
+  };
+}
+
+test('the summary fits 100 columns and lists each task with — for an unevaluated sample', () => {
+  const text = formatSummaryTable(summary(harness({ harness_failures: 1, harness_failure_reasons: ['x '.repeat(150)] })));
+  for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+  const taskLine = text.split('\n').find((l) => l.startsWith('a-task-with'))!;
+  expect(taskLine).toMatch(/^a-task-with-a-rather-long-i…\s+1 0 —\s+0\.33\s+3\.0\s+3\s+900\s+1$/);
+  expect(text).toMatch(/^claude-code\s+4\s+4\s+3\s+0\.500\s+3\.25\s+1\.00\s+1834\s+0\s+13s$/m);
+  expect(text).not.toContain('warning:');
+  expect(chainWarning(summary(harness()))).toBeNull();
+});
+
+test('split chains and re-rendered joins get one warning with the likely cause and the option that fixes it', () => {
+  const split = summary(harness({ split_sessions: 3, chain_breaks: { prefix_break: 3 }, traces: { per_request: 13, prefix_merging: 7 } }));
+  const warning = chainWarning(split)!;
+  expect(warning).toContain('3 of 4 session(s) split into more than one chain (prefix_break 3)');
+  expect(warning).toContain('--system-messages in-place');
+  expect(warning).toContain('engine.system_messages: in_place');
+  const text = formatSummaryTable(split);
+  expect(text).toContain('warning: 3 of 4 session(s)');
+  for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+
+  const rerendered = chainWarning(summary(harness({ rerender_mismatches: 2 })))!;
+  expect(rerendered).toContain('2 join(s) re-rendered');
+  expect(rerendered).toContain('--mode token');
+  expect(rerendered).not.toContain('split into');
+});
