@@ -11,6 +11,7 @@
  * is refused (exit 2) unless `--insecure-no-token`.
  * Runs until SIGINT/SIGTERM.
  */
+import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import { Option, type Command } from 'commander';
 import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
 import type { EngineKind, EngineStreamSetting } from '../engines/types.ts';
@@ -143,7 +144,15 @@ export function register(program: Command): void {
       } catch (error) {
         throw new UsageError(error instanceof Error ? error.message : String(error));
       }
-      await engine.probe(); // unreachable engine or unknown model: exit 1 with the reason
+      // An engine that is down does not stop the proxy (engines start slowly): it serves, GET /health reports
+      // engine.ok false, and calls fail with the engine's error until it answers. An engine that answers but rejects
+      // the probe (unknown model, broken capture) is a failure of the work: exit 1 with the reason.
+      const log = (line: string) => console.error(`polar proxy: ${line}`);
+      const engineHealth = new EngineHealthMonitor({
+        check: engineLivenessCheck({ kind: flags.engine, url: flags.engineUrl, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY }),
+        describe: `engine ${flags.engine} at ${flags.engineUrl}`, log,
+      });
+      if ((await engineHealth.start()).ok) await engine.probe();
       const report = engine.probeReport();
       if (report?.captureError) console.error(`polar proxy: warning: the engine's token capture looks broken: ${report.captureError}`);
       if (report?.streamCapture && !report.streamCapture.ok) console.error(`polar proxy: streaming clients get a synthetic stream: the engine's streamed capture is not usable (${report.streamCapture.error})`);
@@ -165,14 +174,24 @@ export function register(program: Command): void {
       });
       // idleTimeout 0: a synthetic stream may wait minutes on the engine between keep-alives. Bun's own body limit is
       // lifted so the app's limit (--max-body-bytes) always answers, in the caller's error shape, not Bun's empty 413.
-      const server = Bun.serve({ port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
-      console.log(`polar proxy listening on http://${flags.host}:${server.port} → ${engine.id} (model ${engine.servedModel()}), records in ${flags.db}`);
-      console.error(`polar proxy: admin endpoints ${adminToken ? 'require the admin token' : 'answer loopback callers only (no --admin-token)'}; requests without an API key go to session ${sessions.defaultSession}`);
+      const server = Bun.serve({
+        port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+        routes: { '/health': { GET: () => Response.json({ ok: true, engine: engineHealth.state(), engine_busy_fraction: app.metrics.busyFraction() }) } },
+      });
+      let model: string;
+      try {
+        model = engine.servedModel();
+      } catch {
+        model = 'not probed yet';
+      }
+      console.log(`polar proxy listening on http://${flags.host}:${server.port} → ${engine.id} (model ${model}), records in ${flags.db}`);
+      console.log(`polar proxy: admin endpoints ${adminToken ? 'require the admin token' : 'answer loopback callers only (no --admin-token)'}; requests without an API key go to session ${sessions.defaultSession}; GET /health, GET /metrics`);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
       });
+      engineHealth.stop();
       await server.stop();
       store.close();
     });

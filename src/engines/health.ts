@@ -2,7 +2,7 @@
  * Engine reachability: a cheap liveness check, a start-up wait, and a monitor that `GET /health` of the rollout server
  * and of gateway nodes report as `engine: {ok, error}`.
  */
-import { engineFetchJson } from './http.ts';
+import { engineBaseUrl, engineFetchJson } from './http.ts';
 
 /** Engine reachability as last checked. */
 export interface EngineHealth {
@@ -20,7 +20,7 @@ export type EngineCheck = () => Promise<void>;
  * Source: https://platform.openai.com/docs/api-reference/models/list
  */
 export function engineLivenessCheck(spec: { kind?: string; url: string; apiKey?: string }, timeoutMs = 5000): EngineCheck {
-  const base = spec.url.replace(/\/+$/, '');
+  const base = engineBaseUrl(spec.url);
   const headers: Record<string, string> = spec.apiKey ? { authorization: `Bearer ${spec.apiKey}` } : {};
   return async () => {
     await engineFetchJson(`${base}/v1/models`, { method: 'GET' }, { timeoutMs, headers }, 'GET /v1/models');

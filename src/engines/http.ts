@@ -169,3 +169,11 @@ export function onceUntilFailure(run: () => Promise<void>): () => Promise<void> 
     return pending;
   };
 }
+
+/**
+ * An engine's base URL as the clients use it: without trailing slashes and without a trailing `/v1` (the clients
+ * append `/v1/...` themselves; OpenAI-style docs often give the base URL with `/v1`, which would become `/v1/v1/models`).
+ */
+export function engineBaseUrl(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/v1$/, '');
+}

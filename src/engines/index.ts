@@ -3,6 +3,7 @@
  * openai). Token mode: the proxy renders, tokenises and parses itself and calls the engine's token endpoint (vllm,
  * sglang, sim, llamacpp; see token-engine.ts). llama.cpp has no chat-mode capture; openai has no token endpoint.
  */
+import { engineBaseUrl } from './http.ts';
 import type { Clock } from '../core/clock.ts';
 import type { IdGenerator } from '../core/ids.ts';
 import type { LogprobSemantics } from '../core/records.ts';
@@ -73,7 +74,7 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`engine URL must be http(s), got ${JSON.stringify(config.url)}`);
   const opts = {
-    url: config.url,
+    url: engineBaseUrl(config.url),
     apiKey: config.apiKey,
     servedModel: config.servedModel,
     timeoutMs: config.timeoutMs,

@@ -99,6 +99,8 @@ export interface GatewayNodeOptions {
    * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
    * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
    */
+  /** How long stop() lets result callbacks already sent be answered before aborting them, ms (default 5000). */
+  callbackGraceMs?: number;
   proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry; busyFraction?(): number } };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
   /**

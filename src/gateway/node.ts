@@ -60,6 +60,8 @@ export class GatewayNode {
   private readonly evaluators: Readonly<Record<string, Evaluator>>;
   private readonly runtimeFactory: RuntimeFactory;
   private order = 0;
+  /** Set while stop() runs: no new sessions. */
+  private closing = false;
   private server: ReturnType<typeof Bun.serve> | null = null;
   private stopHeartbeats: (() => void) | null = null;
   private stopping = new AbortController();
@@ -141,15 +143,27 @@ export class GatewayNode {
     }
   }
 
-  /** Cancel every session, wait for their cleanup and pending callbacks (bounded), stop the server. */
+  /**
+   * Cancel every session, wait for their cleanup and pending callbacks (bounded), stop the server. Result callbacks
+   * already on their way get up to `callbackGraceMs` (default 5 s) to be answered before they are aborted, so a
+   * finished run does not log "callback … failed: gateway stopping" for a result the rollout server was storing.
+   */
   async stop(): Promise<void> {
-    this.stopping.abort(new Error('gateway stopping'));
+    this.closing = true;
     this.stopHeartbeats?.();
     this.stopHeartbeats = null;
     const pending = [...this.sessions.values()].filter((s) => s.stage !== 'done');
     for (const s of pending) this.cancel(s.id);
     await Promise.allSettled(pending.map((s) => s.done));
+    let graceTimer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.background]),
+      new Promise((resolve) => { graceTimer = setTimeout(resolve, this.opts.callbackGraceMs ?? 5000); }),
+    ]);
+    clearTimeout(graceTimer);
+    this.stopping.abort(new Error('gateway stopping'));
     await Promise.allSettled([...this.background]);
+    this.closing = false;
     this.server?.stop(true);
     this.server = null;
     await this.gatewaySocket?.close();
@@ -165,7 +179,7 @@ export class GatewayNode {
     if (!parsed.success) throw new DispatchError(`invalid session spec: ${formatIssues(parsed.error)}`, 400);
     const spec = parsed.data;
     if (this.sessions.has(spec.session_id)) throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409);
-    if (this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
+    if (this.closing || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
     const task = spec.task;
     const harnessName = task.agent.harness ?? 'shell';
     const adapter = this.harnesses[harnessName.replaceAll('-', '_')];

@@ -36,10 +36,34 @@ test('usage errors exit 2 with a clear message', () => {
   expect(missing.exitCode).toBe(2);
 });
 
-test('an unreachable engine is a failure of the work: exit 1', () => {
-  const down = polar(['--port', '0', '--engine', 'vllm', '--engine-url', 'http://127.0.0.1:9', '--timeout-ms', '2000']);
-  expect(down.exitCode).toBe(1);
-  expect(down.stderr.toString()).toContain('unreachable');
+test('an engine that is down does not stop the proxy: it serves and reports the engine in /health', async () => {
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'vllm', '--engine-url', 'http://127.0.0.1:9', '--timeout-ms', '2000', '--db', join(dir, 'down.db')], dir);
+  try {
+    const health = (await (await fetch(`${url}/health`)).json()) as { ok: boolean; engine: { ok: boolean; error: string | null } };
+    expect(health.ok).toBe(true);
+    expect(health.engine.ok).toBe(false);
+    expect(health.engine.error).toBeTruthy();
+    // A model call gets the engine's failure in the caller's own error shape, and the proxy keeps serving.
+    const call = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer s1', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(call.status).toBeGreaterThanOrEqual(500);
+    expect(((await call.json()) as { error: { message: string } }).error.message).toBeTruthy();
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+  } finally {
+    proc.kill('SIGTERM');
+    expect(await proc.exited).toBe(0);
+  }
+});
+
+test('an engine URL ending in /v1 is accepted (not turned into /v1/v1/models)', async () => {
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'vllm', '--engine-url', `${engine.url}/v1/`, '--db', join(dir, 'v1.db')], dir);
+  try {
+    expect(((await (await fetch(`${url}/health`)).json()) as { engine: { ok: boolean } }).engine.ok).toBe(true);
+    const call = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer s2', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(call.status).toBe(200);
+  } finally {
+    proc.kill('SIGTERM');
+    expect(await proc.exited).toBe(0);
+  }
 });
 
 test('serves, records into --db, and stops cleanly on SIGTERM', async () => {
