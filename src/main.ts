@@ -26,7 +26,9 @@ const program = new Command();
 program
   .name('polar')
   .description('Rollout substrate for agentic RL on unmodified agent harnesses (gateway proxy, simulator, rollout server)')
-  .showHelpAfterError()
+  // One hint line after a usage error (commander prints "Did you mean …?" for a mistyped flag or command), not the
+  // whole help text.
+  .showHelpAfterError("(add --help for this command's usage)")
   .exitOverride();
 
 for (const command of [versionCmd, configCmd, traceCmd, resultsCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);

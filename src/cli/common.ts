@@ -121,3 +121,15 @@ export function untilSignal(): Promise<string> {
   });
 }
 
+/**
+ * How the user can run polar again, for hints printed after a command: `npm run polar --` when running from source
+ * (`npm start`, `npm run polar`), else the binary as invoked (`polar` when it is on PATH).
+ */
+export function polarCommand(main: string = Bun.main, execPath: string = process.execPath, path: string = process.env.PATH ?? ''): string {
+  if (/\.[cm]?[jt]s$/.test(main)) return 'npm run polar --';
+  const dir = execPath.slice(0, execPath.lastIndexOf('/'));
+  const name = execPath.slice(execPath.lastIndexOf('/') + 1);
+  if (path.split(':').includes(dir)) return name;
+  const cwd = process.cwd();
+  return execPath.startsWith(`${cwd}/`) ? `./${execPath.slice(cwd.length + 1)}` : execPath;
+}

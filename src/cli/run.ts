@@ -21,7 +21,7 @@ import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
 import { loadTaskDir } from '../rollout/task-file.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
-import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
+import { EXIT_FAILED, UsageError, parsePositiveInt, polarCommand } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 interface RunFlags {
@@ -188,7 +188,7 @@ export function register(program: Command): void {
             view?.update(s);
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
-          log: (line) => console.error(`polar run: ${line}`),
+          log: (line) => (isProblem(line) ? console.error : console.log)(`polar run: ${line}`),
           ...(runtime ? { runtime } : {}),
         });
         if (view && last) view.stop(last);
@@ -200,7 +200,9 @@ export function register(program: Command): void {
         console.log(`sandbox: ${sandboxLine(sandbox)}`);
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);
-        console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
+        const polar = polarCommand();
+        console.log(`list:    ${polar} results --db ${dbPath}`);
+        console.log(`export:  ${polar} export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
         if (!report.allCompleted) {
           const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
           console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);
@@ -228,4 +230,12 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
   if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
   const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
   return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
+}
+
+/**
+ * Whether a log line reports a problem (stderr, which terminals and CI logs often show in red) rather than progress
+ * (stdout): failures, warnings, errors, an unreachable or refusing engine.
+ */
+export function isProblem(line: string): boolean {
+  return /\b(warning|error|fail(ed|s|ure)?|unreachable|not reachable|refused|cannot|invalid)\b/i.test(line);
 }

@@ -12,6 +12,7 @@ import { runPolar, SHELL_AGENT_COMMAND, writeSimTask } from '../support/polar-cl
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-results-'));
 const db = join(scratch, 'run.db');
+let runOutput: { code: number | null; stdout: string; stderr: string };
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 beforeAll(async () => {
@@ -20,7 +21,21 @@ beforeAll(async () => {
   for (const id of ['alpha', 'beta']) writeSimTask(tasks, id, script);
   const run = await runPolar(['run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--samples', '3', '--db', db, '--out', join(scratch, 'out'), '--quiet'], { timeoutMs: 90_000 });
   expect(run.code).toBe(0);
+  runOutput = run;
 }, 120_000);
+
+test('polar run: a successful run writes nothing to stderr (no red lines, no callback race) and its hints name commands that exist', async () => {
+  expect(runOutput.stderr).toBe('');
+  // From source (npm start, npm run polar) the hint is npm run polar --; the hinted command runs.
+  const hint = /^list:\s+(npm run polar -- results --db \S+)$/m.exec(runOutput.stdout);
+  expect(hint).not.toBeNull();
+  expect(/^export:\s+npm run polar -- export --db /m.test(runOutput.stdout)).toBe(true);
+  const listed = await runPolar(hint![1]!.replace('npm run polar -- ', '').split(' '));
+  expect(listed.code).toBe(0);
+  expect(runOutput.stdout).toMatch(/^alpha\s+[01] [01] [01]\s/m); // the per-task table of the summary
+  // The summary fits 100 columns (lines naming this test's temporary paths aside).
+  for (const line of runOutput.stdout.split('\n')) if (!line.includes(scratch)) expect(line.length).toBeLessThanOrEqual(100);
+});
 
 test('polar results --json: one row per session with reward, turns, chains, trainable tokens', async () => {
   const out = await runPolar(['results', '--db', db, '--json']);
