@@ -3,10 +3,10 @@
  * node's proxy merged in) after a two-sample task, and a standalone `polar proxy` after one captured call.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
-import { SHELL_AGENT_COMMAND, startPolar, startPolarProxy, useScratch } from '../support/polar-cli.ts';
+import { REPO_ROOT, SHELL_AGENT_COMMAND, startPolar, startPolarProxy, useScratch } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-metrics-');
 let engine: FakeEngine;
@@ -75,6 +75,13 @@ test('polar serve: the rollout server and the gateway node both expose their met
   const busy = sample(node, 'polar_proxy_engine_busy_fraction')!;
   expect(busy).toBeGreaterThan(0);
   expect(busy).toBeLessThanOrEqual(1);
+
+  // Every metric the Grafana dashboard queries is served by one of these processes.
+  const served = new Set([...`${rollout}\n${node}`.matchAll(/^# TYPE (\S+) (\w+)$/gm)].flatMap(([, name, type]) => (type === 'histogram' ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name!])));
+  const dashboard = JSON.parse(readFileSync(join(REPO_ROOT, 'examples/grafana/polar-dashboard.json'), 'utf8')) as { panels: { targets?: { expr: string }[] }[] };
+  const queried = new Set(dashboard.panels.flatMap((p) => p.targets ?? []).flatMap((t) => [...t.expr.matchAll(/\b(polar_[a-z_]+)\b/g)].map((m) => m[1]!)));
+  expect(queried.size).toBeGreaterThan(20);
+  expect([...queried].filter((name) => !served.has(name))).toEqual([]);
 }, 90_000);
 
 test('polar proxy: /metrics counts requests by dialect and status, captured tokens and errors', async () => {
