@@ -8,6 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { polarCommand } from '../../src/cli/common.ts';
+import { HARNESS_ADAPTERS } from '../../src/gateway/harnesses/index.ts';
+import { defaultHarnessCache, harnessPaths } from '../../src/gateway/harnesses/install.ts';
 import { isProblem } from '../../src/cli/run.ts';
 import { REPO_ROOT, runPolar } from '../support/polar-cli.ts';
 
@@ -50,3 +52,27 @@ test('polar version in a binary built without the build script prints commit unk
   expect(run.exitCode).toBe(0);
   expect(run.stdout.toString()).toMatch(/^polar \d+\.\d+\.\d+\S* \(commit unknown, bun \d/);
 }, 120_000);
+
+test('polar harness install: NAME or --all, not both, not neither', async () => {
+  const both = await runPolar(['harness', 'install', 'pi', '--all']);
+  expect(both.code).toBe(2);
+  expect(both.stderr).toContain('give a harness NAME or --all');
+  const neither = await runPolar(['harness', 'install']);
+  expect(neither.code).toBe(2);
+  const unknown = await runPolar(['harness', 'install', 'vim']);
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toContain('unknown harness "vim"');
+});
+
+// Filling a fresh directory downloads ~2 GB from npm, so the test runs --all against the harness cache the other
+// tests fill (`npm test` installs every harness first); there it must be a no-op that lists each package once.
+const cache = defaultHarnessCache();
+const packages = [...new Set(Object.values(HARNESS_ADAPTERS).filter((a) => a.package).map((a) => `${a.package!.name}@${a.package!.version}`))];
+const allInstalled = Object.values(HARNESS_ADAPTERS).every((a) => !a.package || harnessPaths(cache, a.package).installed);
+test.skipIf(!allInstalled)(`polar harness install --all --to DIR: every package once, already installed${allInstalled ? '' : ' (skipped: the harness cache is not filled yet)'}`, async () => {
+  const out = await runPolar(['harness', 'install', '--all', '--to', cache]);
+  expect(out.code).toBe(0);
+  const lines = out.stdout.trim().split('\n');
+  expect(lines.filter((l) => l.startsWith('already installed: ')).map((l) => l.split(' ')[2])).toEqual(packages);
+  expect(lines.at(-1)).toBe(`harness cache: ${cache} (copy it to the same path on the target box, or point $POLAR_HARNESS_CACHE at it)`);
+}, 60_000);
