@@ -8,6 +8,7 @@
  * is set; without one, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
  * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
  */
+import { placementLogLine } from '../engines/system-placement.ts';
 import type { Command } from 'commander';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import { createEngineClient } from '../engines/index.ts';
@@ -52,7 +53,15 @@ export function register(program: Command): void {
       });
       // Probe now when the engine is up: otherwise the first wave of harness calls waits for the probe inside
       // complete(), and that wait shows up as proxy time (bench/scale.ts gateway variant: p99 449 ms).
-      if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
+      if ((await engineHealth.start()).ok) {
+        await engine.probe().then(
+          () => {
+            const line = placementLogLine(engine.probeReport?.() ?? null);
+            if (line) console.log(`polar gateway: ${line}`);
+          },
+          (error: unknown) => log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`),
+        );
+      }
       try {
         assertSandboxAvailable(nodeSettingsFromConfig(nodeConfig).runtimeDefaults);
       } catch (error) {

@@ -11,6 +11,8 @@
  * is refused (exit 2) unless `--insecure-no-token`.
  * Runs until SIGINT/SIGTERM.
  */
+import { GatewayError } from '../core/errors.ts';
+import { placementLogLine } from '../engines/system-placement.ts';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import { Option, type Command } from 'commander';
 import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
@@ -32,7 +34,7 @@ interface ProxyFlags {
   mode: string;
   db: string;
   servedModel?: string;
-  systemMessages: SystemMessagePlacement;
+  systemMessages: SystemMessagePlacement | 'auto';
   timeoutMs: number;
   keepaliveMs: number;
   maxBodyBytes: number;
@@ -82,7 +84,7 @@ export function register(program: Command): void {
     .option('--db <file>', 'SQLite store for the completion records', 'polar.db')
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--served-model <name>', 'model name to send to the engine (default: the first model it lists)')
-    .addOption(new Option('--system-messages <placement>', 'merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
+    .addOption(new Option('--system-messages <placement>', "auto (detect whether the engine's chat template renders a system message after a user turn), merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)").choices(['auto', 'merge', 'in-place']).default('auto'))
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--timeout-ms <ms>', 'engine call timeout in ms', parsePositiveInt('--timeout-ms'), 600_000)
     .option('--keepalive-ms <ms>', 'keep-alive interval of synthetic streams in ms', parsePositiveInt('--keepalive-ms'), 5000)
@@ -152,8 +154,17 @@ export function register(program: Command): void {
         check: engineLivenessCheck({ kind: flags.engine, url: flags.engineUrl, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY }),
         describe: `engine ${flags.engine} at ${flags.engineUrl}`, log,
       });
-      if ((await engineHealth.start()).ok) await engine.probe();
+      try {
+        await engine.probe();
+      } catch (error) {
+        // Only an engine that does not answer is waited for; local problems (a bad tokenizer directory) and an
+        // engine that answers but refuses stay failures of the work.
+        if (!(error instanceof GatewayError && error.kind === 'upstream' && / unreachable at /.test(error.message))) throw error;
+      }
+      await engineHealth.start();
       const report = engine.probeReport();
+      const placement = placementLogLine(report);
+      if (placement) console.log(`polar proxy: ${placement}`);
       if (report?.captureError) console.error(`polar proxy: warning: the engine's token capture looks broken: ${report.captureError}`);
       if (report?.streamCapture && !report.streamCapture.ok) console.error(`polar proxy: streaming clients get a synthetic stream: the engine's streamed capture is not usable (${report.streamCapture.error})`);
       if (engine.kind === 'openai') console.error('polar proxy: warning: engine kind "openai" captures no token ids; records are not trainable');

@@ -32,7 +32,7 @@ interface RunFlags {
   engineUrl?: string;
   engineApiKey?: string;
   servedModel?: string;
-  systemMessages: SystemMessagePlacement;
+  systemMessages: SystemMessagePlacement | 'auto';
   mode: string;
   db?: string;
   out?: string;
@@ -89,7 +89,7 @@ export function register(program: Command): void {
     .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine)')
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
-    .addOption(new Option('--system-messages <placement>', 'with --engine: merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
+    .addOption(new Option('--system-messages <placement>', "with --engine: auto (detect whether the engine's chat template renders a system message after a user turn), merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)").choices(['auto', 'merge', 'in-place']).default('auto'))
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')

@@ -16,6 +16,7 @@ import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extract
 import { ChatChunkAccumulator } from './chat-stream.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
 import { sseData } from './sse.ts';
+import { detectSystemPlacement } from './system-placement.ts';
 import { buildChatRequest, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
 import type {
@@ -37,6 +38,8 @@ export interface ChatEngineProfile {
   probeVersion?: boolean;
   /** Whether the engine may reject `return_token_ids` (SGLang builds before it existed): probe retries without. */
   optionalReturnTokenIds?: boolean;
+  /** Whether `POST /tokenize` renders `messages` with the chat template (vLLM): `systemMessages: auto` uses it. */
+  tokenizesMessages?: boolean;
 }
 
 export interface ChatEngineOptions {
@@ -49,8 +52,11 @@ export interface ChatEngineOptions {
   defaults: SamplingDefaults;
   /** Overrides the probed/default reasoning echo field. */
   reasoningField?: ReasoningField;
-  /** Placement of later system messages (default merge into the leading one). */
-  systemMessages?: SystemMessagePlacement;
+  /**
+   * Placement of later system messages (default merge into the leading one); `auto` detects it at probe time on
+   * engines that can render a conversation (vLLM `POST /tokenize`, ./system-placement.ts), else merges.
+   */
+  systemMessages?: SystemMessagePlacement | 'auto';
   /** Overrides the default logprob semantics (vLLM `--logprobs-mode processed_logprobs` → 'processed'). */
   logprobSemantics?: LogprobSemantics;
   /** Engine id prefix; defaults to the profile kind (`sim@<url>` for the simulator). */
@@ -75,6 +81,8 @@ export class ChatModeEngine implements EngineClient {
   private streamOk = false;
   private readonly now: Clock;
   private readonly newId: IdGenerator;
+  private systemMessages: SystemMessagePlacement;
+  private placementReason: string;
 
   constructor(
     private readonly profile: ChatEngineProfile,
@@ -88,6 +96,8 @@ export class ChatModeEngine implements EngineClient {
     this.semantics = profile.captures ? (opts.logprobSemantics ?? profile.defaultLogprobSemantics) : 'none';
     this.now = opts.now ?? systemClock;
     this.newId = opts.newId ?? randomId;
+    this.systemMessages = opts.systemMessages === 'in-place' ? 'in-place' : 'merge';
+    this.placementReason = opts.systemMessages === 'auto' ? 'not detected yet' : 'configured';
   }
 
   /**
@@ -127,6 +137,13 @@ export class ChatModeEngine implements EngineClient {
         // no /version: keep the default field
       }
     }
+    if (this.opts.systemMessages === 'auto') {
+      if (this.profile.tokenizesMessages) {
+        ({ placement: this.systemMessages, reason: this.placementReason } = await detectSystemPlacement(this.url, this.served, http));
+      } else {
+        this.placementReason = `engine ${this.kind} cannot render a conversation without sampling; keeping merge`;
+      }
+    }
     let sources: CaptureSources = { promptIds: null, responseIds: null, logprobs: null };
     let captureError: string | null = null;
     if (this.profile.captures) {
@@ -153,6 +170,7 @@ export class ChatModeEngine implements EngineClient {
       captureFields: sources,
       captureError,
       streamCapture,
+      systemMessages: { placement: this.systemMessages, auto: this.opts.systemMessages === 'auto', reason: this.placementReason },
     };
   }
 
@@ -250,7 +268,7 @@ export class ChatModeEngine implements EngineClient {
       servedModel: this.served ?? request.model,
       defaults: this.opts.defaults,
       reasoningField: this.reasoningField,
-      systemMessages: this.opts.systemMessages,
+      systemMessages: this.systemMessages,
       extra: { ...this.profile.captureFlags({ acceptsReturnTokenIds: this.acceptsReturnTokenIds }), ...this.profile.perCallFields?.(ctx) },
     });
     warnings.push(...built);
@@ -282,7 +300,7 @@ export class ChatModeEngine implements EngineClient {
    */
   async countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number> {
     await this.probe();
-    const { body } = buildChatRequest(request, { servedModel: this.servedModel(), defaults: this.opts.defaults, reasoningField: this.reasoningField, systemMessages: this.opts.systemMessages });
+    const { body } = buildChatRequest(request, { servedModel: this.servedModel(), defaults: this.opts.defaults, reasoningField: this.reasoningField, systemMessages: this.systemMessages });
     const tokenize: Record<string, unknown> = { model: body.model, messages: body.messages, add_generation_prompt: true };
     if (body.tools) tokenize.tools = body.tools;
     if (body.chat_template_kwargs) tokenize.chat_template_kwargs = body.chat_template_kwargs;

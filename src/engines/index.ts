@@ -41,8 +41,11 @@ export interface EngineConfig {
   defaults?: Partial<SamplingDefaults>;
   /** Force the reasoning echo field instead of probing. */
   reasoningField?: ReasoningField;
-  /** Placement of system messages after the first turn (default `merge`); `in-place` for templates that allow it. */
-  systemMessages?: SystemMessagePlacement;
+  /**
+   * Placement of system messages after the first turn (default `merge`); `in-place` for templates that allow it;
+   * `auto`: detected at probe time where the engine can render a conversation (vLLM), else `merge`.
+   */
+  systemMessages?: SystemMessagePlacement | 'auto';
   logprobSemantics?: LogprobSemantics;
   /** Stream from the engine for streaming clients (default `auto`: when the start-up probe's streamed capture is sound). */
   stream?: EngineStreamSetting;

@@ -7,6 +7,7 @@
  * Streaming clients are served from the engine's streamed token endpoint (token-backends.ts `TokenStreaming`).
  * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
+import { placementFromRenderer } from './system-placement.ts';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
 import { GatewayError } from '../core/errors.ts';
@@ -49,7 +50,8 @@ export interface TokenEngineOptions {
   buffers?: TokenBufferOptions;
   logprobSemantics?: LogprobSemantics;
   /** Placement of later system messages (default merge into the leading one). */
-  systemMessages?: SystemMessagePlacement;
+  /** `auto`: decided at probe time by rendering with our own chat template (./system-placement.ts). */
+  systemMessages?: SystemMessagePlacement | 'auto';
   /** Engine id prefix (default: the kind; `sim` for the simulator). */
   idPrefix?: string;
   /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
@@ -88,6 +90,8 @@ export class TokenModeEngine implements EngineClient {
   private family: ModelFamily | null = null;
   private familyIds: FamilyIds | null = null;
   private buffers: SessionTokenBuffers | null = null;
+  /** Placement of later system messages: as configured, or (`auto`) decided by the probe. */
+  private systemMessages: SystemMessagePlacement = 'merge';
   private readonly probeOnce = onceUntilFailure(() => this.runProbe());
   private report: EngineProbeReport | null = null;
   private readonly semantics: LogprobSemantics;
@@ -104,6 +108,7 @@ export class TokenModeEngine implements EngineClient {
     private readonly opts: TokenEngineOptions,
   ) {
     this.kind = backend.kind;
+    this.systemMessages = opts.systemMessages === 'in-place' ? 'in-place' : 'merge';
     this.url = opts.url.replace(/\/+$/, '');
     this.id = `${opts.idPrefix ?? backend.kind}@${this.url}`;
     this.served = opts.servedModel;
@@ -170,6 +175,10 @@ export class TokenModeEngine implements EngineClient {
     const listedLen = listed.find((m) => m.id === this.served)?.max_model_len;
     if (typeof listedLen === 'number' && listedLen > 0) this.maxModelLen = listedLen;
 
+    let placementReason = this.opts.systemMessages === 'auto' ? '' : 'configured';
+    if (this.opts.systemMessages === 'auto') {
+      ({ placement: this.systemMessages, reason: placementReason } = await placementFromRenderer((messages) => tokenizer.renderChatIds(messages, { addGenerationPrompt: true }).length));
+    }
     // One 1-token generation: an engine without the token endpoint or its fields is found at start-up, not per call.
     const promptIds = tokenizer.renderChatIds([{ role: 'user', content: 'hi' }]);
     const raw = await this.post(promptIds, { ...this.resolveSampling({}, promptIds.length), maxTokens: 1, temperature: 0 }, { sessionId: 'polar-probe', requestId: 'probe' });
@@ -182,6 +191,7 @@ export class TokenModeEngine implements EngineClient {
       captureFields: { promptIds: 'sent by the proxy', responseIds: this.backend.fields.responseIds, logprobs: this.backend.fields.logprobs },
       captureError: probeResult.problems.length > 0 ? probeResult.problems.join('; ') : null,
       streamCapture: await this.probeStream(promptIds),
+      systemMessages: { placement: this.systemMessages, auto: this.opts.systemMessages === 'auto', reason: placementReason },
     };
     await this.golden.check(tokenizer, this.served, GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
   }
@@ -228,7 +238,7 @@ export class TokenModeEngine implements EngineClient {
 
   /** IR → the chat messages and template settings our renderer takes (the same translation chat mode sends). */
   private chatInput(request: IRRequest, warnings: Warning[]): { messages: ChatMessage[]; settings: RenderSettings } {
-    const { body, warnings: built } = buildChatRequest(request, { servedModel: this.served ?? request.model, defaults: this.opts.defaults, reasoningField: 'reasoning_content', systemMessages: this.opts.systemMessages });
+    const { body, warnings: built } = buildChatRequest(request, { servedModel: this.served ?? request.model, defaults: this.opts.defaults, reasoningField: 'reasoning_content', systemMessages: this.systemMessages });
     warnings.push(...built);
     const messages = body.messages as ChatMessage[];
     if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type !== 'text'))) {

@@ -114,4 +114,6 @@ export interface EngineProbeReport {
   captureError: string | null;
   /** Whether a streamed probe completion came back with a sound capture (null when not probed: `engine.stream: never`). */
   streamCapture?: { ok: boolean; error: string | null } | null;
+  /** Where later system messages go, whether that was detected (`systemMessages: auto`), and why. */
+  systemMessages?: { placement: 'merge' | 'in-place'; auto: boolean; reason: string };
 }

@@ -14,6 +14,7 @@ export const vllmProfile: ChatEngineProfile = {
   defaultReasoningField: 'reasoning',
   defaultLogprobSemantics: 'raw',
   probeVersion: true,
+  tokenizesMessages: true,
 };
 
 /** A vLLM chat-mode client (`engine_id` `vllm@<url>`). */

@@ -4,6 +4,7 @@
  * through the callback route, so the single-box path is the multi-host path. Without an engine the built-in simulator is
  * started too, and the node gets the hook that registers each task's behaviour script with it (./sim-scripts.ts).
  */
+import { placementLogLine } from '../engines/system-placement.ts';
 import { createEngineClient, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
 import type { EngineStreamSetting } from '../engines/types.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
@@ -32,7 +33,7 @@ export interface EngineSpec {
   timeoutMs?: number;
   defaults?: Partial<SamplingDefaults>;
   /** Placement of later system messages (default merge; the built-in simulator's Qwen3 template renders them in place). */
-  systemMessages?: SystemMessagePlacement;
+  systemMessages?: SystemMessagePlacement | 'auto';
   /** Streamed engine calls for streaming clients (default auto). */
   stream?: EngineStreamSetting;
 }
@@ -112,7 +113,15 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       intervalMs: opts.engineCheckIntervalMs, log: opts.log,
     });
     // Probe before serving when the engine is up, so the first calls do not wait for it (see src/cli/gateway.ts).
-    if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
+    if ((await engineHealth.start()).ok) {
+      await engine.probe().then(
+        () => {
+          const line = opts.engine ? placementLogLine(engine.probeReport?.() ?? null) : null;
+          if (line) opts.log?.(line);
+        },
+        (error: unknown) => opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`),
+      );
+    }
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,

@@ -38,6 +38,11 @@ export interface FakeEngineOptions {
   weightVersion?: string;
   /** vLLM only: what GET /version reports (default 0.11.0). */
   version?: string;
+  /**
+   * What the fake chat template does with a system message after a user turn in POST /tokenize: render it (default,
+   * Qwen3), reject the conversation with 400 (Qwen3.5's "System message must be at the beginning."), or drop it.
+   */
+  systemAfterUser?: 'render' | 'reject' | 'drop';
 }
 
 export interface FakeEngineRequest {
@@ -181,7 +186,11 @@ export async function startFakeEngine(options: FakeEngineOptions): Promise<FakeE
       }
       if (url.pathname === '/version' && options.shape === 'vllm') return json(200, { version: options.version ?? '0.11.0' });
       if (url.pathname === '/tokenize') {
-        const tokens = fakeIds(JSON.stringify({ messages: body.messages, tools: body.tools ?? [] }));
+        let messages = body.messages as { role: string }[] | undefined;
+        const late = (messages ?? []).some((m, i) => m.role === 'system' && i > 0);
+        if (late && options.systemAfterUser === 'reject') return json(400, { object: 'error', message: 'System message must be at the beginning.', type: 'BadRequestError', code: 400 });
+        if (late && options.systemAfterUser === 'drop') messages = messages!.filter((m, i) => m.role !== 'system' || i === 0);
+        const tokens = fakeIds(JSON.stringify({ messages, tools: body.tools ?? [] }));
         return json(200, { count: tokens.length, max_model_len: 32768, tokens });
       }
       if (url.pathname !== '/v1/chat/completions') return json(404, { detail: 'Not Found' });

@@ -37,9 +37,9 @@ export const engineSchema = z
     timeout_s: z.number().positive().default(600).describe('Timeout of one engine call, in seconds.'),
     /** Where system messages after the first turn go (engines/chat-request.ts SystemMessagePlacement). */
     system_messages: z
-      .enum(['merge', 'in_place'])
-      .default('merge')
-      .describe('merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
+      .enum(['auto', 'merge', 'in_place'])
+      .default('auto')
+      .describe('auto (default): detect at start-up whether the chat template renders a system message after a user turn (vLLM POST /tokenize in chat mode, our own template in token mode) and choose in_place when it does, merge otherwise, logging the choice; merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
     /** Streamed engine calls for streaming clients (engines/types.ts EngineStreamSetting). */
     stream: z
       .enum(['auto', 'always', 'never'])
