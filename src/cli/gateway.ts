@@ -53,11 +53,11 @@ export function register(program: Command): void {
       });
       // Probe now when the engine is up: otherwise the first wave of harness calls waits for the probe inside
       // complete(), and that wait shows up as proxy time (bench/scale.ts gateway variant: p99 449 ms).
+      let placement: string | null = null;
       if ((await engineHealth.start()).ok) {
         await engine.probe().then(
           () => {
-            const line = placementLogLine(engine.probeReport?.() ?? null);
-            if (line) console.log(`polar gateway: ${line}`);
+            placement = placementLogLine(engine.probeReport?.() ?? null);
           },
           (error: unknown) => log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`),
         );
@@ -80,6 +80,8 @@ export function register(program: Command): void {
       });
       await node.start();
       console.log(`polar gateway ${node.nodeId} listening on ${node.url}`);
+      // After the listening line, which scripts read first.
+      if (placement) console.log(`polar gateway: ${placement}`);
       console.log(`polar gateway: sandbox: ${sandboxLine(describeSandbox(nodeSettingsFromConfig(nodeConfig).runtimeDefaults))}`);
       await untilSignal();
       engineHealth.stop();

@@ -199,7 +199,9 @@ export function register(program: Command): void {
         try {
           opts.session = resolveSession(store, { session: opts.session, task: opts.task, sample: opts.sample });
         } catch (error) {
-          throw new UsageError((error as Error).message);
+          // A session that is not there is a failed lookup (exit 1); an ambiguous or incomplete selection is usage (2).
+          const message = (error as Error).message;
+          throw /^(no session id starts with|unknown task)/.test(message) ? error : new UsageError(message);
         }
         const records = store.completions.listBySession(opts.session);
         if (records.length === 0 && !store.results.get(opts.session)) throw new Error(`session ${opts.session} has no records in ${opts.db}`);

@@ -12,7 +12,7 @@ import { chromium } from 'playwright-core';
 
 // Page functions run in the browser; this project's tsconfig has no DOM lib, so `document` is declared loosely here.
 declare const document: { querySelector(s: string): { textContent: string | null } | null; querySelectorAll(s: string): Iterable<{ textContent: string | null }> };
-import { REPO_ROOT, runPolar, SHELL_AGENT_COMMAND, startPolar, useScratch } from '../support/polar-cli.ts';
+import { REPO_ROOT, runPolar, SHELL_AGENT_COMMAND, SHELL_AGENT_RUNTIME_YAML, startPolar, useScratch } from '../support/polar-cli.ts';
 
 const CHROMIUM = process.env.POLAR_CHROMIUM ?? '/usr/bin/chromium';
 const ARTIFACTS = join(REPO_ROOT, 'test-artifacts');
@@ -39,7 +39,7 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
   const config = join(scratch, 'polar.yaml');
   writeFileSync(config, [
     `sim: {port: 0, scripts: ${scripts}}`, 'rollout: {port: 0}',
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}, ${SHELL_AGENT_RUNTIME_YAML}}]}`,
     `store: {path: ${join(scratch, 'polar.db')}}`, '',
   ].join('\n'));
   const { line } = await startPolar(['serve', '--config', config, '--with-sim'], procs);
@@ -50,7 +50,7 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
   const agent = { harness: 'shell', command: SHELL_AGENT_COMMAND, model_name: 'polar-sim' };
   await submit(server, { ...base, task_id: 'graded', instruction: 'Create out.txt containing ok.', num_samples: 4, agent, metadata: { policy_version: '1' } });
   await submit(server, { ...base, task_id: 'broken', instruction: 'Fail.', num_samples: 1, agent: { harness: 'shell', command: 'echo "no such tool" >&2; exit 3', model_name: 'polar-sim' } });
-  const done = async (id: string) => ((await (await fetch(`${server}/rollout/task/${id}`)).json()) as { status: string }).status !== 'RUNNING';
+  const done = async (id: string) => ((await (await fetch(`${server}/rollout/task/${id}`)).json()) as { status: string }).status.toUpperCase() !== 'RUNNING';
   await waitFor('the first tasks to finish', async () => (await done('graded')) && (await done('broken')));
 
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
-import { REPO_ROOT, SHELL_AGENT_COMMAND, startPolar, startPolarProxy, useScratch } from '../support/polar-cli.ts';
+import { REPO_ROOT, SHELL_AGENT_COMMAND, SHELL_AGENT_RUNTIME_YAML, startPolar, startPolarProxy, useScratch } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-metrics-');
 let engine: FakeEngine;
@@ -28,7 +28,7 @@ test('polar serve: the rollout server and the gateway node both expose their met
   const config = join(scratch, 'polar.yaml');
   writeFileSync(config, [
     'sim: {port: 0}', 'rollout: {port: 0}',
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}, ${SHELL_AGENT_RUNTIME_YAML}}]}`,
     `store: {path: ${join(scratch, 'polar.db')}}`, '',
   ].join('\n'));
   mkdirSync(join(scratch, 'work'), { recursive: true });
@@ -44,11 +44,12 @@ test('polar serve: the rollout server and the gateway node both expose their met
   expect((await fetch(`${server}/rollout/task/submit`, { method: 'POST', body: JSON.stringify(task) })).status).toBe(200);
   for (let i = 0; i < 300; i++) {
     const status = (await (await fetch(`${server}/rollout/task/metrics-task`)).json()) as { status: string };
-    if (status.status !== 'RUNNING' && status.status !== 'PENDING') break;
+    if (!['RUNNING', 'PENDING'].includes(status.status.toUpperCase())) break;
     await Bun.sleep(100);
   }
-  const nodes = (await (await fetch(`${server}/nodes`)).json()) as { nodes: { url: string }[] };
-  const gateway = nodes.nodes[0]!.url;
+  // /nodes: a list (the Python Polar's shape) or {nodes: [...]}.
+  const listed = (await (await fetch(`${server}/nodes`)).json()) as { url: string }[] | { nodes: { url: string }[] };
+  const gateway = (Array.isArray(listed) ? listed : listed.nodes)[0]!.url;
 
   const rollout = await (await fetch(`${server}/metrics`)).text();
   expect(sample(rollout, 'polar_rollout_tasks_submitted_total')).toBe(1);

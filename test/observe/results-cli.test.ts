@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ResultRow } from '../../src/observe/results.ts';
-import { runPolar, SHELL_AGENT_COMMAND, writeSimTask } from '../support/polar-cli.ts';
+import { runPolar, SHELL_AGENT_COMMAND, SHELL_AGENT_RUN_FLAGS, writeSimTask } from '../support/polar-cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-results-'));
 const db = join(scratch, 'run.db');
@@ -19,7 +19,7 @@ beforeAll(async () => {
   const script = 'variants:\n  solve: {weight: 0.5, steps: [{shell: "echo ok > out.txt"}, {say: "Created out.txt."}]}\n  give_up: {weight: 0.5, steps: [{say: "No."}]}\n';
   const tasks = join(scratch, 'tasks');
   for (const id of ['alpha', 'beta']) writeSimTask(tasks, id, script);
-  const run = await runPolar(['run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--samples', '3', '--db', db, '--out', join(scratch, 'out'), '--quiet'], { timeoutMs: 90_000 });
+  const run = await runPolar(['run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--samples', '3', ...SHELL_AGENT_RUN_FLAGS, '--db', db, '--out', join(scratch, 'out'), '--quiet'], { timeoutMs: 90_000 });
   expect(run.code).toBe(0);
   runOutput = run;
 }, 120_000);
