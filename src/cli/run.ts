@@ -18,6 +18,7 @@ import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
 import { loadTaskDir } from '../rollout/task-file.ts';
+import { HARBOR_RUNTIMES, parseHarborRuntime, printTaskNotes } from './harbor-flags.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
 import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
@@ -45,6 +46,7 @@ interface RunFlags {
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
+  harborRuntime: string;
 }
 
 /** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
@@ -95,6 +97,7 @@ export function register(program: Command): void {
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
     .option('--quiet', 'no live progress')
+    .option('--harbor-runtime <kind>', `runtime Harbor task directories run in: ${HARBOR_RUNTIMES.join(', ')} (containers need [environment].docker_image)`, 'local')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
@@ -110,10 +113,12 @@ export function register(program: Command): void {
       if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
       let tasks;
       try {
-        tasks = loadTaskDir(tasksPath);
+        tasks = loadTaskDir(tasksPath, { runtime: parseHarborRuntime(flags.harborRuntime) });
       } catch (error) {
+        if (error instanceof UsageError) throw error;
         throw new UsageError((error as Error).message);
       }
+      printTaskNotes(tasks, (line) => console.error(`polar run: ${line}`));
 
       const engine = flags.engine
         ? {

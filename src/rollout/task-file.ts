@@ -11,6 +11,7 @@ import {
   behaviourScriptSchema, formatIssues, parseTaskRequest, taskRequestSchema,
   type AgentSpec, type BehaviourScript, type BuilderName, type TaskRequest,
 } from '../core/contracts/index.ts';
+import { isHarborTaskDir, loadHarborTask, type HarborLoadOptions } from './harbor-task.ts';
 
 export type { PrepareAction } from '../core/contracts/index.ts';
 
@@ -36,32 +37,36 @@ export interface LoadedTask {
   simScriptPath: string | null;
   /** The parsed behaviour script (src/core/contracts/sim-script.ts), or null. */
   simScript: BehaviourScript | null;
+  /** What the chosen runtime leaves out of the task (Harbor tasks run locally: Dockerfile steps not run). */
+  notes?: string[];
 }
 
 /**
  * Load tasks from `path`: a task file (task.yaml / .yml / .json, or any .yaml/.json file), a directory holding one
- * task file, or a directory of such task directories (sorted by name).
+ * task file or a Harbor task (task.toml + instruction.md, src/rollout/harbor-task.ts), or a directory of such task
+ * directories (sorted by name). `opts.runtime` picks the runtime Harbor tasks are mapped onto (default local).
  * @throws Error naming the file when a path does not exist, a file is invalid, or two tasks share a task_id.
  */
-export function loadTaskDir(path: string): LoadedTask[] {
+export function loadTaskDir(path: string, opts: HarborLoadOptions = {}): LoadedTask[] {
   const abs = resolve(path);
   if (!existsSync(abs)) throw new Error(`task path not found: ${path}`);
-  let files: string[];
-  if (statSync(abs).isFile()) files = [abs];
+  let entries: string[];
+  const load = (p: string): LoadedTask => (statSync(p).isDirectory() ? loadHarborTask(p, opts) : loadTaskFile(p));
+  if (statSync(abs).isFile()) entries = [abs];
   else {
-    const own = findTaskFile(abs);
-    if (own) files = [own];
+    const own = findTaskFile(abs) ?? (isHarborTaskDir(abs) ? abs : null);
+    if (own) entries = [own];
     else {
-      files = readdirSync(abs)
+      entries = readdirSync(abs)
         .sort()
         .map((name) => join(abs, name))
         .filter((p) => statSync(p).isDirectory())
-        .map(findTaskFile)
+        .map((p) => findTaskFile(p) ?? (isHarborTaskDir(p) ? p : null))
         .filter((p): p is string => p !== null);
-      if (files.length === 0) throw new Error(`no task.yaml found in ${path} or its subdirectories`);
+      if (entries.length === 0) throw new Error(`no task.yaml (or Harbor task.toml + instruction.md) found in ${path} or its subdirectories`);
     }
   }
-  const tasks = files.map(loadTaskFile);
+  const tasks = entries.map(load);
   const seen = new Map<string, string>();
   for (const t of tasks) {
     const other = seen.get(t.task.task_id);
