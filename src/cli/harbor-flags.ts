@@ -1,4 +1,4 @@
-/** `--harbor-runtime` of `polar run` and `polar submit`, and the notes a loaded task carries (what its runtime skips). */
+/** `--task-runtime` of `polar run` and `polar submit`, and the notes a loaded task carries (what its runtime skips). */
 import type { HarborRuntimeKind } from '../rollout/harbor-task.ts';
 import type { LoadedTask } from '../rollout/task-file.ts';
 import { UsageError } from './common.ts';
@@ -6,8 +6,8 @@ import { UsageError } from './common.ts';
 export const HARBOR_RUNTIMES: readonly HarborRuntimeKind[] = ['local', 'docker', 'podman'];
 
 /** The flag's value as a runtime kind. @throws UsageError naming the flag and the kinds. */
-export function parseHarborRuntime(value: string): HarborRuntimeKind {
-  if (!(HARBOR_RUNTIMES as readonly string[]).includes(value)) throw new UsageError(`--harbor-runtime must be one of ${HARBOR_RUNTIMES.join(', ')}, got ${JSON.stringify(value)}`);
+export function parseHarborRuntime(value: string, flag = '--task-runtime'): HarborRuntimeKind {
+  if (!(HARBOR_RUNTIMES as readonly string[]).includes(value)) throw new UsageError(`${flag} must be one of ${HARBOR_RUNTIMES.join(', ')}, got ${JSON.stringify(value)}`);
   return value as HarborRuntimeKind;
 }
 

@@ -17,14 +17,14 @@ import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
-import { loadTaskDir } from '../rollout/task-file.ts';
-import { HARBOR_RUNTIMES, parseHarborRuntime, printTaskNotes } from './harbor-flags.ts';
+import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
+import { printTaskNotes } from './harbor-flags.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
 import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
-interface RunFlags {
+interface RunFlags extends DatasetFlags {
   harness: string;
   command?: string;
   samples: number;
@@ -46,7 +46,6 @@ interface RunFlags {
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
-  harborRuntime: string;
 }
 
 /** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
@@ -72,10 +71,9 @@ function parseNonNegative(flag: string) {
 }
 
 export function register(program: Command): void {
-  program
-    .command('run')
+  addDatasetFlags(program.command('run'))
     .description('one-shot job: run every task × sample through a local gateway (simulator unless --engine), print a summary, write results')
-    .argument('<tasks>', 'task.yaml, a task directory, or a directory of task directories (e.g. examples/tasks)')
+    .argument('<tasks>', 'task.yaml, a task directory (ours or Harbor\'s), a directory of them (e.g. examples/tasks), or a dataset file with --dataset-format')
     .requiredOption('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
     .option('--samples <n>', 'num_samples: sessions per task', parsePositiveInt('--samples'), 1)
@@ -97,7 +95,6 @@ export function register(program: Command): void {
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
     .option('--quiet', 'no live progress')
-    .option('--harbor-runtime <kind>', `runtime Harbor task directories run in: ${HARBOR_RUNTIMES.join(', ')} (containers need [environment].docker_image)`, 'local')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
@@ -111,13 +108,7 @@ export function register(program: Command): void {
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
       } else if (flags.engineUrl) throw new UsageError('--engine-url needs --engine KIND');
       if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
-      let tasks;
-      try {
-        tasks = loadTaskDir(tasksPath, { runtime: parseHarborRuntime(flags.harborRuntime) });
-      } catch (error) {
-        if (error instanceof UsageError) throw error;
-        throw new UsageError((error as Error).message);
-      }
+      const tasks = await loadTasksArg(tasksPath, flags);
       printTaskNotes(tasks, (line) => console.error(`polar run: ${line}`));
 
       const engine = flags.engine

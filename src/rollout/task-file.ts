@@ -84,7 +84,6 @@ function findTaskFile(dir: string): string | null {
 /** Load and validate one task file. @throws Error naming the file on bad YAML/JSON or schema violations. */
 export function loadTaskFile(file: string): LoadedTask {
   const abs = resolve(file);
-  const dir = dirname(abs);
   let raw: unknown;
   try {
     const text = readFileSync(abs, 'utf8');
@@ -92,8 +91,19 @@ export function loadTaskFile(file: string): LoadedTask {
   } catch (error) {
     throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
   }
+  return taskFromObject(raw, abs, `${file}`);
+}
+
+/**
+ * A task from an already-parsed task-file object (a task.yaml's content, or one row of a `tasks` dataset):
+ * relative paths resolve against `file`'s directory; `where` names the source in errors (a file, or `file row N`).
+ * @throws Error naming `where` on schema violations or missing prepare sources.
+ */
+export function taskFromObject(raw: unknown, file: string, where: string): LoadedTask {
+  const abs = resolve(file);
+  const dir = dirname(abs);
   const parsed = taskFileSchema.safeParse(raw);
-  if (!parsed.success) throw new Error(`${file}: invalid task file: ${formatIssues(parsed.error)}`);
+  if (!parsed.success) throw new Error(`${where}: invalid task file: ${formatIssues(parsed.error)}`);
   const { sim_script, ...task } = parsed.data;
   const at = (p: string) => (isAbsolute(p) ? p : resolve(dir, p));
   if (task.runtime?.prepare) {
@@ -104,7 +114,7 @@ export function loadTaskFile(file: string): LoadedTask {
     });
     for (const action of task.runtime.prepare) {
       const src = 'upload_dir' in action ? action.upload_dir.src : 'upload_file' in action ? action.upload_file.src : null;
-      if (src !== null && !existsSync(src)) throw new Error(`${file}: prepare source not found: ${src}`);
+      if (src !== null && !existsSync(src)) throw new Error(`${where}: prepare source not found: ${src}`);
     }
   }
   let simScriptPath: string | null = null;

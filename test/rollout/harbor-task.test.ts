@@ -72,12 +72,12 @@ test('loadTaskDir and polar submit take one Harbor directory or a directory of t
   expect(loadTaskDir(join(examples, 'write-greeting')).map((t) => t.task.task_id)).toEqual(['write-greeting']);
   const requests = taskRequestsFromPath(examples, { harness: 'pi', model: 'm' });
   expect(requests.map((r) => [r.task_id, r.evaluator?.strategy])).toEqual([['fix-fizzbuzz', 'harbor'], ['write-greeting', 'harbor']]);
-  expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', harborRuntime: 'podman' })).toThrow(/needs an image/);
-  expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', harborRuntime: 'vm' })).toThrow(/--harbor-runtime must be one of/);
+  expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'podman' })).toThrow(/needs an image/);
+  expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'vm' })).toThrow(/--task-runtime must be one of/);
 });
 
-test('polar run: a bad --harbor-runtime is a usage error (exit 2)', async () => {
-  const r = await runPolar(['run', examples, '--harness', 'pi', '--harbor-runtime', 'vm', '--out', join(scratch, 'out')], { timeoutMs: 30_000 });
+test('polar run: a bad --task-runtime is a usage error (exit 2)', async () => {
+  const r = await runPolar(['run', examples, '--harness', 'pi', '--task-runtime', 'vm', '--out', join(scratch, 'out')], { timeoutMs: 30_000 });
   expect(r.code).toBe(2);
-  expect(r.stderr).toContain('--harbor-runtime must be one of local, docker, podman');
+  expect(r.stderr).toContain('--task-runtime must be one of local, docker, podman');
 });
