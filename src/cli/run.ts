@@ -19,6 +19,7 @@ import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
 import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { printTaskNotes } from './harbor-flags.ts';
+import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
 import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
@@ -46,6 +47,8 @@ interface RunFlags extends DatasetFlags {
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
+  maxRetries: number;
+  accept?: string;
 }
 
 /** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
@@ -59,6 +62,14 @@ function parseJsonObject(flag: string) {
     }
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`${flag} must be a JSON object, got ${JSON.stringify(value)}`);
     return parsed as Record<string, unknown>;
+  };
+}
+
+function parseNonNegativeInt(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) throw new UsageError(`${flag} must be an integer ≥ 0, got ${JSON.stringify(value)}`);
+    return n;
   };
 }
 
@@ -95,6 +106,8 @@ export function register(program: Command): void {
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
     .option('--quiet', 'no live progress')
+    .option('--max-retries <n>', 'rounds of re-running sessions that failed for infrastructure reasons (status ERROR); never policy failures', parseNonNegativeInt('--max-retries'), 0)
+    .option('--accept <expr>', "write the traces of accepted sessions to <out>/accepted.jsonl, e.g. 'reward>0' or 'reward>=0.5 && reward<1'")
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
@@ -108,6 +121,12 @@ export function register(program: Command): void {
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
       } else if (flags.engineUrl) throw new UsageError('--engine-url needs --engine KIND');
       if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
+      let accept: AcceptFilter | null = null;
+      try {
+        accept = flags.accept !== undefined ? parseAccept(flags.accept) : null;
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
       const tasks = await loadTasksArg(tasksPath, flags);
       printTaskNotes(tasks, (line) => console.error(`polar run: ${line}`));
 
@@ -161,12 +180,25 @@ export function register(program: Command): void {
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
           log: (line) => console.error(`polar run: ${line}`),
+          maxRetries: flags.maxRetries,
         });
         if (view && last) view.stop(last);
         console.log('');
         console.log(formatSummaryTable(report.summary));
+        const splits = summarizeSplits(store, report.taskIds);
+        for (const line of formatSplits(splits)) console.log(line);
+        if (report.retriedSessions > 0) console.log(`retried: ${report.retriedSessions} session(s) after infrastructure failures`);
+        let accepted: { traces: number; sessions: number; path: string } | null = null;
+        if (accept) {
+          const path = join(outDir, 'accepted.jsonl');
+          accepted = { ...writeAccepted(store, report.taskIds, accept, path), path };
+          console.log(`accepted (${flags.accept}): ${accepted.sessions} session(s), ${accepted.traces} trace(s) → ${path}`);
+        }
         const summaryPath = join(outDir, 'summary.json');
-        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, db: dbPath }, null, 2)}\n`);
+        writeFileSync(summaryPath, `${JSON.stringify({
+          ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, db: dbPath,
+          splits, retried_sessions: report.retriedSessions, ...(accepted ? { accepted } : {}),
+        }, null, 2)}\n`);
         console.log('');
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);

@@ -14,6 +14,7 @@ import type { SimServerOptions } from '../sim/server.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
+import { retryRequests } from './run-retries.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
@@ -46,11 +47,16 @@ export interface RunTasksOptions {
   deadlineMs?: number;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
+  /** Rounds of re-running sessions that failed for infrastructure reasons (src/stack/run-retries.ts; default 0). */
+  maxRetries?: number;
 }
 
 export interface RunReport {
   summary: RunSummary;
+  /** Task ids run, retry rounds' ids (`<id>~retry<k>`) included. */
   taskIds: string[];
+  /** Sessions re-run by --max-retries. */
+  retriedSessions: number;
   /** Sessions by final status over the whole run. */
   statuses: Record<string, number>;
   /** Sessions whose harness CLI reported a failure (see HarnessSummary.harness_failures). */
@@ -110,7 +116,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   });
   try {
     const taskIds = requests.map((r) => r.task_id);
-    const total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
+    let total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
     for (const request of requests) stack.server.submit(request);
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
     // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
@@ -144,7 +150,24 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     });
     const finished = () => taskIds.every((id) => opts.store.tasks.get(id)?.status !== 'RUNNING');
     const interval = opts.progressIntervalMs ?? 500;
-    while (!finished()) {
+    let round = 0;
+    let latest = requests;
+    let retriedSessions = 0;
+    for (;;) {
+      if (finished()) {
+        const again = round < (opts.maxRetries ?? 0) ? retryRequests(opts.store, latest, round + 1) : [];
+        if (again.length === 0) break;
+        round++;
+        latest = again;
+        for (const r of again) {
+          opts.log?.(`retry ${round}: ${r.num_samples} session(s) of ${r.metadata?.retry_of} failed for infrastructure reasons; running them as ${r.task_id}`);
+          stack.server.submit(r);
+          taskIds.push(r.task_id);
+          ours.add(r.task_id);
+          total += r.num_samples;
+          retriedSessions += r.num_samples;
+        }
+      }
       if (opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs) {
         opts.log?.(`run deadline of ${opts.deadlineMs} ms reached: cancelling unfinished tasks`);
         for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id);
@@ -162,7 +185,8 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     for (const h of summary.harnesses) for (const [k, v] of Object.entries(h.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
     const sessions = summary.harnesses.reduce((sum, h) => sum + h.sessions, 0);
     const harnessFailures = summary.harnesses.reduce((sum, h) => sum + h.harness_failures, 0);
-    return { summary, taskIds, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) === sessions && harnessFailures === 0, final };
+    // A session that failed for infrastructure reasons and was run again counts by its retry's outcome.
+    return { summary, taskIds, retriedSessions, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) + retriedSessions === sessions && harnessFailures === 0, final };
   } finally {
     await stack.stop();
   }
