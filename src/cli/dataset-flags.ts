@@ -1,5 +1,5 @@
 /**
- * The dataset flags of `polar run` (`--dataset-format`, `--field`, `--limit`, `--shard`, `--split`, `--task-runtime`) and
+ * The dataset flags of `polar run` (`--dataset-format`, `--field`, `--limit`, `--shard`, `--split`) and
  * loading the TASKS argument with them: a dataset file (.jsonl/.json/.parquet, src/rollout/datasets.ts), or task
  * files and directories, ours or Harbor's (src/rollout/task-file.ts).
  */
@@ -8,7 +8,7 @@ import { extname } from 'node:path';
 import { DATASET_EXTENSIONS, DATASET_FORMATS, loadDataset, type DatasetFormat } from '../rollout/datasets.ts';
 import { loadTaskDir, type LoadedTask } from '../rollout/task-file.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
-import { HARBOR_RUNTIMES, parseHarborRuntime } from './harbor-flags.ts';
+import { parseHarborRuntime } from './harbor-flags.ts';
 
 export interface DatasetFlags {
   datasetFormat?: string;
@@ -16,6 +16,7 @@ export interface DatasetFlags {
   limit?: number;
   shard?: { index: number; count: number };
   split?: string;
+  /** Runtime Harbor tasks and dataset rows map onto (polar run: from --runtime). */
   taskRuntime: string;
 }
 
@@ -40,8 +41,7 @@ export function addDatasetFlags(command: Command): Command {
     .option('--field <dest=source>', 'dataset: copy column SOURCE into field DEST before mapping (repeatable)', parseField)
     .option('--limit <n>', 'dataset: keep the first N selected rows', parsePositiveInt('--limit'))
     .option('--shard <i/n>', 'dataset: keep rows whose position mod N is I (after --split)', parseShard)
-    .option('--split <name>', 'dataset: keep rows whose `split` is NAME (rows without one count as NAME)')
-    .option('--task-runtime <kind>', `runtime for Harbor tasks and dataset rows: ${HARBOR_RUNTIMES.join(', ')} (containers need an image)`, 'local');
+    .option('--split <name>', 'dataset: keep rows whose `split` is NAME (rows without one count as NAME)');
 }
 
 /**

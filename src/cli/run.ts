@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
+import { assertSandboxAvailable, describeSandbox, parseRuntimeSpec, sandboxLine, type RuntimeSpec } from '../gateway/runtimes/index.ts';
 import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
@@ -49,6 +50,13 @@ interface RunFlags extends DatasetFlags {
   quiet?: boolean;
   maxRetries: number;
   accept?: string;
+  runtime?: string;
+  image?: string;
+  runtimeArg: string[];
+  runtimeBinary?: string;
+  network?: string;
+  roPath: string[];
+  sandbox: boolean;
 }
 
 /** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
@@ -108,6 +116,13 @@ export function register(program: Command): void {
     .option('--quiet', 'no live progress')
     .option('--max-retries <n>', 'rounds of re-running sessions that failed for infrastructure reasons (status ERROR); never policy failures', parseNonNegativeInt('--max-retries'), 0)
     .option('--accept <expr>', "write the traces of accepted sessions to <out>/accepted.jsonl, e.g. 'reward>0' or 'reward>=0.5 && reward<1'")
+    .option('--runtime <kind>', 'run every task in this runtime: local, docker, podman or apptainer (default: the task\'s own, local)')
+    .option('--image <ref>', 'container image for --runtime docker|podman|apptainer')
+    .option('--runtime-arg <arg>', 'extra argument for the container `run` (repeatable, e.g. --runtime-arg=-v --runtime-arg=/usr:/usr:ro)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--runtime-binary <path>', 'container CLI to call (default: the runtime kind\'s name on PATH)')
+    .option('--network <mode>', 'sandbox network: gateway (only the model API, default), none or host')
+    .option('--ro-path <path>', 'host path every sandbox sees read-only (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
@@ -121,13 +136,24 @@ export function register(program: Command): void {
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
       } else if (flags.engineUrl) throw new UsageError('--engine-url needs --engine KIND');
       if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
+      let runtime: Partial<Omit<RuntimeSpec, 'prepare'>> | undefined;
+      try {
+        runtime = runtimeOverride(flags);
+        if (flags.runtime === undefined || flags.runtime === 'local') assertSandboxAvailable({ kind: 'local', ...(runtime ?? {}) });
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
+      const sandbox = describeSandbox({ kind: 'local', ...(runtime ?? {}) });
       let accept: AcceptFilter | null = null;
       try {
         accept = flags.accept !== undefined ? parseAccept(flags.accept) : null;
       } catch (error) {
         throw new UsageError((error as Error).message);
       }
-      const tasks = await loadTasksArg(tasksPath, flags);
+      // Harbor tasks and dataset rows map onto a container runtime (their own image) with --runtime docker|podman;
+      // with --image every task gets that image anyway (runtimeOverride), so they load as local tasks.
+      const taskRuntime = (flags.runtime === 'docker' || flags.runtime === 'podman') && flags.image === undefined ? flags.runtime : 'local';
+      const tasks = await loadTasksArg(tasksPath, { ...flags, taskRuntime });
       printTaskNotes(tasks, (line) => console.error(`polar run: ${line}`));
 
       const engine = flags.engine
@@ -156,6 +182,7 @@ export function register(program: Command): void {
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
       try {
         console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
         const report = await runTasks({
           tasks,
           harness: flags.harness,
@@ -181,6 +208,7 @@ export function register(program: Command): void {
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
           log: (line) => console.error(`polar run: ${line}`),
           maxRetries: flags.maxRetries,
+          ...(runtime ? { runtime } : {}),
         });
         if (view && last) view.stop(last);
         console.log('');
@@ -196,10 +224,11 @@ export function register(program: Command): void {
         }
         const summaryPath = join(outDir, 'summary.json');
         writeFileSync(summaryPath, `${JSON.stringify({
-          ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, db: dbPath,
+          ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, sandbox, db: dbPath,
           splits, retried_sessions: report.retriedSessions, ...(accepted ? { accepted } : {}),
         }, null, 2)}\n`);
         console.log('');
+        console.log(`sandbox: ${sandboxLine(sandbox)}`);
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);
         console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
@@ -212,4 +241,22 @@ export function register(program: Command): void {
         store.close();
       }
     });
+}
+
+/** The `runtime` laid over every task from the command line (undefined when no flag says anything). */
+function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>> | undefined {
+  const raw: Record<string, unknown> = {
+    ...(flags.runtime !== undefined ? { kind: flags.runtime } : {}),
+    ...(flags.image !== undefined ? { image: flags.image } : {}),
+    ...(flags.runtimeArg.length > 0 ? { run_args: flags.runtimeArg } : {}),
+    ...(flags.runtimeBinary !== undefined ? { binary: flags.runtimeBinary } : {}),
+    ...(flags.network !== undefined ? { network: flags.network } : {}),
+    ...(flags.roPath.length > 0 ? { read_only_paths: flags.roPath.map((p) => resolve(p)) } : {}),
+    ...(flags.sandbox === false ? { isolation: 'none' } : {}),
+  };
+  if (Object.keys(raw).length === 0) return undefined;
+  if (raw.kind !== undefined && raw.kind !== 'local' && raw.isolation === 'none') throw new Error('--no-sandbox applies to the local runtime only');
+  if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
+  const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
+  return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
 }

@@ -2,6 +2,7 @@
  * Types of the gateway node (./node.ts): its options, the views it serves, and the per-session record its stages
  * (./session-stages.ts, ./postrun.ts) share.
  */
+import type { GatewayEndpoint, SandboxDescription } from './runtimes/index.ts';
 import type { Clock } from '../core/clock.ts';
 import type { DispatchSpec, NodeCapacity, StageCounts } from '../core/contracts/index.ts';
 import type { CompletionRecord, SessionResult, SessionStatus, TaskRequest } from '../core/records.ts';
@@ -28,6 +29,8 @@ export interface SessionHost {
   list(): SessionView[];
   cancel(sessionId: string): boolean;
   engineHealth(): EngineHealth | null;
+  /** How sessions are contained by default (`GET /health` `sandbox`). */
+  sandbox(): SandboxDescription;
   stageCounts(): StageCounts;
 }
 
@@ -94,6 +97,11 @@ export interface GatewayNodeOptions {
    */
   proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
+  /**
+   * Directories an upload `src` may lie in (config `gateway.upload_roots`; `polar run` adds its task directories);
+   * a dispatch naming another source is refused with 400. Undefined: not checked.
+   */
+  uploadRoots?: readonly string[];
   runtimeDefaults?: Partial<RuntimeSpec>;
   runtimeFactory?: RuntimeFactory;
   harnesses?: Readonly<Record<string, HarnessAdapter>>;
@@ -162,6 +170,8 @@ export interface NodeContext {
   stopping(): AbortSignal;
   /** Origin harnesses use as their base URL. */
   gatewayUrl(): string;
+  /** The node as network-isolated sandboxes reach it (its port and Unix socket); null before start. */
+  gatewayEndpoint(): GatewayEndpoint | null;
   setStatus(s: Session, status: SessionStatus): void;
   /** Keep a background job alive until `stop()` awaited it. */
   track(p: Promise<unknown>): void;

@@ -22,7 +22,9 @@ import {
 } from './node-types.ts';
 import { postrun } from './postrun.ts';
 import { startRegistration } from './registration.ts';
-import { createRuntime, parseRuntimeSpec, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
+import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
+import { GatewaySocket } from './runtimes/tunnel.ts';
+import { uploadSourceProblems } from '../core/upload-roots.ts';
 import { startSessionServer } from './session-api.ts';
 import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
 
@@ -80,6 +82,7 @@ export class GatewayNode {
       nodeId: this.nodeId, opts, clock: this.clock, runtimeFactory: this.runtimeFactory, resultListeners: this.resultListeners,
       stopping: () => this.stopping.signal,
       gatewayUrl: () => this.gatewayUrl(),
+      gatewayEndpoint: () => this.gatewayEndpoint(),
       setStatus: (s, status) => this.setStatus(s, status),
       track: (p) => this.track(p),
     };
@@ -112,6 +115,8 @@ export class GatewayNode {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
     this.gatewayUrlValue ??= this.url;
+    // Network-isolated sandboxes reach this node only through this socket: the model API, none of the session API.
+    this.gatewaySocket = await GatewaySocket.open((req, server) => proxy ? proxy.fetch(req, server) : Response.json({ error: 'not found' }, { status: 404 }));
     if (this.opts.rollout) {
       this.stopHeartbeats = startRegistration({
         server: this.opts.rollout.url, nodeId: this.nodeId, url: this.opts.publicUrl ?? this.url, capacity: this.capacity,
@@ -133,6 +138,8 @@ export class GatewayNode {
     await Promise.allSettled([...this.background]);
     this.server?.stop(true);
     this.server = null;
+    await this.gatewaySocket?.close();
+    this.gatewaySocket = null;
   }
 
   /**
@@ -159,6 +166,10 @@ export class GatewayNode {
       runtimeSpec = parseRuntimeSpec(task.runtime, this.opts.runtimeDefaults);
     } catch (error) {
       throw new DispatchError((error as Error).message, 400);
+    }
+    if (this.opts.uploadRoots) {
+      const outside = uploadSourceProblems(runtimeSpec.prepare, this.opts.uploadRoots);
+      if (outside.length > 0) throw new DispatchError(`invalid session spec: ${outside.join('; ')}`, 400);
     }
     const refresh = task.evaluator?.refresh_runtime === true;
     let resolveDone!: (r: SessionResult) => void;
@@ -217,6 +228,11 @@ export class GatewayNode {
     const s = this.sessions.get(sessionId);
     if (!s) throw new Error(`unknown session ${sessionId}`);
     return s.done;
+  }
+
+  /** How this node's sessions are contained by default (`GET /health` `sandbox`). */
+  sandbox(): SandboxDescription {
+    return describeSandbox(this.opts.runtimeDefaults ?? {});
   }
 
   /** Engine reachability for `GET /health`, or null when the node was given no health source. */
@@ -338,6 +354,14 @@ export class GatewayNode {
       },
     );
     this.track(job);
+  }
+
+  private gatewaySocket: GatewaySocket | null = null;
+
+  /** The node as a sandbox reaches it: the port of the harnesses' base URL, tunnelled to the node's Unix socket. */
+  private gatewayEndpoint(): GatewayEndpoint | null {
+    if (!this.gatewaySocket) return null;
+    return { port: Number(new URL(this.gatewayUrl()).port || 80), socket: this.gatewaySocket.path };
   }
 
   private gatewayUrl(): string {

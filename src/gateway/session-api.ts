@@ -108,7 +108,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           const cap = node.capacity;
           // The Python Polar gateway's keys (status, metrics as NodeStageMetrics, available_*) next to ours.
           return json({
-            status: 'ok', node_id: node.nodeId, ok: true, stages: st, capacity: cap, ...(engine ? { engine } : {}),
+            status: 'ok', node_id: node.nodeId, ok: true, stages: st, capacity: cap, sandbox: node.sandbox(), ...(engine ? { engine } : {}),
             metrics: { init_queue_depth: st.queued, init_inflight: st.init, ready_depth: st.ready, run_inflight: st.running, postrun_queue_depth: 0, postrun_inflight: st.postrun },
             available_init: Math.max(0, cap.init_workers - st.init), available_run: Math.max(0, cap.max_run_workers - st.running), available_postrun: Math.max(0, cap.postrun_workers - st.postrun),
           });

@@ -7,6 +7,7 @@
  * Parts: ./node-registry.ts (nodes, heartbeats), ./dispatcher.ts (dispatch, re-queue, cancel), ./trainer-api.ts
  * (groups), ./trainer-callbacks.ts, ./routes.ts (HTTP). Wire shapes: src/core/contracts/.
  */
+import { uploadSourceProblems } from '../core/upload-roots.ts';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
 import { parseSessionResultOutline } from '../core/contracts/index.ts';
@@ -52,6 +53,11 @@ export interface RolloutServerOptions {
   fetch?: typeof fetch;
   /** Extra fields for `GET /health` (`polar serve` adds `engine: {ok, error}`). */
   health?: () => Record<string, unknown>;
+  /**
+   * Directories a TaskRequest's upload `src` may lie in (config `gateway.upload_roots`, plus the task directories
+   * `polar run` loaded); a source outside them is refused with 400 at submit. Undefined: not checked (in-process use).
+   */
+  uploadRoots?: readonly string[];
   /** Seconds between the gateways' heartbeats, as `GET /nodes` reports it (`heartbeat_interval_seconds`; default 5). */
   heartbeatIntervalSeconds?: number;
 }
@@ -63,6 +69,7 @@ export class RolloutServer {
   readonly metrics: RolloutMetrics;
   readonly #opts: Required<Pick<RolloutServerOptions, 'host' | 'port' | 'heartbeatTimeoutMs' | 'tickMs'>>;
   readonly #token: string | null;
+  readonly #uploadRoots: readonly string[] | null;
   readonly #healthExtra: (() => Record<string, unknown>) | undefined;
   readonly #ctx: RolloutContext;
   readonly #nodes: NodeRegistry;
@@ -80,6 +87,7 @@ export class RolloutServer {
     this.store = options.store;
     const clock = options.clock ?? systemClock;
     this.#token = options.controlPlaneToken ?? null;
+    this.#uploadRoots = options.uploadRoots ?? null;
     const doFetch = options.fetch ?? fetch;
     this.#healthExtra = options.health;
     this.#opts = {
@@ -163,6 +171,10 @@ export class RolloutServer {
   submit(input: unknown): { task_id: string; status: string; sessions: number } {
     const task = parseWireTaskRequest(input);
     if (this.#tombstones.has(task.task_id) && !this.store.tasks.get(task.task_id)) throw new HttpError(409, `task ${task.task_id} was cancelled before submission`);
+    if (this.#uploadRoots) {
+      const outside = uploadSourceProblems(task.runtime?.prepare, this.#uploadRoots);
+      if (outside.length > 0) throw new HttpError(400, `invalid TaskRequest: ${outside.join('; ')}`);
+    }
     const existing = this.store.tasks.get(task.task_id);
     if (existing) return { task_id: task.task_id, status: referenceTaskStatusWord(existing.status), sessions: this.store.sessions.listByTask(task.task_id).length };
     this.store.transaction(() => {

@@ -3,6 +3,7 @@
  * give (num_samples, agent, builder), plus `sim_script: <file>`. Relative `src` paths of prepare actions and the
  * sim_script path are resolved against the task file's directory.
  */
+import { uploadSourceProblems } from '../core/upload-roots.ts';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -47,11 +48,11 @@ export interface LoadedTask {
  * directories (sorted by name). `opts.runtime` picks the runtime Harbor tasks are mapped onto (default local).
  * @throws Error naming the file when a path does not exist, a file is invalid, or two tasks share a task_id.
  */
-export function loadTaskDir(path: string, opts: HarborLoadOptions = {}): LoadedTask[] {
+export function loadTaskDir(path: string, opts: HarborLoadOptions & { uploadRoots?: readonly string[] } = {}): LoadedTask[] {
   const abs = resolve(path);
   if (!existsSync(abs)) throw new Error(`task path not found: ${path}`);
   let entries: string[];
-  const load = (p: string): LoadedTask => (statSync(p).isDirectory() ? loadHarborTask(p, opts) : loadTaskFile(p));
+  const load = (p: string): LoadedTask => (statSync(p).isDirectory() ? loadHarborTask(p, opts) : loadTaskFile(p, opts));
   if (statSync(abs).isFile()) entries = [abs];
   else {
     const own = findTaskFile(abs) ?? (isHarborTaskDir(abs) ? abs : null);
@@ -81,8 +82,12 @@ function findTaskFile(dir: string): string | null {
   return null;
 }
 
-/** Load and validate one task file. @throws Error naming the file on bad YAML/JSON or schema violations. */
-export function loadTaskFile(file: string): LoadedTask {
+/**
+ * Load and validate one task file. Upload `src` paths resolve against the file's directory and must stay inside it (or
+ * inside one of `opts.uploadRoots`, e.g. `gateway.upload_roots`), symlinks followed.
+ * @throws Error naming the file on bad YAML/JSON, schema violations, or an upload source outside the allowed roots.
+ */
+export function loadTaskFile(file: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask {
   const abs = resolve(file);
   let raw: unknown;
   try {
@@ -91,7 +96,7 @@ export function loadTaskFile(file: string): LoadedTask {
   } catch (error) {
     throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
   }
-  return taskFromObject(raw, abs, `${file}`);
+  return taskFromObject(raw, abs, `${file}`, opts);
 }
 
 /**
@@ -99,7 +104,7 @@ export function loadTaskFile(file: string): LoadedTask {
  * relative paths resolve against `file`'s directory; `where` names the source in errors (a file, or `file row N`).
  * @throws Error naming `where` on schema violations or missing prepare sources.
  */
-export function taskFromObject(raw: unknown, file: string, where: string): LoadedTask {
+export function taskFromObject(raw: unknown, file: string, where: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask {
   const abs = resolve(file);
   const dir = dirname(abs);
   const parsed = taskFileSchema.safeParse(raw);
@@ -112,6 +117,8 @@ export function taskFromObject(raw: unknown, file: string, where: string): Loade
       if ('upload_file' in action) return { upload_file: { ...action.upload_file, src: at(action.upload_file.src) } };
       return action;
     });
+    const outside = uploadSourceProblems(task.runtime.prepare, [dir, ...(opts.uploadRoots ?? [])]);
+    if (outside.length > 0) throw new Error(`${where}: ${outside.join('; ')}`);
     for (const action of task.runtime.prepare) {
       const src = 'upload_dir' in action ? action.upload_dir.src : 'upload_file' in action ? action.upload_file.src : null;
       if (src !== null && !existsSync(src)) throw new Error(`${where}: prepare source not found: ${src}`);

@@ -11,6 +11,7 @@ import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
 import { toTaskRequest, type LoadedTask } from '../rollout/task-file.ts';
 import type { SimServerOptions } from '../sim/server.ts';
+import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
@@ -49,6 +50,11 @@ export interface RunTasksOptions {
   engineWaitMs?: number;
   /** Rounds of re-running sessions that failed for infrastructure reasons (src/stack/run-retries.ts; default 0). */
   maxRetries?: number;
+  /**
+   * Runtime settings for every session: `kind`, `image` and `run_args` replace each task's own (its prepare actions
+   * stay); `isolation`, `network`, `limits` and `binary` are the node's. Default: the tasks' own (local, bubblewrap).
+   */
+  runtime?: Partial<Omit<RuntimeSpec, 'prepare'>>;
 }
 
 export interface RunReport {
@@ -86,7 +92,10 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
       ...(opts.settings ? { settings: opts.settings } : {}),
     },
     builder: { strategy: opts.builder },
-  }));
+  })).map((request) => {
+    const own = opts.runtime ? Object.fromEntries(Object.entries(opts.runtime).filter(([k]) => k === 'kind' || k === 'image' || k === 'run_args')) : {};
+    return Object.keys(own).length > 0 ? { ...request, runtime: { ...(request.runtime ?? { kind: 'local' as const }), ...own } } : request;
+  });
   if (opts.engine) {
     await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
   }
@@ -103,6 +112,9 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     mode: opts.mode,
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
+      ...(opts.runtime ? { runtimeDefaults: opts.runtime } : {}),
+      // Uploads may come from the task directories this run loaded (and nowhere else).
+      uploadRoots: [...new Set(opts.tasks.map((t) => t.dir))],
       capacity: { max_run_workers: n, init_workers: Math.max(1, Math.min(n, 8)), ready_buffer: Math.min(n, 8), postrun_workers: Math.max(1, Math.min(n, 8)) },
     },
     // Nothing outside this process needs the proxy's admin endpoints during a run, while the harnesses on this host

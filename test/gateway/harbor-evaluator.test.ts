@@ -25,7 +25,7 @@ function testsDir(files: Record<string, string>): string {
   return dir;
 }
 
-async function runtime(isolation: 'none' | 'auto', files: Record<string, string> = {}): Promise<Runtime> {
+async function runtime(isolation: 'none' | 'bwrap', files: Record<string, string> = {}): Promise<Runtime> {
   const rt = new LocalRuntime({ sessionId: `h${++n}`, workRoot: join(root, 'work'), isolation });
   await rt.start();
   for (const [path, content] of Object.entries(files)) await rt.writeFile(path, content);
@@ -48,7 +48,7 @@ const PY_CHECK = [
   '',
 ].join('\n');
 
-for (const isolation of ['none', 'auto'] as const) {
+for (const isolation of ['none', 'bwrap'] as const) {
   test(`harbor (isolation ${isolation}): /tests, /logs/verifier and WORKDIR /app map into the session; the reward follows the work`, async () => {
     const e = getEvaluator('harbor');
     const tests = testsDir({ 'test.sh': PY_CHECK, 'helper.txt': 'x' });
@@ -88,7 +88,7 @@ test('harbor: a reward the agent left in the verifier directory does not count',
   const config = { tests_dir: testsDir({ 'test.sh': 'true\n' }) };
   await rt.exec('true');
   // The agent knows the session layout and plants a reward where the verifier's directory will be.
-  const planted = join(rt.workDir, '..', 'harbor', 'logs', 'verifier');
+  const planted = join(rt.homeDir, '.polar-harbor', 'logs', 'verifier');
   mkdirSync(planted, { recursive: true });
   writeFileSync(join(planted, 'reward.txt'), '1\n');
   expect((await e.evaluate(ctx(rt, config))).outcome_reward).toBe(0);

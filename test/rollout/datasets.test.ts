@@ -59,9 +59,11 @@ test('field mapping, split, shard and limit select rows in that order', async ()
   expect(ids({ split: 'train', shard: { index: 1, count: 2 } })).toEqual(['r2', 'r6']);
   expect(ids({ shard: { index: 0, count: 3 }, limit: 2 })).toEqual(['r0', 'r3']);
   expect(ids({ fieldMap: { task_id: 'id' }, limit: 1 })).toEqual(['r0']);
-  const file = join(scratch, 'renamed.jsonl');
+  const renamedDir = join(scratch, 'renamed');
+  cpSync(join(examples, 'swe'), renamedDir, { recursive: true });
+  const file = join(renamedDir, 'renamed.jsonl');
   const original = readFileSync(swe, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-  writeFileSync(file, original.map(({ problem_statement, repo_path, sim_script, ...r }) => JSON.stringify({ ...r, question: problem_statement, repo_path: join(examples, 'swe', String(repo_path)) })).join('\n'));
+  writeFileSync(file, original.map(({ problem_statement, ...r }) => JSON.stringify({ ...r, question: problem_statement })).join('\n'));
   await expect(loadDataset(file, { format: 'swebench' })).rejects.toThrow(/missing problem_statement/);
   const mapped = await loadDataset(file, { format: 'swebench', fieldMap: { problem_statement: 'question' }, split: 'test' });
   expect(mapped.map((t) => [t.task.task_id, t.task.metadata?.split])).toEqual([['calc__shout-2', 'test']]);

@@ -76,8 +76,8 @@ test('loadTaskDir and polar submit take one Harbor directory or a directory of t
   expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'vm' })).toThrow(/--task-runtime must be one of/);
 });
 
-test('polar run: a bad --task-runtime is a usage error (exit 2)', async () => {
-  const r = await runPolar(['run', examples, '--harness', 'pi', '--task-runtime', 'vm', '--out', join(scratch, 'out')], { timeoutMs: 30_000 });
+test('polar run --runtime podman without --image: a Harbor task without docker_image is a usage error (exit 2)', async () => {
+  const r = await runPolar(['run', examples, '--harness', 'pi', '--runtime', 'podman', '--out', join(scratch, 'out')], { timeoutMs: 30_000 });
   expect(r.code).toBe(2);
-  expect(r.stderr).toContain('--task-runtime must be one of local, docker, podman');
+  expect(r.stderr).toMatch(/image/);
 });

@@ -12,7 +12,7 @@ import { chooseVariant, parseBehaviourScript } from '../../src/sim/script.ts';
 import { runTasks } from '../../src/stack/run-tasks.ts';
 import { openStore } from '../../src/store/index.ts';
 import { rewardOf } from '../../src/trace/groups.ts';
-import { SHELL_AGENT_COMMAND } from '../support/polar-cli.ts';
+import { SHELL_AGENT_COMMAND, SHELL_AGENT_PATHS } from '../support/polar-cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-dataset-run-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -23,7 +23,7 @@ test('examples/swe: rewards follow the variants (solve 1; a broken PASS_TO_PASS,
   const store = openStore(join(scratch, 'swe.db'));
   try {
     const report = await runTasks({
-      tasks, harness: 'shell', command: SHELL_AGENT_COMMAND, samples: 3, modelName: 'polar-sim', builder: 'prefix_merging', store,
+      tasks, harness: 'shell', command: SHELL_AGENT_COMMAND, runtime: { read_only_paths: SHELL_AGENT_PATHS }, samples: 3, modelName: 'polar-sim', builder: 'prefix_merging', store,
       concurrency: 3, workRoot: join(scratch, 'work'), progressIntervalMs: 200,
     });
     expect(report.statuses).toEqual({ COMPLETED: 6 });

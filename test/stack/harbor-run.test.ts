@@ -17,7 +17,7 @@ import { openStore } from '../../src/store/index.ts';
 import { rewardOf } from '../../src/trace/groups.ts';
 import { HARNESS_CACHE } from '../support/install-harnesses.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
-import { SHELL_AGENT_COMMAND } from '../support/polar-cli.ts';
+import { SHELL_AGENT_COMMAND, SHELL_AGENT_PATHS } from '../support/polar-cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-harbor-run-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -96,7 +96,7 @@ test('examples/harbor with the shell agent: each session reward follows its vari
   const store = openStore(join(scratch, 'examples.db'));
   try {
     const report = await runTasks({
-      tasks, harness: 'shell', command: SHELL_AGENT_COMMAND, samples: 4, modelName: 'polar-sim', builder: 'prefix_merging', store,
+      tasks, harness: 'shell', command: SHELL_AGENT_COMMAND, runtime: { read_only_paths: SHELL_AGENT_PATHS }, samples: 4, modelName: 'polar-sim', builder: 'prefix_merging', store,
       concurrency: 4, workRoot: join(scratch, 'examples-work'), progressIntervalMs: 200,
     });
     expect(report.statuses).toEqual({ COMPLETED: 8 });

@@ -13,19 +13,19 @@ import { parseAccept } from '../../src/stack/run-outputs.ts';
 import { runTasks } from '../../src/stack/run-tasks.ts';
 import { openStore } from '../../src/store/index.ts';
 import { rewardOf } from '../../src/trace/groups.ts';
-import { runPolar, SHELL_AGENT_COMMAND } from '../support/polar-cli.ts';
+import { runPolar, SHELL_AGENT_COMMAND, SHELL_AGENT_RUN_FLAGS } from '../support/polar-cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-retries-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Task `flaky`: its prepare step fails the first time it runs (an infrastructure failure); `gives-up`: reward 0. */
+/** Task `flaky`: its prepare step fails the first time it runs on this host (an infrastructure failure); `gives-up`: reward 0. */
 function writeTasks(dir: string): void {
   const marker = join(dir, 'prepared-once');
   const write = (id: string, prepare: string, script: string) => {
     mkdirSync(join(dir, id), { recursive: true });
     writeFileSync(join(dir, id, 'task.yaml'), [
       `task_id: ${id}`, 'instruction: Create the file out.txt containing ok.', 'timeout_seconds: 60',
-      `runtime: {kind: local, isolation: none, prepare: [{exec: {command: ${JSON.stringify(prepare)}, retries: 0}}]}`,
+      `runtime: {kind: local, prepare: [{exec: {command: ${JSON.stringify(prepare)}, retries: 0}}]}`,
       'evaluator: {strategy: test_on_output, config: {command: "grep -q ok out.txt"}}', 'sim_script: sim.yaml', '',
     ].join('\n'));
     writeFileSync(join(dir, id, 'sim.yaml'), script);
@@ -41,7 +41,8 @@ for (const maxRetries of [0, 1]) {
     const store = openStore(join(scratch, `r${maxRetries}.db`));
     try {
       const report = await runTasks({
-        tasks: loadTaskDir(dir), harness: 'shell', command: SHELL_AGENT_COMMAND, samples: 1, modelName: 'polar-sim', builder: 'prefix_merging',
+        // No sandbox: the prepare step's marker lives outside the session (so only the first attempt fails).
+        tasks: loadTaskDir(dir), harness: 'shell', command: SHELL_AGENT_COMMAND, runtime: { isolation: 'none' }, samples: 1, modelName: 'polar-sim', builder: 'prefix_merging',
         store, concurrency: 2, workRoot: join(scratch, `work-${maxRetries}`), progressIntervalMs: 100, maxRetries,
       });
       const [flaky] = store.sessions.listByTask('flaky');
@@ -79,7 +80,7 @@ test('polar run on a dataset: --accept writes only accepted traces; the summary 
   const out = join(scratch, 'cli');
   const r = await runPolar([
     'run', resolve(import.meta.dir, '../../examples/swe/data.jsonl'), '--dataset-format', 'swebench', '--harness', 'shell', '--command', SHELL_AGENT_COMMAND,
-    '--samples', '4', '--out', out, '--quiet', '--accept', 'reward>0',
+    '--samples', '4', '--out', out, '--quiet', '--accept', 'reward>0', ...SHELL_AGENT_RUN_FLAGS,
   ], { timeoutMs: 120_000 });
   expect(r.code).toBe(0);
   expect(r.stdout).toMatch(/split test: 1 task\(s\), 4 session\(s\), 4 completed, mean reward \d\.\d{3}/);

@@ -10,7 +10,7 @@
  *
  * Paths: in a container runtime tests/ is uploaded to /tests and the verifier writes /logs/verifier, as in Harbor. The
  * local runtime (a bubblewrap sandbox over a read-only host) has no /tests or /logs, so there the tests are uploaded to
- * `<session>/harbor/tests`, the verifier directory is `<session>/harbor/logs/verifier`, and every text file of tests/ has
+ * `$HOME/.polar-harbor/tests`, the verifier directory is `$HOME/.polar-harbor/logs/verifier` (the session's HOME), and every text file of tests/ has
  * `/tests`, `/logs/verifier` and the WORKDIR rewritten to those session paths (TEST_DIR is set as Harbor sets it).
  *
  * Details (reward provenance kept on the trajectory): evaluator, config, exit_code, timed_out, reward_source,
@@ -19,7 +19,7 @@
  * (https://github.com/NVIDIA-NeMo/ProRL-Agent-Server, trajectory/evaluator/harbor.py).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { join, relative } from 'node:path';
 import { z } from 'zod';
 import { applyDiff } from '../prepare.ts';
 import type { Runtime } from '../runtimes/types.ts';
@@ -47,7 +47,8 @@ export interface HarborPaths {
 /** The verifier paths for `runtime`: Harbor's own in containers, session directories in the local runtime. */
 export function harborPaths(runtime: Runtime, workdir?: string): HarborPaths {
   if (runtime.kind !== 'local') return { tests: '/tests', logs: '/logs', rewrites: [] };
-  const base = join(dirname(runtime.workDir), 'harbor');
+  // Under the session HOME: one of the few directories the bubblewrap sandbox binds writable.
+  const base = join(runtime.homeDir, '.polar-harbor');
   const tests = join(base, 'tests');
   const logs = join(base, 'logs');
   const rewrites: Array<[string, string]> = [['/tests', tests], ['/logs/', `${logs}/`]];
@@ -128,10 +129,10 @@ export const harborEvaluator: Evaluator = {
       await applyDiff(runtime, diff, ctx.signal);
     }
     const paths = harborPaths(runtime, cfg.workdir);
-    await uploadTests(runtime, cfg.tests_dir, paths);
     const verifierDir = `${paths.logs}/verifier`;
-    // A stale reward (the agent may have written one) must not count: the verifier starts from an empty directory.
-    await runtime.exec(`rm -rf ${verifierDir} && mkdir -p ${verifierDir} ${paths.logs}/agent`, { signal: ctx.signal });
+    // Files the agent may have left there (a stale reward, a doctored test) must not count: both start empty.
+    await runtime.exec(`rm -rf ${paths.tests} ${verifierDir} && mkdir -p ${verifierDir} ${paths.logs}/agent`, { signal: ctx.signal });
+    await uploadTests(runtime, cfg.tests_dir, paths);
     const result = await runtime.exec(['bash', `${paths.tests}/test.sh`], {
       timeoutMs: cfg.timeout_s * 1000, signal: ctx.signal,
       env: { TEST_DIR: paths.tests, ...cfg.env },
