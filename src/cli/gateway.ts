@@ -9,7 +9,8 @@
  * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
  */
 import type { Command } from 'commander';
-import { createEngineClient } from '../engines/index.ts';
+import { existsSync } from 'node:fs';
+import { createEngineClient, GoldenMismatchError } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
@@ -27,8 +28,12 @@ export function register(program: Command): void {
     .requiredOption('--config <file>', 'topology file (YAML or JSON)')
     .requiredOption('--node-id <id>', 'which gateway.nodes entry to run')
     .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
-    .action(async (opts: { config: string; nodeId: string; insecureNoToken?: boolean }) => {
+    .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
+    .action(async (opts: { config: string; nodeId: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
       const config = loadConfigForCli(opts.config);
+      const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
+      if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const index = config.gateway.nodes.findIndex((n) => n.node_id === opts.nodeId);
       const nodeConfig = config.gateway.nodes[index];
       if (!nodeConfig) {
@@ -43,6 +48,7 @@ export function register(program: Command): void {
         kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined,
         servedModel: config.engine.served_model ?? undefined, mode: config.engine.mode, timeoutMs: config.engine.timeout_s * 1000,
         systemMessages: config.engine.system_messages === 'in_place' ? 'in-place' : 'merge',
+        tokenizerDir, family: config.engine.family ?? undefined, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
         defaults: {
           ...(typeof d.temperature === 'number' ? { temperature: d.temperature } : {}),
           ...(typeof d.top_p === 'number' ? { topP: d.top_p } : {}),
@@ -58,7 +64,13 @@ export function register(program: Command): void {
       });
       // Probe now when the engine is up: otherwise the first wave of harness calls waits for the probe inside
       // complete(), and that wait shows up as proxy time (bench/scale.ts gateway variant: p99 449 ms).
-      if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
+      // A token-mode golden mismatch refuses to start (exit 1): every call would train on other tokens than were sampled.
+      if ((await engineHealth.start()).ok) {
+        await engine.probe().catch((error: unknown) => {
+          if (error instanceof GoldenMismatchError) throw error;
+          log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
+        });
+      }
       const rt = nodeConfig.runtime;
       const node = new GatewayNode({
         nodeId: nodeConfig.node_id,

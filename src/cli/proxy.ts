@@ -1,6 +1,6 @@
 /**
  * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
- * [--tokenizer DIR] [--family NAME] [--golden-rate R] [--max-body-bytes N]`: the proxy alone, for capturing any harness run by hand
+ * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N]`: the proxy alone, for capturing any harness run by hand
  * (docs/architecture.md#processes). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
  * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
@@ -17,6 +17,7 @@ import { DEFAULT_MAX_BODY_BYTES } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort, parsePositiveInt, UsageError } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
+import { MODEL_FAMILY_NAMES } from '../tokenization/families.ts';
 
 interface ProxyFlags {
   port: number;
@@ -25,6 +26,7 @@ interface ProxyFlags {
   engineUrl: string;
   engineApiKey?: string;
   mode: string;
+  allowGoldenMismatch?: boolean;
   db: string;
   servedModel?: string;
   systemMessages: SystemMessagePlacement;
@@ -70,7 +72,8 @@ export function register(program: Command): void {
     .requiredOption('--engine-url <url>', 'engine base URL without /v1, e.g. http://127.0.0.1:8000')
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (tokenizer.json + chat template); default: embedded Qwen3')
-    .option('--family <name>', 'token mode: model family (qwen3, qwen3.5); default: detected from the chat template')
+    .addOption(new Option('--family <name>', 'token mode: model family; default: detected from the chat template').choices(MODEL_FAMILY_NAMES as string[]))
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse, exit 1)')
     .option('--golden-rate <r>', 'token mode: fraction of turns whose rendering is compared with the engine\'s own, 0..1', parseNumber('--golden-rate'), 0.02)
     .option('--db <file>', 'SQLite store for the completion records', 'polar.db')
     .option('--host <host>', 'address to bind', '127.0.0.1')
@@ -118,6 +121,7 @@ export function register(program: Command): void {
           defaults,
           tokenizerDir: flags.tokenizer,
           family: flags.family,
+          allowGoldenMismatch: flags.allowGoldenMismatch === true,
           goldenRate: flags.goldenRate,
           systemMessages: flags.systemMessages,
         });

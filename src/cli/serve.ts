@@ -12,7 +12,8 @@
 import type { Command } from 'commander';
 import { startLocalStack } from '../rollout/run.ts';
 import { openStore } from '../store/index.ts';
-import { parsePort } from './common.ts';
+import { existsSync } from 'node:fs';
+import { UsageError, parsePort } from './common.ts';
 import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
 
@@ -26,8 +27,12 @@ export function register(program: Command): void {
     .option('--port <port>', 'rollout server port (overrides rollout.port; 0 picks a free one)', parsePort)
     .option('--with-sim', 'start the simulator from the `sim` section in-process and use it as the engine')
     .option('--insecure-no-token', 'allow non-loopback listen addresses without a control-plane token (prints a warning)')
-    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean }) => {
+    .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer; with --with-sim the simulator serves it too)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
+    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
       const config = loadConfigForCli(opts.config);
+      const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
+      if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const nodeConfig = config.gateway.nodes[0]!;
       checkListenSecurity('polar serve', [
         { key: 'rollout.host', host: config.rollout.host },
@@ -48,11 +53,12 @@ export function register(program: Command): void {
                 kind: config.engine.kind, url: config.engine.url, mode: config.engine.mode, apiKey: config.engine.api_key ?? undefined,
                 servedModel: config.engine.served_model ?? undefined, timeoutMs: config.engine.timeout_s * 1000,
                 systemMessages: config.engine.system_messages === 'in_place' ? 'in-place' : 'merge',
+                tokenizerDir, family: config.engine.family ?? undefined, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
                 defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
               },
           mode: config.engine.mode,
           sim: {
-            host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? undefined, scriptsDir: sim.scripts ?? undefined,
+            host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? tokenizerDir, scriptsDir: sim.scripts ?? undefined,
             prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,
           },
           node: {

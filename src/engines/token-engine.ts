@@ -2,8 +2,9 @@
  * Token mode (beyond Polar): the proxy renders the chat template and tokenises itself, keeps each session's exact
  * token buffer, sends token ids to the engine's token endpoint and parses tool calls and reasoning from the sampled
  * text. The engine then sees exactly the tokens that will be trained on, and `prefix_merging` keeps every
- * append-only conversation in one chain. A golden check (at start-up and on a sample of turns) compares our full
- * rendering with the engine's own; a mismatch is logged and counted, never fatal.
+ * append-only conversation in one chain. A golden check compares our full rendering with the engine's own: at
+ * start-up a mismatch refuses to serve (unless `allowGoldenMismatch`), on a sample of later turns it is logged and
+ * counted.
  * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
 import type { Clock } from '../core/clock.ts';
@@ -32,8 +33,13 @@ export interface TokenEngineOptions {
   defaults: SamplingDefaults;
   /** Hugging Face model directory of the served model (tokenizer.json, tokenizer_config.json / chat_template.jinja); absent = embedded Qwen3. */
   tokenizerDir?: string;
-  /** Model family override (`qwen3`, `qwen3.5`); default: detected from the chat template. */
+  /** Model family override (a `MODEL_FAMILIES` name); default: detected from the chat template. */
   family?: string;
+  /**
+   * Serve even when the start-up golden check finds our rendering differs from the engine's (the mismatch is still
+   * logged and counted). Default false: the probe fails with `GoldenMismatchError` and every call keeps failing.
+   */
+  allowGoldenMismatch?: boolean;
   /**
    * Fraction of turns, in [0, 1], whose full rendering is compared with the engine's own (off the hot path).
    * Deterministic: every 1/rate-th turn. Default 0.02. The start-up check always runs.
@@ -71,6 +77,18 @@ export type TokenEngineStats = {
   golden: GoldenStats;
 };
 
+/**
+ * The start-up golden check found that our rendering of the fixed conversation differs from the engine's: token mode
+ * would train on other tokens than the engine sampled from. Fix `engine.tokenizer` / `--tokenizer` (the served model's
+ * own directory) or accept it knowingly with `allowGoldenMismatch`.
+ */
+export class GoldenMismatchError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GoldenMismatchError';
+  }
+}
+
 /** A fixed conversation for the start-up golden check: system, tools, reasoning, a tool call, a tool result, a reply. */
 const GOLDEN_CONVERSATION: { messages: ChatMessage[]; tools: ChatTool[] } = {
   tools: [{ type: 'function', function: { name: 'bash', description: 'Run a shell command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }],
@@ -79,6 +97,17 @@ const GOLDEN_CONVERSATION: { messages: ChatMessage[]; tools: ChatTool[] } = {
     { role: 'user', content: 'List the files, then say how many there are. ✓ ünïcode' },
     { role: 'assistant', content: '', reasoning_content: 'I should run ls.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls -1"}' } }] },
     { role: 'tool', tool_call_id: 'call_1', content: 'a.py\nb.py' },
+    { role: 'assistant', content: 'There are 2 files.' },
+    { role: 'user', content: 'Thanks.' },
+  ],
+};
+
+/** The golden conversation for a family without a tool-call format (its template rejects tool turns, e.g. Gemma 3). */
+const GOLDEN_TEXT_ONLY: { messages: ChatMessage[]; tools: ChatTool[] } = {
+  tools: [],
+  messages: [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'How many files are there? ✓ ünïcode' },
     { role: 'assistant', content: 'There are 2 files.' },
     { role: 'user', content: 'Thanks.' },
   ],
@@ -189,7 +218,15 @@ export class TokenModeEngine implements EngineClient {
       captureFields: { promptIds: 'sent by the proxy', responseIds: this.backend.fields.responseIds, logprobs: this.backend.fields.logprobs },
       captureError: probeResult.problems.length > 0 ? probeResult.problems.join('; ') : null,
     };
-    await this.goldenCheck(GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
+    const golden = family.toolCallFormat === 'none' ? GOLDEN_TEXT_ONLY : GOLDEN_CONVERSATION;
+    const mismatchesBefore = this.golden.mismatches;
+    await this.goldenCheck(golden.messages, { tools: golden.tools }, true);
+    if (this.golden.mismatches > mismatchesBefore && this.opts.allowGoldenMismatch !== true) {
+      throw new GoldenMismatchError(
+        `token mode refuses to start: our ${family.name} chat template rendering (tokenizer ${tokenizer.dir ?? 'embedded Qwen3'}) differs from engine ${this.id}'s at ${this.golden.lastMismatch}; ` +
+          'point engine.tokenizer / --tokenizer at the served model\'s directory, or accept it knowingly with engine.allow_golden_mismatch / --allow-golden-mismatch',
+      );
+    }
   }
 
   private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext): Promise<unknown> {
@@ -224,6 +261,7 @@ export class TokenModeEngine implements EngineClient {
     if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type !== 'text'))) {
       warnings.push({ code: 'token-mode-image-dropped', message: 'token mode renders text only: images in the messages were left out of the prompt' });
     }
+    // The chat encoder states the thinking switch as vLLM's `enable_thinking`; the family maps it to its own kwarg.
     const kwargs = body.chat_template_kwargs as { enable_thinking?: boolean } | undefined;
     const settings: RenderSettings = { tools: (body.tools as ChatTool[] | undefined) ?? [] };
     if (kwargs?.enable_thinking !== undefined) settings.enableThinking = kwargs.enable_thinking;
@@ -324,7 +362,7 @@ export class TokenModeEngine implements EngineClient {
     await this.probe();
     const { messages, settings } = this.chatInput(request, []);
     try {
-      return this.tokenizer!.renderChatIds(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true }).length;
+      return this.tokenizer!.renderChatIds(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family: this.family }).length;
     } catch (thrown) {
       throw new GatewayError('invalid-request', `the chat template rejected the messages: ${thrown instanceof Error ? thrown.message : String(thrown)}`, { cause: thrown });
     }
@@ -354,10 +392,18 @@ export class TokenModeEngine implements EngineClient {
       this.golden.unavailable++;
       return;
     }
-    const renderOptions = { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true };
-    const oursText = tokenizer.renderChat(messages, renderOptions);
+    const family = this.family!;
+    const renderOptions = { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family };
+    let oursText: string;
+    try {
+      oursText = tokenizer.renderChat(messages, renderOptions);
+    } catch (thrown) {
+      this.golden.errors++;
+      this.log(`polar token mode: golden check failed to run: our ${family.name} chat template rejected the conversation: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+      return;
+    }
     const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers({ 'x-polar-session': 'polar-golden' }) };
-    const kwargs = settings.enableThinking !== undefined ? { chat_template_kwargs: { enable_thinking: settings.enableThinking } } : {};
+    const kwargs = settings.enableThinking !== undefined && family.thinkingKwarg ? { chat_template_kwargs: { [family.thinkingKwarg]: settings.enableThinking } } : {};
     const tools = settings.tools.length > 0 ? { tools: settings.tools } : {};
     const endpoints: ('tokenize' | 'apply-template')[] = this.goldenEndpoint ? [this.goldenEndpoint] : this.kind === 'llamacpp' ? ['apply-template'] : ['tokenize'];
     for (const endpoint of endpoints) {

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { BuilderName, CompletionRecord } from '../core/records.ts';
 import { engineFetchJson } from '../engines/http.ts';
-import { createEngineClient, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
+import { createEngineClient, GoldenMismatchError, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
 import { GatewayNode, type EngineHealth, type GatewayCapacity } from '../gateway/node.ts';
 import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
@@ -32,6 +32,10 @@ export interface EngineSpec {
   mode?: CaptureMode;
   /** Token mode: Hugging Face directory of the served model's tokenizer + chat template (default: embedded Qwen3). */
   tokenizerDir?: string;
+  /** Token mode: model family override (default: detected from the chat template). */
+  family?: string;
+  /** Token mode: serve despite a start-up golden-check mismatch (default false: refuse to start). */
+  allowGoldenMismatch?: boolean;
   apiKey?: string;
   servedModel?: string;
   /** Per-call timeout, ms (default 600 000). */
@@ -186,16 +190,18 @@ export interface LocalStack {
  * The engine is checked once at start (a warning on `log` when it is down; the stack starts anyway) and then
  * periodically; both `GET /health` documents carry `engine: {ok, error}`. With a `sim` engine (in-process or at a URL)
  * the node registers the tasks' behaviour scripts (`metadata.sim_script`) with it.
- * @throws Error when a port is taken or the engine spec is invalid (unknown kind, bad URL, unsupported mode).
+ * @throws Error when a port is taken or the engine spec is invalid (unknown kind, bad URL, unsupported mode);
+ *   GoldenMismatchError when token mode's start-up golden check fails and `allowGoldenMismatch` is not set.
  */
 export async function startLocalStack(opts: LocalStackOptions): Promise<LocalStack> {
   const sim = opts.engine ? null : await SimServer.start({ port: 0, ...opts.sim });
   let engineHealth: EngineHealthMonitor | null = null;
   try {
-    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: 'in-place' };
+    // The embedded Qwen3 template renders later system messages in place; another model's template may reject them.
+    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: opts.sim?.tokenizerDir ? 'merge' : 'in-place' };
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
-      servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
+      family: engineSpec.family, allowGoldenMismatch: engineSpec.allowGoldenMismatch, servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
       systemMessages: engineSpec.systemMessages,
     });
     engineHealth = new EngineHealthMonitor({
@@ -203,7 +209,13 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       intervalMs: opts.engineCheckIntervalMs, log: opts.log,
     });
     // Probe before serving when the engine is up, so the first calls do not wait for it (see src/cli/gateway.ts).
-    if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
+    // A token-mode golden mismatch refuses to start (every call would train on other tokens than were sampled).
+    if ((await engineHealth.start()).ok) {
+      await engine.probe().catch((error: unknown) => {
+        if (error instanceof GoldenMismatchError) throw error;
+        opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
+      });
+    }
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,

@@ -3,6 +3,7 @@
  * docs/protocol-notes.md#inference-engines. Sampling defaults fill only fields a request leaves out; they are never clamps.
  */
 import { z } from 'zod';
+import { MODEL_FAMILY_NAMES, type ModelFamilyName } from '../../tokenization/families.ts';
 
 /** Sampling parameters applied when a request omits them (vLLM/SGLang sampling-params names). */
 export const defaultSamplingSchema = z
@@ -40,6 +41,24 @@ export const engineSchema = z
       .enum(['merge', 'in_place'])
       .default('merge')
       .describe('merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
+    /** Token mode: the served model's Hugging Face directory; null = the Qwen3 files embedded in the binary. */
+    tokenizer: z
+      .string()
+      .min(1)
+      .nullable()
+      .default(null)
+      .describe('Token mode: the served model\'s Hugging Face directory (tokenizer.json, tokenizer_config.json or chat_template.jinja, generation_config.json); null uses the Qwen3 tokenizer embedded in the binary.'),
+    /** Token mode: model family override; null = detected from the chat template. */
+    family: z
+      .enum(MODEL_FAMILY_NAMES as [ModelFamilyName, ...ModelFamilyName[]])
+      .nullable()
+      .default(null)
+      .describe('Token mode: model family (template quirks, stop tokens, reasoning and tool-call parser); null detects it from the chat template.'),
+    /** Token mode: serve although the start-up golden check found a rendering mismatch. */
+    allow_golden_mismatch: z
+      .boolean()
+      .default(false)
+      .describe('Token mode: start even when the start-up golden check finds that our chat template rendering differs from the engine\'s own (/tokenize); false refuses to start.'),
     default_sampling: defaultSamplingSchema.prefault({}),
   })
   .describe('The inference engine the proxy forwards model calls to.');
