@@ -48,7 +48,7 @@ export function register(program: Command): void {
         kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined,
         servedModel: config.engine.served_model ?? undefined, mode: config.engine.mode, timeoutMs: config.engine.timeout_s * 1000,
         systemMessages: config.engine.system_messages === 'in_place' ? 'in-place' : 'merge',
-        tokenizerDir, family: config.engine.family ?? undefined, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
+        tokenizerDir, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
         defaults: {
           ...(typeof d.temperature === 'number' ? { temperature: d.temperature } : {}),
           ...(typeof d.top_p === 'number' ? { topP: d.top_p } : {}),

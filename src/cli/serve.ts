@@ -53,7 +53,7 @@ export function register(program: Command): void {
                 kind: config.engine.kind, url: config.engine.url, mode: config.engine.mode, apiKey: config.engine.api_key ?? undefined,
                 servedModel: config.engine.served_model ?? undefined, timeoutMs: config.engine.timeout_s * 1000,
                 systemMessages: config.engine.system_messages === 'in_place' ? 'in-place' : 'merge',
-                tokenizerDir, family: config.engine.family ?? undefined, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
+                tokenizerDir, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
                 defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
               },
           mode: config.engine.mode,

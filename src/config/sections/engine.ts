@@ -3,7 +3,6 @@
  * docs/protocol-notes.md#inference-engines. Sampling defaults fill only fields a request leaves out; they are never clamps.
  */
 import { z } from 'zod';
-import { MODEL_FAMILY_NAMES, type ModelFamilyName } from '../../tokenization/families.ts';
 
 /** Sampling parameters applied when a request omits them (vLLM/SGLang sampling-params names). */
 export const defaultSamplingSchema = z
@@ -48,12 +47,6 @@ export const engineSchema = z
       .nullable()
       .default(null)
       .describe('Token mode: the served model\'s Hugging Face directory (tokenizer.json, tokenizer_config.json or chat_template.jinja, generation_config.json); null uses the Qwen3 tokenizer embedded in the binary.'),
-    /** Token mode: model family override; null = detected from the chat template. */
-    family: z
-      .enum(MODEL_FAMILY_NAMES as [ModelFamilyName, ...ModelFamilyName[]])
-      .nullable()
-      .default(null)
-      .describe('Token mode: model family (template quirks, stop tokens, reasoning and tool-call parser); null detects it from the chat template.'),
     /** Token mode: serve although the start-up golden check found a rendering mismatch. */
     allow_golden_mismatch: z
       .boolean()
