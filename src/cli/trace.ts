@@ -99,8 +99,9 @@ export function register(program: Command): void {
     .option('--rebuild', 'build from the records even when a SessionResult is stored')
     .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated (default: detected from the records)')
     .option('--rescore <mode>', 'auto|on|off: re-score mask-1 logprobs with the simulator policy (auto: when records come from sim@)', 'auto')
+    .option('--accept-rerendered', 'accept joins whose next prompt held a re-rendered version of the sampled answer (chat mode) instead of reporting them as context_mismatch; their tokens are re-scored in the engine\'s own context')
     .option('--json', 'print the reports as JSON')
-    .action((opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; json?: boolean }) => {
+    .action((opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; acceptRerendered?: boolean; json?: boolean }) => {
       if (Boolean(opts.session) === Boolean(opts.all)) throw new UsageError('give exactly one of --session ID or --all');
       if (!['auto', 'on', 'off'].includes(opts.rescore)) throw new UsageError(`--rescore must be auto|on|off, got ${JSON.stringify(opts.rescore)}`);
       parseBuilder(opts.builder);
@@ -121,7 +122,9 @@ export function register(program: Command): void {
           const { trajectory, source, attempt } = trajectoryFor(store, sessionId, records, opts);
           const fromSim = records.length > 0 && records.every((r) => r.engine_id.startsWith('sim@'));
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
-          const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scoreLogprob } : {}), ...(attempt !== undefined ? { attempt } : {}) });
+          const report = verifyTraces(records, trajectory, {
+            ...(useRescore ? { rescore: scoreLogprob } : {}), ...(attempt !== undefined ? { attempt } : {}), acceptRerenderedJoins: opts.acceptRerendered === true,
+          });
           if (report.skipped) skipped++;
           else if (!report.ok) failed++;
           if (opts.json) reports.push({ session_id: sessionId, source, ...report });
