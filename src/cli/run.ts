@@ -12,7 +12,6 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
-import { MODEL_FAMILY_NAMES } from '../tokenization/families.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { createProgressView } from '../rollout/run-progress.ts';
 import { formatSummaryTable } from '../rollout/run-summary.ts';
@@ -34,7 +33,6 @@ interface RunFlags {
   systemMessages: SystemMessagePlacement;
   mode: string;
   tokenizer?: string;
-  family?: string;
   allowGoldenMismatch?: boolean;
   db?: string;
   out?: string;
@@ -72,7 +70,6 @@ export function register(program: Command): void {
     .addOption(new Option('--system-messages <placement>', 'with --engine: merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--tokenizer <dir>', 'Hugging Face directory of the model (tokenizer.json + chat template): token mode renders with it, and the built-in simulator serves it (default: embedded Qwen3)')
-    .addOption(new Option('--family <name>', 'token mode: model family (default: detected from the chat template)').choices(MODEL_FAMILY_NAMES as string[]))
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse)')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
@@ -90,7 +87,7 @@ export function register(program: Command): void {
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'shell' && !flags.command) throw new UsageError('--harness shell needs --command');
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
-      if (flags.mode !== 'token' && flags.engine !== undefined && (flags.tokenizer !== undefined || flags.family !== undefined)) throw new UsageError('--tokenizer and --family apply to --mode token (or to the built-in simulator)');
+      if (flags.mode !== 'token' && flags.engine !== undefined && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token (or to the built-in simulator)');
       if (flags.tokenizer !== undefined && !existsSync(flags.tokenizer)) throw new UsageError(`--tokenizer ${flags.tokenizer} does not exist`);
       if (flags.engine !== undefined) {
         if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
@@ -108,7 +105,7 @@ export function register(program: Command): void {
         ? {
             kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
             servedModel: flags.servedModel, systemMessages: flags.systemMessages,
-            tokenizerDir: flags.tokenizer, family: flags.family, allowGoldenMismatch: flags.allowGoldenMismatch === true,
+            tokenizerDir: flags.tokenizer, allowGoldenMismatch: flags.allowGoldenMismatch === true,
           }
         : null;
       if (engine) {

@@ -2,7 +2,7 @@
  * `engine.tokenizer` on the service path: `polar serve --with-sim` with `engine.mode: token` and a Llama 3.1 model
  * directory runs a session whose prompt ids start with `<|begin_of_text|>` (128000), rendered by Llama 3.1's own
  * template; `polar gateway` in token mode against an engine serving another model refuses to start (exit 1) on the
- * golden mismatch unless `engine.allow_golden_mismatch` is set.
+ * golden mismatch unless `engine.allow_golden_mismatch` is set; so does `polar run` unless `--allow-golden-mismatch`.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
 import { loadTokenizer } from '../../src/tokenization/tokenizer.ts';
 import { modelDir } from '../support/model-dirs.ts';
-import { SHELL_AGENT_COMMAND, startPolar, useScratch } from '../support/polar-cli.ts';
+import { REPO_ROOT, SHELL_AGENT_COMMAND, startPolar, useScratch, writeSimTask } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-serve-token-');
 let qwenSim: SimServer;
@@ -92,3 +92,24 @@ test('polar gateway in token mode: a golden mismatch exits 1; engine.allow_golde
   proc.kill('SIGTERM');
   expect(await proc.exited).toBe(0);
 }, 60_000);
+
+test('polar run --engine … --mode token --tokenizer DIR: a golden mismatch exits 1 before running anything; --allow-golden-mismatch runs', async () => {
+  const tasks = writeSimTask(join(scratch, 'run-tasks'), 'run-task', 'variants:\n  solve: {weight: 1, steps: [{shell: "echo ok > out.txt"}, {say: "done"}]}\n');
+  const run = async (extra: string[], out: string) => {
+    const proc = Bun.spawn([process.execPath, 'src/main.ts', 'run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--engine', 'sim', '--engine-url', qwenSim.url,
+      '--mode', 'token', '--tokenizer', modelDir('llama-3.1'), '--out', join(scratch, out), '--quiet', ...extra], { cwd: REPO_ROOT, stdout: 'pipe', stderr: 'pipe' });
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    return { stdout, stderr, code };
+  };
+  const refused = await run([], 'refused');
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('token mode refuses to start: our llama3 chat template rendering');
+  const allowed = await run(['--allow-golden-mismatch'], 'allowed');
+  expect(allowed.code).toBe(0);
+  const store = openStore(join(scratch, 'allowed', 'results.db'));
+  const session = store.sessions.listByTask('run-task')[0]!;
+  const records = store.completions.listBySession(session.session_id);
+  store.close();
+  // Our Llama rendering was sent as is (the Qwen engine mis-reads it, which is what was accepted).
+  expect(records[0]!.prompt_ids[0]).toBe(128000);
+}, 90_000);
