@@ -18,6 +18,7 @@ import * as gatewayCmd from './cli/gateway.ts';
 import * as harnessCmd from './cli/harness.ts';
 import * as runCmd from './cli/run.ts';
 import * as serveCmd from './cli/serve.ts';
+import * as trainDemoCmd from './cli/train-demo.ts';
 
 const program = new Command();
 program
@@ -26,7 +27,7 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

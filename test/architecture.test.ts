@@ -1,15 +1,19 @@
 /**
- * Module boundaries (docs/architecture.md#module-rules): core/ imports nothing from the project; dialects/ import only core/ and do
- * no I/O; only proxy/ and observe/ import hono; only store/ touches SQLite.
+ * Module boundaries (docs/architecture.md#module-rules): core/ imports nothing from the project; dialects/ import only
+ * core/ and do no I/O, and every dialect folder has the same codec files; only proxy/ and observe/ import hono; only
+ * store/ touches SQLite; rollout/ and gateway/ are peers over HTTP (neither imports the other; wire shapes live once in
+ * core/contracts/); gateway/ does not know the simulator; the import graph has no cycle; nothing cites or reads
+ * documents outside the repository.
  */
 import { expect, test } from 'bun:test';
 import { Glob } from 'bun';
+import { readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 const root = resolve(import.meta.dir, '..');
 const src = join(root, 'src');
 
-interface Import { file: string; spec: string; target: string | null }
+interface Import { file: string; spec: string; target: string | null; typeOnly: boolean }
 
 async function collectImports(): Promise<Import[]> {
   const out: Import[] = [];
@@ -19,7 +23,7 @@ async function collectImports(): Promise<Import[]> {
     for (const m of text.matchAll(importRe)) {
       const spec = m[1] ?? m[2] ?? m[3]!;
       const target = spec.startsWith('.') ? relative(src, resolve(dirname(join(src, file)), spec)) : null;
-      out.push({ file, spec, target });
+      out.push({ file, spec, target, typeOnly: /^[\s;]*(?:import|export)\s+type\s/.test(m[0]) });
     }
   }
   return out;
@@ -54,22 +58,73 @@ test('only store/ touches SQLite', () => {
   expect(bad).toEqual([]);
 });
 
+test('rollout/ and gateway/ never import each other (peers over HTTP; shared shapes live in core/contracts/)', () => {
+  const bad = imports.filter((i) => i.target !== null && (
+    (top(i.file) === 'rollout' && top(i.target) === 'gateway') || (top(i.file) === 'gateway' && top(i.target) === 'rollout')));
+  expect(bad).toEqual([]);
+});
+
+test('gateway/ knows neither the simulator nor the stack that composes it', () => {
+  const bad = imports.filter((i) => top(i.file) === 'gateway' && i.target !== null && ['sim', 'stack'].includes(top(i.target)));
+  expect(bad).toEqual([]);
+});
+
+test('every dialect folder has the same codec files', () => {
+  const required = ['decode-request.ts', 'decode-response.ts', 'encode-request.ts', 'encode-response.ts', 'encode-stream.ts', 'errors.ts', 'finish-reason.ts', 'index.ts', 'schema.ts', 'usage.ts'];
+  const dialectsDir = join(src, 'dialects');
+  const folders = readdirSync(dialectsDir).filter((d) => d !== 'shared' && statSync(join(dialectsDir, d)).isDirectory());
+  expect(folders.length).toBeGreaterThanOrEqual(4);
+  const missing = folders.flatMap((d) => required.filter((f) => !readdirSync(join(dialectsDir, d)).includes(f)).map((f) => `${d}/${f}`));
+  expect(missing).toEqual([]);
+});
+
+test('wire contracts are defined once, in core/contracts/', async () => {
+  const contractNames = /\b(taskRequest|agentSpec|dispatchSpec|sessionResult|prepareAction|heartbeat|nodeRegistration|behaviourScript|simScript|taskRuntime)Schema\s*=|\b(interface|type)\s+(TaskRequest|AgentSpec|DispatchSpec|PrepareAction)\b\s*[={]|\bclass\s+DispatchError\b|\bnum_samples:\s*z\.|\bsample_index:\s*z\./;
+  const bad: string[] = [];
+  for await (const file of new Glob('**/*.ts').scan(src)) {
+    if (file.startsWith('core/contracts/')) continue;
+    const text = await Bun.file(join(src, file)).text();
+    text.split('\n').forEach((line, n) => {
+      if (contractNames.test(line)) bad.push(`${file}:${n + 1}: ${line.trim()}`);
+    });
+  }
+  expect(bad).toEqual([]);
+  // The detector is not vacuous: it finds the definitions in core/contracts/.
+  const own = await Bun.file(join(src, 'core/contracts/task.ts')).text();
+  expect(contractNames.test(own)).toBe(true);
+});
+
+test('the import graph of src/ has no cycle (type-only imports are erased at runtime and do not count)', () => {
+  const graph = new Map<string, Set<string>>();
+  for (const i of imports) {
+    if (i.target === null || !i.target.endsWith('.ts') || i.typeOnly) continue;
+    if (!graph.has(i.file)) graph.set(i.file, new Set());
+    graph.get(i.file)!.add(i.target);
+  }
+  const state = new Map<string, 'open' | 'done'>();
+  const cycles: string[] = [];
+  const visit = (file: string, path: string[]) => {
+    if (state.get(file) === 'done') return;
+    if (state.get(file) === 'open') {
+      cycles.push([...path.slice(path.indexOf(file)), file].join(' → '));
+      return;
+    }
+    state.set(file, 'open');
+    for (const next of graph.get(file) ?? []) visit(next, [...path, file]);
+    state.set(file, 'done');
+  };
+  for (const file of graph.keys()) visit(file, []);
+  expect(cycles).toEqual([]);
+});
+
 test('the scan sees the project (guards against a vacuous pass)', () => {
   expect(imports.some((i) => i.file === 'main.ts')).toBe(true);
   expect(imports.some((i) => top(i.file) === 'core')).toBe(true);
+  expect(imports.some((i) => i.typeOnly) && imports.some((i) => !i.typeOnly && i.target !== null)).toBe(true);
 });
 
-/**
- * Files the parallel renovation branches rewrite wholesale; each still cites the old design notes in a comment and is
- * fixed on its own branch. Kept here so this check can land before them: the integrator empties this list after
- * merging, and the test then fails on any citation that comes back.
- */
-const OUTSIDE_CITATION_ALLOWED = new Set([
-  'src/gateway/node.ts', // split into the gateway's stage modules
-  'src/rollout/run-summary.ts', // moves to src/stack/
-  'src/rollout/run.ts', // moves to src/stack/
-  'src/rollout/server.ts', // split along registry / dispatch / trainer API
-]);
+/** Files allowed to cite documents outside the repository: none (kept as a list so an exception must be named). */
+const OUTSIDE_CITATION_ALLOWED = new Set<string>([]);
 
 test('nothing in src/, test/, bench/ or scripts/ cites documents outside the repository or reads ../shared', async () => {
   // Design notes that live outside the repository, and paths that leave it. Imports of src/dialects/shared/ are in-repo.

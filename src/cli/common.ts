@@ -1,4 +1,10 @@
-/** Shared CLI plumbing: exit codes (0 ok, 1 failed work, 2 bad usage) and the usage-error type. */
+/**
+ * Shared CLI plumbing: exit codes (0 ok, 1 failed work, 2 bad usage), the usage-error type, config loading, the
+ * listen-address guard and signal waiting.
+ */
+import { ConfigError, formatIssue, loadConfig } from '../config/load.ts';
+import type { PolarConfig } from '../config/schema.ts';
+
 export class UsageError extends Error {
   override name = 'UsageError';
 }
@@ -22,3 +28,83 @@ export function parsePort(value: string): number {
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`--port must be 0..65535, got ${JSON.stringify(value)}`);
   return n;
 }
+
+/** Load a config file; ConfigError becomes a UsageError (exit 2) listing every issue. */
+export function loadConfigForCli(file: string): PolarConfig {
+  try {
+    return loadConfig(file);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(`invalid config ${file}:\n  ${error.issues.map(formatIssue).join('\n  ')}`);
+    throw error;
+  }
+}
+
+/** True for addresses only this machine can reach: 127.0.0.0/8, ::1 (with or without brackets) and `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (h === 'localhost' || h.endsWith('.localhost') || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
+  if (/^::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)) return true;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/** One address a command is about to listen on, with the config key that set it. */
+export interface Listener {
+  /** e.g. `rollout.host`, `gateway.nodes[0].host`. */
+  key: string;
+  host: string;
+  /** True for servers the control-plane token does not guard (the simulator: its /sim/scripts steer the agents). */
+  unguarded?: boolean;
+}
+
+/**
+ * Refuse to expose the control plane without a token: a TaskRequest's prepare actions and harness command run on the
+ * gateway host, so a rollout server or gateway node reachable from the network with no control-plane token lets anyone
+ * who can reach the port run commands there. Loopback addresses are always allowed.
+ * @param command the command name for messages (`polar serve`).
+ * @param insecure `--insecure-no-token` or `rollout.insecure_no_token`: listen anyway, after a loud warning on `warn`.
+ * @throws UsageError (exit 2) naming the address, its config key and the fixes, when a listener is not loopback, no
+ *   token is set and `insecure` is false.
+ */
+export function checkListenSecurity(
+  command: string,
+  listeners: readonly Listener[],
+  opts: { token: string | null | undefined; insecure: boolean; warn?: (line: string) => void },
+): void {
+  const exposed = listeners.filter((l) => !isLoopbackHost(l.host) && (!opts.token || l.unguarded));
+  if (exposed.length === 0) return;
+  const where = exposed.map((l) => `${l.key} = ${l.host}`).join(', ');
+  const unguarded = exposed.filter((l) => l.unguarded);
+  if (!opts.insecure && unguarded.length > 0) {
+    throw new UsageError(
+      `${command}: refusing to listen on a non-loopback address (${unguarded.map((l) => `${l.key} = ${l.host}`).join(', ')}) ` +
+      'that no control-plane token guards: anyone who can reach it could register behaviour scripts that make the agents run ' +
+      'commands. Fix: listen on 127.0.0.1 (other hosts reach the simulator through an SSH tunnel), or pass --insecure-no-token ' +
+      '/ set rollout.insecure_no_token: true on a trusted, isolated network.',
+    );
+  }
+  if (!opts.insecure) {
+    throw new UsageError(
+      `${command}: refusing to listen on a non-loopback address (${where}) without a control-plane token: anyone who can reach ` +
+      'it could submit TaskRequests whose prepare actions and harness commands run on this machine. Fix: set ' +
+      'rollout.control_plane_token (better: export POLAR_CONTROL_TOKEN, e.g. from /etc/polar/polar.env) on every host, or ' +
+      'listen on 127.0.0.1. To run unprotected anyway (trusted, isolated network only) pass --insecure-no-token or set ' +
+      'rollout.insecure_no_token: true.',
+    );
+  }
+  const warn = opts.warn ?? ((line: string) => console.error(line));
+  const bar = '!'.repeat(100);
+  warn(bar);
+  warn(`WARNING ${command}: listening on ${where} WITHOUT control-plane token protection (--insecure-no-token).`);
+  warn('WARNING anyone who can reach this port can submit tasks that run arbitrary commands on this machine.');
+  warn('WARNING set rollout.control_plane_token / POLAR_CONTROL_TOKEN, or listen on 127.0.0.1.');
+  warn(bar);
+}
+
+/** Resolve when SIGINT or SIGTERM arrives. */
+export function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+}
+

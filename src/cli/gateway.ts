@@ -3,23 +3,22 @@
  * `gateway.nodes` entry, the `engine`, `proxy` and `store` sections; registers with `gateway.rollout_url` when set.
  * Refuses (exit 2) a non-loopback host without a control-plane token unless `--insecure-no-token`. Checks the engine at
  * start-up (a warning when it is down; the node serves anyway) and reports it in `GET /health` `engine`. With engine
- * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url`.
+ * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url` (src/stack/sim-scripts.ts).
  * The proxy's control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need the control-plane token when one
  * is set; without one, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
  * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
  */
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
+import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import { createEngineClient, GoldenMismatchError } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
-import { EngineHealthMonitor, engineLivenessCheck } from '../rollout/run.ts';
+import { simScriptRegistrar } from '../stack/sim-scripts.ts';
 import { openStore } from '../store/index.ts';
-import { UsageError } from './common.ts';
-import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
-
-const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+import { checkListenSecurity, loadConfigForCli, UsageError, untilSignal } from './common.ts';
+import { engineSpecFromConfig, nodeSettingsFromConfig } from './from-config.ts';
 
 export function register(program: Command): void {
   program
@@ -43,20 +42,10 @@ export function register(program: Command): void {
         token: config.rollout.control_plane_token, insecure: opts.insecureNoToken === true || config.rollout.insecure_no_token,
       });
       const store = openStore(config.store.path);
-      const d = config.engine.default_sampling as Record<string, unknown>;
-      const engine = createEngineClient({
-        kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined,
-        servedModel: config.engine.served_model ?? undefined, mode: config.engine.mode, timeoutMs: config.engine.timeout_s * 1000,
-        systemMessages: config.engine.system_messages === 'in_place' ? 'in-place' : 'merge',
-        tokenizerDir, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
-        defaults: {
-          ...(typeof d.temperature === 'number' ? { temperature: d.temperature } : {}),
-          ...(typeof d.top_p === 'number' ? { topP: d.top_p } : {}),
-          ...(typeof d.top_k === 'number' ? { topK: d.top_k } : {}),
-          ...(typeof d.min_p === 'number' ? { minP: d.min_p } : {}),
-          ...(typeof d.max_tokens === 'number' ? { maxTokens: d.max_tokens } : {}),
-        },
-      });
+      const spec = engineSpecFromConfig(config.engine);
+      if (tokenizerDir !== undefined) spec.tokenizerDir = tokenizerDir;
+      if (opts.allowGoldenMismatch === true) spec.allowGoldenMismatch = true;
+      const engine = createEngineClient({ ...spec, mode: spec.mode ?? 'chat' });
       const log = (line: string) => console.error(`polar gateway: ${line}`);
       const engineHealth = new EngineHealthMonitor({
         check: engineLivenessCheck({ kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined }),
@@ -71,28 +60,14 @@ export function register(program: Command): void {
           log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
         });
       }
-      const rt = nodeConfig.runtime;
       const node = new GatewayNode({
-        nodeId: nodeConfig.node_id,
-        capacity: {
-          init_workers: nodeConfig.init_workers, ready_buffer: nodeConfig.ready_buffer,
-          max_run_workers: nodeConfig.max_run_workers, postrun_workers: nodeConfig.postrun_workers,
-        },
+        ...nodeSettingsFromConfig(nodeConfig),
         store,
-        workRoot: nodeConfig.work_root,
-        harnessCacheDir: nodeConfig.harness_cache_dir,
-        host: nodeConfig.host,
-        port: nodeConfig.port,
-        publicUrl: nodeConfig.public_url ?? undefined,
-        runtimeDefaults: {
-          kind: rt.kind, ...(rt.image ? { image: rt.image } : {}), isolation: isolationByBwrap[rt.bwrap],
-          ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
-        },
         proxy: (sessions, control) => createProxyApp({ engine, store, sessions, options: { ...proxyOptionsFromConfig(config.proxy), adminToken: control.adminToken } }),
         rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
         controlPlaneToken: config.rollout.control_plane_token,
         engineHealth: () => engineHealth.state(),
-        simUrl: config.engine.kind === 'sim' ? config.engine.url : null,
+        beforeSession: config.engine.kind === 'sim' ? simScriptRegistrar(config.engine.url) : undefined,
         log,
       });
       await node.start();

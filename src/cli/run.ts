@@ -1,6 +1,6 @@
 /**
  * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
- * [--builder prefix_merging] [--concurrency N]` (docs/architecture.md#processes): the one-shot job. Everything runs in this process:
+ * [--builder prefix_merging] [--concurrency N]`: the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
  * `polar trace verify`) and summary.json into the output directory.
@@ -13,9 +13,10 @@ import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
-import { createProgressView } from '../rollout/run-progress.ts';
-import { formatSummaryTable } from '../rollout/run-summary.ts';
-import { defaultRunDir, engineLivenessCheck, runTasks, waitForEngine } from '../rollout/run.ts';
+import { createProgressView } from '../stack/run-progress.ts';
+import { formatSummaryTable } from '../stack/run-summary.ts';
+import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
+import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
 import { loadTaskDir } from '../rollout/task-file.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';

@@ -10,14 +10,12 @@
  * sessions (their cleanup runs) and exits 0.
  */
 import type { Command } from 'commander';
-import { startLocalStack } from '../rollout/run.ts';
-import { openStore } from '../store/index.ts';
+import { startLocalStack } from '../stack/local-stack.ts';
 import { existsSync } from 'node:fs';
-import { UsageError, parsePort } from './common.ts';
-import { checkListenSecurity, loadConfigForCli, untilSignal } from './rollout.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
-
-const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+import { openStore } from '../store/index.ts';
+import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal, UsageError } from './common.ts';
+import { engineSpecFromConfig, nodeSettingsFromConfig } from './from-config.ts';
 
 export function register(program: Command): void {
   program
@@ -40,35 +38,18 @@ export function register(program: Command): void {
         ...(opts.withSim ? [{ key: 'sim.host', host: config.sim.host, unguarded: true }] : []),
       ], { token: config.rollout.control_plane_token, insecure: opts.insecureNoToken === true || config.rollout.insecure_no_token });
       const store = openStore(config.rollout.db ?? config.store.path);
-      const d = config.engine.default_sampling;
-      const rt = nodeConfig.runtime;
       const sim = config.sim;
       let stack;
       try {
         stack = await startLocalStack({
           store,
-          engine: opts.withSim
-            ? null
-            : {
-                kind: config.engine.kind, url: config.engine.url, mode: config.engine.mode, apiKey: config.engine.api_key ?? undefined,
-                servedModel: config.engine.served_model ?? undefined, timeoutMs: config.engine.timeout_s * 1000,
-                systemMessages: config.engine.system_messages === 'in_place' ? 'in-place' : 'merge',
-                tokenizerDir, allowGoldenMismatch: opts.allowGoldenMismatch === true || config.engine.allow_golden_mismatch,
-                defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
-              },
+          engine: opts.withSim ? null : { ...engineSpecFromConfig(config.engine), tokenizerDir, ...(opts.allowGoldenMismatch === true ? { allowGoldenMismatch: true } : {}) },
           mode: config.engine.mode,
           sim: {
             host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? tokenizerDir, scriptsDir: sim.scripts ?? undefined,
             prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,
           },
-          node: {
-            nodeId: nodeConfig.node_id, host: nodeConfig.host, port: nodeConfig.port, publicUrl: nodeConfig.public_url ?? undefined,
-            capacity: nodeConfig, workRoot: nodeConfig.work_root, harnessCacheDir: nodeConfig.harness_cache_dir,
-            runtimeDefaults: {
-              kind: rt.kind, ...(rt.image ? { image: rt.image } : {}), isolation: isolationByBwrap[rt.bwrap],
-              ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
-            },
-          },
+          node: nodeSettingsFromConfig(nodeConfig),
           rollout: {
             host: config.rollout.host, port: opts.port ?? config.rollout.port,
             heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000, callbackRetries: config.rollout.callback_retries,

@@ -1,6 +1,6 @@
 /**
  * `polar submit FILE --server URL`: send a TaskRequest (JSON or YAML file) or task directory to a rollout server.
- * Task files (docs/architecture.md#contracts) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
+ * Task files (src/rollout/task-file.ts) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
  * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
  */
 import type { Command } from 'commander';
@@ -8,7 +8,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
 import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
-import { parseTaskRequest } from '../rollout/schemas.ts';
+import { parseTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
 
 interface SubmitOptions {

@@ -11,6 +11,7 @@ import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import type { BuilderName, CompletionRecord, Trajectory } from '../core/records.ts';
 import { scoreLogprob } from '../sim/policy.ts';
+import { readPolicyExport, sessionRescorer, type PolicyExport } from '../sim/variant-policy.ts';
 import { openStore, type Store } from '../store/index.ts';
 import { loadTokenizer } from '../tokenization/index.ts';
 import { attemptOf, BUILDER_NAMES, buildTrajectory, formatVerifyReport, renderTrace, trajectoryAttempt, verifyTraces } from '../trace/index.ts';
@@ -100,13 +101,22 @@ export function register(program: Command): void {
     .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated (default: detected from the records)')
     .option('--rescore <mode>', 'auto|on|off: re-score mask-1 logprobs with the simulator policy (auto: when records come from sim@)', 'auto')
     .option('--accept-rerendered', 'accept joins whose next prompt held a re-rendered version of the sampled answer (chat mode) instead of reporting them as context_mismatch; their tokens are re-scored in the engine\'s own context')
+    .option('--sim-policy <file|url>', "the simulator's learnable variant policy (GET /sim/policy export, or the simulator's URL): re-score each session's variant choice too")
     .option('--json', 'print the reports as JSON')
-    .action((opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; acceptRerendered?: boolean; json?: boolean }) => {
+    .action(async (opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; acceptRerendered?: boolean; simPolicy?: string; json?: boolean }) => {
       if (Boolean(opts.session) === Boolean(opts.all)) throw new UsageError('give exactly one of --session ID or --all');
       if (!['auto', 'on', 'off'].includes(opts.rescore)) throw new UsageError(`--rescore must be auto|on|off, got ${JSON.stringify(opts.rescore)}`);
       parseBuilder(opts.builder);
       parseEotIds(opts.eotIds);
       const rescore = opts.rescore as Rescore;
+      let policy: PolicyExport | null = null;
+      if (opts.simPolicy !== undefined) {
+        try {
+          policy = await readPolicyExport(opts.simPolicy);
+        } catch (error) {
+          throw new UsageError(`--sim-policy: ${(error as Error).message}`);
+        }
+      }
       const store = openExisting(opts.db);
       try {
         const ids = opts.session
@@ -115,6 +125,7 @@ export function register(program: Command): void {
         if (ids.length === 0) throw new Error(`${opts.db} holds no sessions`);
         let failed = 0;
         let skipped = 0;
+        let firstTokenRescoreMisses = 0;
         const reports: unknown[] = [];
         for (const sessionId of ids) {
           const records = store.completions.listBySession(sessionId);
@@ -122,11 +133,17 @@ export function register(program: Command): void {
           const { trajectory, source, attempt } = trajectoryFor(store, sessionId, records, opts);
           const fromSim = records.length > 0 && records.every((r) => r.engine_id.startsWith('sim@'));
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
+          const taskId = store.results.get(sessionId)?.task_id ?? (trajectory.traces[0]?.metadata.task_id || null);
+          const scorer = policy ? sessionRescorer(policy, taskId, sessionId, records) : scoreLogprob;
           const report = verifyTraces(records, trajectory, {
-            ...(useRescore ? { rescore: scoreLogprob } : {}), ...(attempt !== undefined ? { attempt } : {}), acceptRerenderedJoins: opts.acceptRerendered === true,
+            ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}), acceptRerenderedJoins: opts.acceptRerendered === true,
           });
           if (report.skipped) skipped++;
-          else if (!report.ok) failed++;
+          else if (!report.ok) {
+            failed++;
+            const misses = report.violations.filter((v) => v.kind === 'rescore_mismatch');
+            if (misses.length > 0 && misses.length === report.violations.length && misses.every((v) => v.position === misses[0]!.position)) firstTokenRescoreMisses++;
+          }
           if (opts.json) reports.push({ session_id: sessionId, source, ...report });
           else console.log(formatVerifyReport(report, `session ${sessionId} [${source}]`));
         }
@@ -141,6 +158,12 @@ export function register(program: Command): void {
         }
         if (failed > 0) {
           console.error(`polar: trace verify: ${failed} session(s) violate the trace invariant`);
+          if (!policy && firstTokenRescoreMisses > 0) {
+            console.error(
+              `polar: trace verify: ${firstTokenRescoreMisses} session(s) fail only the re-score of one token; a session sampled under the ` +
+                "simulator's learnable variant policy carries log π(variant) on its first token: pass --sim-policy FILE|URL (GET /sim/policy) to re-score it",
+            );
+          }
           process.exitCode = EXIT_FAILED;
         } else if (checked === 0) {
           console.error('polar: trace verify: nothing verified: no session had its completion records in this database');

@@ -1,9 +1,12 @@
 /**
  * Core data that crosses process boundaries or is stored: TaskRequest, CompletionRecord, Trace, Trajectory,
  * SessionResult. Field names are the field's standard snake_case terms (prompt_ids, loss_mask, num_samples, ...).
- * Source: docs/architecture.md#data-model.
+ * The wire shapes (TaskRequest, SessionResult's envelope, statuses) are defined once in ./contracts/ and re-exported.
  */
+import type { ResultStatus, SessionStatus, SessionTiming, BuilderName } from './contracts/index.ts';
 import type { DialectName, FinishReason, IRRequest, IRResponse } from './ir.ts';
+
+export type { AgentSpec, BuilderName, SessionStatus, SessionTiming, TaskRequest } from './contracts/index.ts';
 
 /** How an engine's logprobs relate to the sampling distribution (vLLM --logprobs-mode). */
 export type LogprobSemantics = 'raw' | 'processed' | 'unknown' | 'none';
@@ -80,7 +83,6 @@ export interface TraceMetadata {
   [key: string]: unknown;
 }
 
-export type BuilderName = 'per_request' | 'prefix_merging';
 export type TrajectoryStatus = 'COMPLETED' | 'TIMEOUT' | 'ERROR';
 
 export interface ReconstructionStats {
@@ -124,30 +126,7 @@ export interface EvaluationResult {
   details?: Record<string, unknown>;
 }
 
-export type SessionStatus =
-  | 'REGISTERED'
-  | 'INITIALIZING'
-  | 'READY'
-  | 'RUNNING'
-  | 'POST_RUN'
-  | 'BUILDING'
-  | 'EVALUATING'
-  | 'COMPLETED'
-  | 'ERROR'
-  | 'TIMEOUT';
-
 export const TERMINAL_SESSION_STATUSES: ReadonlySet<SessionStatus> = new Set(['COMPLETED', 'ERROR', 'TIMEOUT']);
-
-/** Per-stage timings of a session, in ms. */
-export interface SessionTiming {
-  init_ms: number;
-  ready_queue_ms: number;
-  run_ms: number;
-  postrun_ms: number;
-  build_ms: number;
-  eval_ms: number;
-  e2e_ms: number;
-}
 
 export interface SessionResult {
   session_id: string;
@@ -156,42 +135,9 @@ export interface SessionResult {
    * CANCELLED: the rollout server cancelled the session (task cancel or early stop) and it did not complete; its
    * gateway's ERROR "cancelled" result is stored under this status. The trajectory's own status stays ERROR.
    */
-  status: 'COMPLETED' | 'ERROR' | 'TIMEOUT' | 'CANCELLED';
+  status: ResultStatus;
   trajectory: Trajectory;
   timing: SessionTiming;
   node_id: string;
   error: string | null;
-}
-
-/** The agent to run: a named harness adapter or a raw shell command. */
-export interface AgentSpec {
-  harness?: string;
-  command?: string;
-  model_name: string;
-  settings?: Record<string, unknown>;
-  env?: Record<string, string>;
-}
-
-export interface TaskRequest {
-  task_id: string;
-  instruction: string;
-  /** Samples (sessions) to run, ≥ 1. */
-  num_samples: number;
-  /** Total budget per session in seconds; starts at INIT. */
-  timeout_seconds: number;
-  agent: AgentSpec;
-  builder: { strategy: BuilderName; config?: Record<string, unknown> };
-  runtime?: { kind: string; [key: string]: unknown };
-  evaluator?: { strategy: string; config?: Record<string, unknown>; refresh_runtime?: boolean };
-  callback_url?: string;
-  dispatch_priority?: number;
-  early_stop_min_usable_sessions?: number;
-  metadata?: {
-    group_id?: string;
-    policy_version?: string;
-    rollout_step?: number;
-    /** Agent budget in seconds; starts at RUNNING. */
-    agent_timeout?: number;
-    [key: string]: unknown;
-  };
 }

@@ -2,7 +2,10 @@
  * Delivery of a SessionResult to its callback URL (rollout: `{server}/callbacks/session_result`, idempotent per
  * session on the server side), retried with exponential backoff.
  */
+import { controlPlaneHeaders } from '../core/contracts/index.ts';
 import { sleep } from './prepare.ts';
+
+export { controlPlaneHeaders } from '../core/contracts/index.ts';
 
 export interface RetryPolicy {
   /** Tries in total (default 8). */
@@ -15,13 +18,6 @@ export interface RetryPolicy {
 
 /** True for statuses worth retrying: network trouble, 408, 429 and 5xx. */
 const retryable = (status: number) => status === 408 || status === 429 || status >= 500;
-
-/** Headers of a JSON call between control-plane parties: `authorization: Bearer <token>` when a token is set. */
-export function controlPlaneHeaders(token: string | null | undefined): Record<string, string> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  return headers;
-}
 
 /**
  * POST `body` as JSON to `url` until a 2xx, with `authorization: Bearer <token>` when a token is given.

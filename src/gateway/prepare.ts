@@ -1,5 +1,5 @@
 /**
- * Prepare actions (docs/architecture.md#contracts) run in INIT after the runtime starts: upload_file, upload_dir, exec with retries and
+ * Prepare actions (src/core/contracts/runtime.ts) run in INIT after the runtime starts: upload_file, upload_dir, exec with retries and
  * exponential backoff. Also the diff baseline that test_on_output/swebench_harness evaluate against.
  */
 import { confineDest, type PrepareAction } from './runtimes/index.ts';

@@ -1,5 +1,5 @@
 /**
- * The node's HTTP surface (docs/architecture.md#contracts: dispatch body) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
+ * The node's HTTP surface (shapes: src/core/contracts/dispatch.ts) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
  * `POST /sessions` → 202 {session_id, status}; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
  * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),
@@ -9,10 +9,10 @@
  * Bun routes: https://bun.com/docs/api/http#routing
  */
 import { bearerMatches } from '../proxy/admin-access.ts';
-import type { DispatchSpec, GatewayNode } from './node.ts';
-import { DispatchError } from './node.ts';
+import { DispatchError } from '../core/contracts/index.ts';
+import type { FetchHandler, SessionHost } from './node-types.ts';
 
-export type FetchHandler = (request: Request, server: Bun.Server<undefined>) => Response | Promise<Response>;
+export type { FetchHandler } from './node-types.ts';
 
 export interface SessionServerOptions {
   host: string;
@@ -41,7 +41,7 @@ function isControlPath(pathname: string): boolean {
 }
 
 /** Start the server for `node`. Throws when the port is taken. */
-export function startSessionServer(node: GatewayNode, opts: SessionServerOptions): Bun.Server<undefined> {
+export function startSessionServer(node: SessionHost, opts: SessionServerOptions): Bun.Server<undefined> {
   const authorized = (req: Request) => opts.token === null || bearerMatches(req.headers.get('authorization'), opts.token);
   const fallback: FetchHandler = opts.fallback ?? (() => json({ error: 'not found' }, 404));
   const guardedFallback: FetchHandler = (req, server) =>
@@ -64,7 +64,7 @@ export function startSessionServer(node: GatewayNode, opts: SessionServerOptions
             return json({ error: 'body must be JSON' }, 400);
           }
           try {
-            return json(node.dispatch(body as DispatchSpec), 202);
+            return json(node.dispatch(body), 202);
           } catch (error) {
             if (error instanceof DispatchError) return json({ error: error.message }, error.status);
             throw error;

@@ -19,7 +19,7 @@ import type { BuilderName, CompletionRecord, SessionResult, Trace } from '../cor
 import { encodeChatMessages, encodeChatTools, ENGINE_CHAT_ENCODING } from '../dialects/openai-chat/encode-messages.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, selectAttempt, trajectoryAttempt } from '../trace/index.ts';
-import { groupIdOf, isUsable, rewardOf } from './server.ts';
+import { groupIdOf, isUsable, rewardOf } from '../trace/groups.ts';
 import { groupFromRow } from './store-port.ts';
 
 /** One trainer row: one trace. Arrays of a row share the length of response_ids except prompt_ids. */

@@ -1,11 +1,10 @@
 /**
- * The rollout server's side of the gateway node HTTP contract (docs/architecture.md#contracts): dispatch a session, cancel it, ask for it.
+ * The rollout server's side of the gateway node HTTP API (src/core/contracts/dispatch.ts): dispatch a session, cancel
+ * it, ask for it.
  * Every call carries `authorization: Bearer <control_plane_token>` when one is configured.
  */
-import { controlPlaneHeaders } from '../gateway/callback.ts';
-import type { DispatchSpec } from '../gateway/node.ts';
+import { controlPlaneHeaders, type DispatchSpec } from '../core/contracts/index.ts';
 
-/** Body of `POST {node}/sessions` (docs/architecture.md#contracts). */
 export type { DispatchSpec };
 
 /** How the server reaches one node. HTTP for every node; tests may pass their own. */

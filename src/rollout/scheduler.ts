@@ -1,9 +1,9 @@
 /**
- * Stage-pressure scheduling (docs/architecture.md#the-rollout-server): a session goes to the healthy, non-draining node with the least
+ * Stage-pressure scheduling: a session goes to the healthy, non-draining node with the least
  * pressure, compared stage by stage: run queue first, then POSTRUN, then INIT, then the READY gap (a bigger gap wins).
  * Pure functions, so the choice is unit-testable without servers.
  */
-import type { NodeCapacity, StageCounts } from './schemas.ts';
+import type { NodeCapacity, StageCounts } from '../core/contracts/index.ts';
 
 /** What the scheduler knows of one node. */
 export interface SchedulableNode {

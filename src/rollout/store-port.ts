@@ -1,46 +1,12 @@
 /**
- * How the rollout server keeps its state in the SQLite store (store/index.ts + store/repos/rollout.ts): the group record
+ * How the rollout server keeps its state in the SQLite store (src/store/repos/rollout.ts): the group record
  * the trainer API serves, and the row types it reads.
  */
 import type { SessionResult } from '../core/records.ts';
+import type { GroupRecord } from '../trace/groups.ts';
 import { GROUP_EVALUATED, type GroupRow, type NodeRecord, type SessionRow, type Store, type TaskCallbackRecord, type TaskRow } from '../store/index.ts';
 
-/**
- * An evaluated group as the trainer API serves it: the usable sessions of ONE task (docs/architecture.md#data-model, "Group").
- * Its key is `task_id` (`/rollout/groups/{task_id}/…`); `group_id` is the trainer's label, which tasks may share.
- */
-export interface GroupRecord {
-  /** The trainer's label: the task's metadata.group_id, else the task_id. Not unique across tasks. */
-  group_id: string;
-  /** The key of the group: one group per task. */
-  task_id: string;
-  /** Unix ms when the group was evaluated. */
-  created_at: number;
-  /** The one sampled version when `policy_versions` has exactly one entry, else `declared_policy_version`. */
-  policy_version: string | null;
-  /** metadata.policy_version of the TaskRequest (what the trainer declared), or null. */
-  declared_policy_version: string | null;
-  /** Distinct non-null versions the engine sampled under, over every trace of the group (traces' metadata.policy_versions), sorted. */
-  policy_versions: string[];
-  rollout_step: number | null;
-  /** True when the task stopped early at early_stop_min_usable_sessions. */
-  early_stopped: boolean;
-  /** Sessions that entered the group (COMPLETED or trainable TIMEOUT), in sample order. */
-  sessions: GroupSession[];
-  /** One reward per entry of `sessions`. */
-  rewards: number[];
-  /** GRPO: (r − mean) / (std + ε), one per session; population std unless the response says `grpo_std: 'unbiased'`. */
-  grpo_advantages: number[];
-  /** Leave-one-out: r − mean of the others, one per session. */
-  loo_advantages: number[];
-}
-
-export interface GroupSession {
-  session_id: string;
-  sample_index: number;
-  status: string;
-  reward: number;
-}
+export type { GroupRecord, GroupSession } from '../trace/groups.ts';
 
 /**
  * One usable session of a group with its token data, as `GET /rollout/groups/{task_id}/trajectories` serves it: the
@@ -57,7 +23,7 @@ export type GroupTrajectory = SessionResult & {
   loo_advantage: number;
 };
 
-/** The rollout server stores through the SQLite store (store/index.ts) plus its own repositories (store/repos/rollout.ts). */
+/** The rollout server stores through the SQLite store (src/store/) plus its own repositories (store/repos/rollout.ts). */
 export type RolloutStore = Store;
 export type NodeRow = NodeRecord;
 export type TaskCallbackRow = TaskCallbackRecord;

@@ -1,5 +1,5 @@
 /**
- * Task files (docs/architecture.md#contracts): `examples/tasks/<name>/task.yaml` holds TaskRequest fields except those `polar run` flags
+ * Task files: `examples/tasks/<name>/task.yaml` holds TaskRequest fields except those `polar run` flags
  * give (num_samples, agent, builder), plus `sim_script: <file>`. Relative `src` paths of prepare actions and the
  * sim_script path are resolved against the task file's directory.
  */
@@ -7,42 +7,22 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import type { AgentSpec, BuilderName, TaskRequest } from '../core/records.ts';
-import { destProblem } from '../gateway/runtimes/paths.ts';
-import { formatIssues, parseTaskRequest, simScriptSchema, taskRequestSchema, type SimScript } from './schemas.ts';
+import {
+  behaviourScriptSchema, formatIssues, parseTaskRequest, taskRequestSchema,
+  type AgentSpec, type BehaviourScript, type BuilderName, type TaskRequest,
+} from '../core/contracts/index.ts';
+
+export type { PrepareAction } from '../core/contracts/index.ts';
 
 const TASK_FILE_NAMES = ['task.yaml', 'task.yml', 'task.json'];
 
-/** Same rule the gateway enforces (runtimes/paths.ts), checked here so a bad task file fails before anything runs. */
-const destSchema = z.string().min(1).superRefine((dest, ctx) => {
-  const problem = destProblem(dest);
-  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+/** A task file: the TaskRequest contract with num_samples, agent and builder optional (flags give them), plus sim_script. */
+const taskFileSchema = taskRequestSchema.extend({
+  num_samples: taskRequestSchema.shape.num_samples.optional(),
+  agent: taskRequestSchema.shape.agent.optional(),
+  builder: taskRequestSchema.shape.builder.optional(),
+  sim_script: z.string().min(1).optional(),
 });
-
-const prepareActionSchema = z.union([
-  z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: destSchema }) }),
-  z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: destSchema }) }),
-  z.strictObject({
-    exec: z.strictObject({
-      command: z.string().min(1),
-      timeout_s: z.number().positive().optional(),
-      retries: z.number().int().min(0).optional(),
-      backoff_ms: z.number().int().min(0).optional(),
-    }),
-  }),
-]);
-
-const taskFileSchema = taskRequestSchema
-  .extend({
-    num_samples: taskRequestSchema.shape.num_samples.optional(),
-    agent: taskRequestSchema.shape.agent.optional(),
-    builder: taskRequestSchema.shape.builder.optional(),
-    runtime: z.looseObject({ kind: z.string().min(1), prepare: z.array(prepareActionSchema).optional() }).optional(),
-    sim_script: z.string().min(1).optional(),
-  })
-  .strict();
-
-export type PrepareAction = z.infer<typeof prepareActionSchema>;
 
 /** One task file, validated, with every relative path made absolute. */
 export interface LoadedTask {
@@ -54,8 +34,8 @@ export interface LoadedTask {
   dir: string;
   /** Absolute path of the behaviour script, or null. */
   simScriptPath: string | null;
-  /** The parsed behaviour script (docs/architecture.md#contracts: behaviour script), or null. */
-  simScript: SimScript | null;
+  /** The parsed behaviour script (src/core/contracts/sim-script.ts), or null. */
+  simScript: BehaviourScript | null;
 }
 
 /**
@@ -123,23 +103,23 @@ export function loadTaskFile(file: string): LoadedTask {
     }
   }
   let simScriptPath: string | null = null;
-  let simScript: SimScript | null = null;
+  let simScript: BehaviourScript | null = null;
   if (sim_script !== undefined) {
     simScriptPath = at(sim_script);
-    simScript = loadSimScript(simScriptPath);
+    simScript = loadBehaviourScript(simScriptPath);
   }
   return { task: task as LoadedTask['task'], file: abs, dir, simScriptPath, simScript };
 }
 
-/** Parse a behaviour script file (docs/architecture.md#contracts). @throws Error naming the file. */
-export function loadSimScript(file: string): SimScript {
+/** Parse a behaviour script file (the schema `polar sim --scripts` uses). @throws Error naming the file. */
+export function loadBehaviourScript(file: string): BehaviourScript {
   let raw: unknown;
   try {
     raw = parseYaml(readFileSync(file, 'utf8'));
   } catch (error) {
     throw new Error(`${file}: cannot read sim script: ${error instanceof Error ? error.message : String(error)}`);
   }
-  const parsed = simScriptSchema.safeParse(raw);
+  const parsed = behaviourScriptSchema.safeParse(raw);
   if (!parsed.success) throw new Error(`${basename(file)}: invalid sim script: ${formatIssues(parsed.error)}`);
   return parsed.data;
 }
@@ -154,7 +134,7 @@ export interface TaskOverrides {
 /**
  * A full TaskRequest from a loaded task plus overrides (overrides win over the file's own values). The behaviour
  * script, when the task has one, travels as `metadata.sim_script` (the parsed object), so a gateway whose engine is the
- * simulator can register it wherever the task was submitted from (docs/architecture.md#the-simulator: scripts travel with the task).
+ * simulator can register it wherever the task was submitted from.
  * @throws Error when the agent is missing from both (the message says to pass --harness or give `agent` in the file),
  *   or the result is not a valid TaskRequest.
  */

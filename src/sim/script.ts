@@ -3,27 +3,15 @@
  * ...), each a list of steps (`shell: cmd` → a call to the harness's shell-like tool, `say: text` → a final answer,
  * optional `think`). The variant of a session comes from a seeded hash of its id; the step from the number of tool
  * results already in the conversation, so the simulator keeps no per-session state.
- * Source: docs/architecture.md#the-simulator, docs/architecture.md#contracts (behaviour script), docs/protocol-notes.md#shell-like-tools.
+ * Source: docs/architecture.md#the-simulator, src/core/contracts/sim-script.ts (schema), docs/protocol-notes.md#shell-like-tools.
  */
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import { behaviourScriptSchema, type BehaviourScript } from '../core/contracts/sim-script.ts';
 import { pythonJsonDumps } from '../tokenization/json.ts';
 import type { ChatTool } from '../tokenization/chat-messages.ts';
 import type { ModelFamily, PromptThinking, SampleParts } from '../tokenization/families.ts';
 
-const stepSchema = z.union([
-  z.strictObject({ think: z.string().optional(), shell: z.string().min(1) }),
-  z.strictObject({ think: z.string().optional(), say: z.string() }),
-]);
-const variantSchema = z.strictObject({ weight: z.number().nonnegative().default(1), steps: z.array(stepSchema) });
-export const behaviourScriptSchema = z.strictObject({
-  variants: z.record(z.string(), variantSchema).refine((v) => Object.keys(v).length > 0, 'needs at least one variant'),
-  /** Seed mixed into the variant hash, so one task can be re-drawn. */
-  seed: z.union([z.string(), z.number()]).optional(),
-}).refine((s) => Object.values(s.variants).some((v) => v.weight > 0), 'at least one variant needs a weight > 0');
-
-export type ScriptStep = z.infer<typeof stepSchema>;
-export type BehaviourScript = z.infer<typeof behaviourScriptSchema>;
+export { behaviourScriptSchema, type BehaviourScript, type ScriptStep } from '../core/contracts/sim-script.ts';
 
 /**
  * Validate a behaviour script given as a parsed object or YAML/JSON text.
@@ -78,13 +66,15 @@ export interface ShellTool {
   name: string;
   /** Property that takes the command. */
   commandArg: string;
-  /** `string`: the command line; `argv`: `["bash", "-lc", cmd]`. */
-  commandKind: 'string' | 'argv';
+  /** `string`: the command line; `argv`: `["bash", "-lc", cmd]`; `list`: `[cmd]`, a list of whole command lines. */
+  commandKind: 'string' | 'argv' | 'list';
   parameters: Record<string, unknown>;
 }
 
 // docs/protocol-notes.md#shell-like-tools: Claude Code Bash, pi bash, Codex exec_command, Qwen Code / Gemini CLI run_shell_command, OpenCode bash.
 const KNOWN_SHELL_TOOLS: Record<string, string> = { Bash: 'command', bash: 'command', exec_command: 'cmd', run_shell_command: 'command', shell: 'command' };
+// Tools whose command property is an array of whole command lines, each run by the shell (Cline CLI run_commands).
+const KNOWN_COMMAND_LIST_TOOLS: Record<string, string> = { run_commands: 'commands' };
 
 type Schema = { type?: unknown; properties?: Record<string, Schema>; required?: unknown; items?: Schema; enum?: unknown[]; default?: unknown; minimum?: number; [key: string]: unknown };
 
@@ -102,8 +92,8 @@ function commandKindOf(schema: Schema | undefined): 'string' | 'argv' | null {
 }
 
 /**
- * Find the harness's shell-like tool: a known name (Bash, bash, exec_command, run_shell_command, shell) whose schema
- * has the expected command property, else any tool whose only required property is a string (or argv array) named
+ * Find the harness's shell-like tool: a known name (Bash, bash, exec_command, run_shell_command, shell; run_commands
+ * with a list of command lines) whose schema has the expected command property, else any tool whose only required property is a string (or argv array) named
  * `command` or `cmd`. Returns null when the request has none.
  */
 export function findShellTool(tools: readonly ChatTool[]): ShellTool | null {
@@ -113,6 +103,8 @@ export function findShellTool(tools: readonly ChatTool[]): ShellTool | null {
     const parameters = (fn.parameters ?? {}) as Schema;
     const kind = arg ? commandKindOf(parameters.properties?.[arg]) : null;
     if (arg && kind) return { name: fn.name, commandArg: arg, commandKind: kind, parameters };
+    const listArg = KNOWN_COMMAND_LIST_TOOLS[fn.name];
+    if (listArg && commandKindOf(parameters.properties?.[listArg]) === 'argv') return { name: fn.name, commandArg: listArg, commandKind: 'list', parameters };
   }
   for (const fn of functions) {
     const parameters = (fn.parameters ?? {}) as Schema;
@@ -147,6 +139,11 @@ function fillValue(name: string, schema: Schema | undefined, command: string): u
   }
 }
 
+function commandValue(tool: ShellTool, command: string): unknown {
+  if (tool.commandKind === 'argv') return ['bash', '-lc', command];
+  return tool.commandKind === 'list' ? [command] : command;
+}
+
 /** Arguments object for a call of the shell tool running `command`, with every other required property filled. */
 export function shellArguments(tool: ShellTool, command: string): Record<string, unknown> {
   const args: Record<string, unknown> = {};
@@ -154,10 +151,10 @@ export function shellArguments(tool: ShellTool, command: string): Record<string,
   const required = Array.isArray((tool.parameters as Schema).required) ? ((tool.parameters as Schema).required as string[]) : [];
   // Keep the schema's property order, as a model trained on the schema would.
   for (const name of Object.keys(props)) {
-    if (name === tool.commandArg) args[name] = tool.commandKind === 'argv' ? ['bash', '-lc', command] : command;
+    if (name === tool.commandArg) args[name] = commandValue(tool, command);
     else if (required.includes(name)) args[name] = fillValue(name, props[name], command);
   }
-  if (!(tool.commandArg in args)) args[tool.commandArg] = tool.commandKind === 'argv' ? ['bash', '-lc', command] : command;
+  if (!(tool.commandArg in args)) args[tool.commandArg] = commandValue(tool, command);
   for (const name of required) if (!(name in args)) args[name] = fillValue(name, props[name], command);
   return args;
 }
@@ -192,6 +189,8 @@ export function planTurn(input: {
   tools: readonly ChatTool[];
   thinking: ThinkingState;
   family: ModelFamily;
+  /** The variant drawn by the learnable policy (variant-policy.ts); default: `chooseVariant` on the script's weights. */
+  variant?: string;
 }): TurnPlan {
   const { script, toolResults, thinking, family } = input;
   const write = (think: string | undefined, content: string, toolCalls: SampleParts['toolCalls'] = []) => {
@@ -200,7 +199,7 @@ export function planTurn(input: {
     return { text: family.formatSample(parts, thinking), ...(end !== undefined ? { end } : {}) };
   };
   if (!script) return { ...write(undefined, DEFAULT_ANSWER), variant: null, step: toolResults, kind: 'default' };
-  const variant = chooseVariant(script, input.sessionId);
+  const variant = input.variant ?? chooseVariant(script, input.sessionId);
   const step = script.variants[variant]!.steps[toolResults];
   if (!step) return { ...write(undefined, DONE_ANSWER), variant, step: toolResults, kind: 'done' };
   if ('say' in step) return { ...write(step.think, step.say), variant, step: toolResults, kind: 'say' };

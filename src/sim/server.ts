@@ -5,7 +5,7 @@
  * template, the toy policy's logprobs and scripted behaviour. Usable in-process (`await SimServer.start({port: 0})`)
  * and from `polar sim`. This file holds the shared pipeline (queue, timing, generation, prefix cache, logprobs); each
  * engine's wire contract is in routes/: chat.ts (OpenAI chat of vLLM and SGLang), vllm.ts, sglang.ts, llamacpp.ts,
- * control.ts (pause, weights, scripts).
+ * control.ts (pause, weights, scripts), policy.ts (the learnable variant policy: `POST /update_weights`, `GET /sim/policy`).
  * Sources: https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
  * https://docs.sglang.ai/basic_usage/native_api.html, https://github.com/ggml-org/llama.cpp/tree/master/tools/server.
  */
@@ -25,6 +25,8 @@ import { sleep, TimingModel } from './timing.ts';
 import { errorResponse, json, readBody, SimHttpError, sessionOf, tokenIdsField, utf8, type Body } from './request.ts';
 import { chatCompletions } from './routes/chat.ts';
 import { controlRoutes } from './routes/control.ts';
+import { policyRoutes } from './routes/policy.ts';
+import { VariantPolicy, withChoiceLogprob } from './variant-policy.ts';
 import { llamaCompletion } from './routes/llamacpp.ts';
 import { sglangGenerate } from './routes/sglang.ts';
 import { completions, tokenize } from './routes/vllm.ts';
@@ -91,6 +93,8 @@ export class SimServer {
   /** @internal route modules */
   readonly newId: IdGenerator;
   private version: string;
+  /** The learnable choice among a script's variants (variant-policy.ts); loaded by `POST /update_weights`. */
+  readonly policy = new VariantPolicy();
 
   /** The model family the simulated policy writes its turns in (tokenization/families.ts). */
   readonly family: ModelFamily;
@@ -153,7 +157,9 @@ export class SimServer {
    * @throws Error listing the schema violations.
    */
   registerScript(taskId: string, script: unknown): void {
-    this.scripts.set(taskId, parseBehaviourScript(script));
+    const parsed = parseBehaviourScript(script);
+    this.scripts.set(taskId, parsed);
+    this.policy.noteTask(taskId, parsed);
   }
 
   /** Counters and the timing model's state. */
@@ -176,9 +182,14 @@ export class SimServer {
 
   /** Set the policy version (what a weight update does); without an argument, bump a numeric version by one. */
   updateWeights(version?: string): string {
-    const n = Number(this.version);
-    this.version = version ?? (Number.isInteger(n) ? String(n + 1) : `${this.version}+1`);
+    this.version = version ?? this.nextVersion();
     return this.version;
+  }
+
+  /** The version a weight update without an explicit one moves to: a numeric version + 1, else `<version>+1`. */
+  nextVersion(): string {
+    const n = Number(this.version);
+    return Number.isInteger(n) ? String(n + 1) : `${this.version}+1`;
   }
 
   private scriptFor(taskId: string | null): BehaviourScript | null {
@@ -232,6 +243,7 @@ export class SimServer {
         }),
         '/metrics': get(async () => new Response(await this.counters.exposition(), { headers: { 'content-type': this.counters.contentType } })),
         ...controlRoutes(this, post, get),
+        ...policyRoutes(this, post, get),
       },
       fetch: (request) => errorResponse(new SimHttpError(404, `no route ${request.method} ${new URL(request.url).pathname}`, 'NotFoundError')),
     });
@@ -303,13 +315,19 @@ export class SimServer {
   ): Promise<Started> {
     const facts = input.facts ?? this.promptFactsFromIds(input.promptIds);
     const sessionId = sessionOf(request, body);
-    const plan = planTurn({ script: this.scriptFor(request.headers.get('x-polar-task')), sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking, family: this.family });
+    const taskId = request.headers.get('x-polar-task');
     const release = await this.timing.acquire(request.signal);
     try {
       const startedAt = this.clock();
       const weightVersion = this.version;
+      // Plan after the pause gate, so a variant choice is drawn under the weights this sample reports.
+      const script = this.scriptFor(taskId);
+      const drawn = script && taskId ? this.policy.choose(taskId, script, sessionId, weightVersion) : null;
+      const plan = planTurn({ script, sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking, variant: drawn?.choice.variant, family: this.family });
       const cachedTokens = this.cachedPrefix(sessionId, input.promptIds);
       const gen = generate(this.tokenizer, { promptIds: input.promptIds, text: plan.text, endTokenId: plan.end === undefined ? undefined : this.tokenizer.tokenToId(plan.end), maxTokens: input.maxTokens, stop: input.stop, stopTokenIds: input.stopTokenIds, ignoreEos: input.ignoreEos });
+      // The session's first sample carries the choice: log π(variant) joins its first token's logprob.
+      if (drawn?.first && gen.logprobs.length > 0) gen.logprobs[0] = withChoiceLogprob(gen.logprobs[0]!, drawn.choice.logprob);
       await sleep(this.timing.prefillMs(input.promptIds.length - cachedTokens) + (input.holdSlot ? 0 : this.timing.decodeMs(gen.ids.length)));
       this.counters.record(input.promptIds.length, cachedTokens, gen.ids.length);
       if (sessionId) this.remember(sessionId, input.promptIds, gen.ids);

@@ -1,5 +1,5 @@
 /**
- * Trajectory builders, training filter, advantages and verification (docs/architecture.md#trajectory-builders).
+ * Trajectory builders, training filter, advantages, group math and verification.
  */
 export { buildTrajectory, getBuilder, BUILDERS, BUILDER_NAMES } from './builders.ts';
 export type { BuildTrajectoryOptions, TraceBuilder, BuilderOutput } from './builders.ts';
@@ -15,3 +15,5 @@ export { captureProblem, BREAK_REASONS } from './trace-parts.ts';
 export type { BreakReason, ChainStart, BuildContext } from './trace-parts.ts';
 export { renderTrace, traceStats, maskSpans } from './render.ts';
 export type { RenderOptions, TraceStats } from './render.ts';
+export { buildGroup, groupIdOf, groupLabelOf, isUsable, rewardOf, sampledPolicyVersions } from './groups.ts';
+export type { GroupRecord, GroupSession } from './groups.ts';

@@ -71,9 +71,11 @@ export interface VerifyReport {
 export interface VerifyOptions {
   /**
    * Re-score a token: logprob of `token` after `contextIds`, the trainer's context (the trace's prompt_ids followed
-   * by its response ids before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts).
+   * by its response ids before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts). `at` names the
+   * completion and the token's index in its response_ids (a scorer whose logprob also depends on the sample, like the
+   * simulator's variant choice on a session's first token, reads it).
    */
-  rescore?: (contextIds: ArrayLike<number>, token: number) => number;
+  rescore?: (contextIds: ArrayLike<number>, token: number, at: { record: CompletionRecord; index: number }) => number;
   /**
    * Accept joins where the merged context differs from the engine's prompt (chat mode: the next prompt held a
    * re-rendered version of the sampled answer). They are counted in `accepted_context_mismatches` instead of reported,
@@ -265,8 +267,8 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
           let scored: number;
           if (ownContext) {
             context ??= contextOf(rec);
-            scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected);
-          } else scored = opts.rescore(merged.subarray(0, trace.prompt_ids.length + pos), expected);
+            scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected, { record: rec, index: j });
+          } else scored = opts.rescore(merged.subarray(0, trace.prompt_ids.length + pos), expected, { record: rec, index: j });
           rescoredTokens++;
           if (!same(lps[pos]!, scored)) {
             push({ kind: 'rescore_mismatch', trace: t, completion_id: rec.completion_id, position: pos,

@@ -14,8 +14,8 @@ const file = (launch: { files: { path: string; content: string }[] }, path: stri
   return f.content;
 };
 
-test('all seven adapters are registered with pinned packages', () => {
-  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'codex', 'gemini_cli', 'opencode', 'pi', 'qwen_code', 'shell']);
+test('all eleven adapters are registered; every CLI has a pinned package', () => {
+  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'cline', 'codex', 'continue', 'custom', 'gemini_cli', 'kilo', 'opencode', 'pi', 'qwen_code', 'shell']);
   for (const a of Object.values(HARNESS_ADAPTERS)) if (a.package) expect(a.package.version).toMatch(/^\d+\.\d+\.\d+$/);
   expect(getHarnessAdapter('claude-code').name).toBe('claude_code');
   expect(() => getHarnessAdapter('nope')).toThrow(/unknown harness/);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { IR_VERSION, type FinishReason, type IRMessage } from '../../src/core/ir.ts';
 import type { CompletionRecord, SessionResult, TaskRequest } from '../../src/core/records.ts';
 import { exportTraces, writeJsonl, writeParquet, type ExportRow } from '../../src/rollout/export.ts';
-import { buildGroup } from '../../src/rollout/server.ts';
+import { buildGroup } from '../../src/trace/groups.ts';
 import { putGroup } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { buildTrajectory } from '../../src/trace/index.ts';

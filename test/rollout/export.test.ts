@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { IR_VERSION, type IRRequest } from '../../src/core/ir.ts';
 import type { CompletionRecord, SessionResult, Trace, TrajectoryStatus } from '../../src/core/records.ts';
 import { acceptedMessages, exportRows } from '../../src/rollout/export.ts';
-import { buildGroup } from '../../src/rollout/server.ts';
+import { buildGroup } from '../../src/trace/groups.ts';
 import { putGroup } from '../../src/rollout/store-port.ts';
 import { openStore } from '../../src/store/index.ts';
 import { chatCompletionRecord } from '../support/records.ts';

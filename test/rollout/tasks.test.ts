@@ -67,3 +67,19 @@ test('bad task files give clear errors', () => {
   expect(() => loadTaskDir(dir)).toThrow(/cannot parse/);
   expect(() => loadTaskDir(join(scratch, 'nope'))).toThrow(/not found/);
 });
+
+test('a task file\'s sim_script uses the same schema as `polar sim --scripts`: seed kept, weight 0 and a missing weight accepted', async () => {
+  const { parseBehaviourScript } = await import('../../src/sim/script.ts');
+  const dir = join(scratch, 'script-schema');
+  mkdirSync(dir, { recursive: true });
+  const script = 'seed: 42\nvariants:\n  solve:\n    steps:\n      - say: done\n  never:\n    weight: 0\n    steps:\n      - shell: "false"\n';
+  writeFileSync(join(dir, 'sim.yaml'), script);
+  writeFileSync(join(dir, 'task.yaml'), 'task_id: s\ninstruction: y\ntimeout_seconds: 5\nsim_script: sim.yaml\n');
+  const [loaded] = loadTaskDir(dir);
+  expect(loaded!.simScript).toEqual(parseBehaviourScript(script));
+  expect(loaded!.simScript!.seed).toBe(42);
+  expect(loaded!.simScript!.variants.solve!.weight).toBe(1);
+  expect(loaded!.simScript!.variants.never!.weight).toBe(0);
+  const request = toTaskRequest(loaded!, { agent: { harness: 'pi', model_name: 'm' } });
+  expect((request.metadata?.sim_script as { seed: number }).seed).toBe(42);
+});

@@ -15,7 +15,7 @@ import { GatewayNode } from '../../src/gateway/node.ts';
 import { bearerMatches, controlRefusal, isLoopbackAddress } from '../../src/proxy/admin-access.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { adHocSessions } from '../../src/proxy/sessions.ts';
-import { startLocalStack } from '../../src/rollout/run.ts';
+import { startLocalStack } from '../../src/stack/local-stack.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
 import { firstLine, REPO_ROOT } from '../support/polar-cli.ts';

@@ -7,7 +7,7 @@ import { afterAll, expect, test } from 'bun:test';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { checkListenSecurity, isLoopbackHost } from '../../src/cli/rollout.ts';
+import { checkListenSecurity, isLoopbackHost } from '../../src/cli/common.ts';
 import { UsageError } from '../../src/cli/common.ts';
 import { runPrepare } from '../../src/gateway/prepare.ts';
 import { ContainerRuntime } from '../../src/gateway/runtimes/container.ts';

@@ -6,7 +6,7 @@
 import { afterAll, expect, test } from 'bun:test';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { EngineHealthMonitor, engineLivenessCheck, waitForEngine } from '../../src/rollout/run.ts';
+import { EngineHealthMonitor, engineLivenessCheck, waitForEngine } from '../../src/engines/health.ts';
 import { startPolar, useScratch } from '../support/polar-cli.ts';
 import { unusedPort } from '../support/fake-engine.ts';
 

@@ -8,7 +8,7 @@
 import { expect, test } from 'bun:test';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startLocalStack } from '../../src/rollout/run.ts';
+import { startLocalStack } from '../../src/stack/local-stack.ts';
 import { loadTaskDir, toTaskRequest } from '../../src/rollout/task-file.ts';
 import { chooseVariant, parseBehaviourScript } from '../../src/sim/script.ts';
 import { SimServer } from '../../src/sim/server.ts';

@@ -1,49 +1,40 @@
 /**
- * Runtime selection from a task's `runtime` section (docs/architecture.md#contracts): `{kind: local|docker|podman|apptainer, image?,
- * network?, isolation?, prepare?: PrepareAction[]}`.
+ * Runtime selection: a task's `runtime` section (src/core/contracts/runtime.ts) over the node's defaults, then the
+ * runtime it names.
  */
 import { z } from 'zod';
+import { formatIssues, taskRuntimeSchema, RUNTIME_KINDS } from '../../core/contracts/index.ts';
 import { ApptainerRuntime } from './apptainer.ts';
 import { ContainerRuntime } from './container.ts';
 import { LocalRuntime } from './local.ts';
-import { destProblem } from './paths.ts';
 import type { CommandRunner, ProcessSpawner, Runtime } from './types.ts';
 
-/** An upload `dest`: relative to the runtime's work directory and never leaving it (see paths.ts `confineDest`). */
-const confinedDestSchema = z.string().min(1).superRefine((dest, ctx) => {
-  const problem = destProblem(dest);
-  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+export { prepareActionSchema as PrepareActionSchema, type PrepareAction } from '../../core/contracts/index.ts';
+
+/**
+ * What a session's runtime is built from: the task's section merged over the node's defaults. `binary` (the runtime
+ * CLI, e.g. `/opt/bin/podman`) is a node setting only (config `runtime.binary`): a task cannot name host programs.
+ */
+export const RuntimeSpecSchema = taskRuntimeSchema.extend({
+  kind: z.enum(RUNTIME_KINDS).default('local'),
+  prepare: taskRuntimeSchema.shape.prepare.unwrap().default([]),
+  binary: z.string().min(1).optional(),
 });
-
-export const PrepareActionSchema = z.union([
-  z.object({ upload_file: z.object({ src: z.string().min(1), dest: confinedDestSchema }).strict() }).strict(),
-  z.object({ upload_dir: z.object({ src: z.string().min(1), dest: confinedDestSchema }).strict() }).strict(),
-  z.object({
-    exec: z.object({
-      command: z.string().min(1),
-      timeout_s: z.number().positive().optional(),
-      retries: z.number().int().min(0).optional(),
-      backoff_ms: z.number().int().min(0).optional(),
-    }).strict(),
-  }).strict(),
-]);
-export type PrepareAction = z.infer<typeof PrepareActionSchema>;
-
-export const RuntimeSpecSchema = z.object({
-  kind: z.enum(['local', 'docker', 'podman', 'apptainer']).default('local'),
-  image: z.string().min(1).optional(),
-  network: z.string().min(1).optional(),
-  isolation: z.enum(['auto', 'bwrap', 'none']).optional(),
-  work_dir: z.string().min(1).optional(),
-  run_args: z.array(z.string()).optional(),
-  prepare: z.array(PrepareActionSchema).default([]),
-}).passthrough();
 export type RuntimeSpec = z.infer<typeof RuntimeSpecSchema>;
 
-/** Parse a task's `runtime` section (undefined = local, no prepare). Throws Error with the zod issues on bad input. */
-export function parseRuntimeSpec(raw: unknown): RuntimeSpec {
-  const parsed = RuntimeSpecSchema.safeParse(raw ?? { kind: 'local' });
-  if (!parsed.success) throw new Error(`invalid runtime section: ${z.prettifyError(parsed.error)}`);
+/**
+ * The runtime spec of a session: the task's section (validated by the contract, so a task cannot set `binary`) over
+ * the node's defaults. Undefined = the defaults (local, no prepare).
+ * @throws Error `invalid runtime section: path: message` on bad input.
+ */
+export function parseRuntimeSpec(raw: unknown, defaults: Partial<RuntimeSpec> = {}): RuntimeSpec {
+  if (raw !== undefined) {
+    // Dispatched tasks always name the kind (the TaskRequest contract requires it); node-local callers may omit it.
+    const own = taskRuntimeSchema.partial({ kind: true }).safeParse(raw);
+    if (!own.success) throw new Error(`invalid runtime section: ${formatIssues(own.error)}`);
+  }
+  const parsed = RuntimeSpecSchema.safeParse({ ...defaults, ...((raw as object | undefined) ?? {}) });
+  if (!parsed.success) throw new Error(`invalid runtime section: ${formatIssues(parsed.error)}`);
   return parsed.data;
 }
 
@@ -70,12 +61,12 @@ export const createRuntime: RuntimeFactory = (spec, ctx) => {
     case 'podman':
       if (!spec.image) throw new Error(`runtime ${spec.kind} needs an image`);
       return new ContainerRuntime({
-        engine: spec.kind, sessionId: ctx.instanceKey, image: spec.image, network: spec.network, workDir: spec.work_dir,
+        engine: spec.kind, sessionId: ctx.instanceKey, image: spec.image, network: spec.network, workDir: spec.work_dir, cli: spec.binary,
         readOnlyMounts: ctx.toolDirs, runArgs: spec.run_args, runner: ctx.runner, spawner: ctx.spawner,
       });
     case 'apptainer':
       if (!spec.image) throw new Error('runtime apptainer needs an image');
-      return new ApptainerRuntime({ sessionId: ctx.instanceKey, image: spec.image, workRoot: ctx.workRoot, readOnlyMounts: ctx.toolDirs, runner: ctx.runner, spawner: ctx.spawner });
+      return new ApptainerRuntime({ sessionId: ctx.instanceKey, image: spec.image, cli: spec.binary, workRoot: ctx.workRoot, readOnlyMounts: ctx.toolDirs, runner: ctx.runner, spawner: ctx.spawner });
   }
 };
 

@@ -1,12 +1,12 @@
 /**
- * The summary of a `polar run` (ARCHITECTURE.md §1, issue 8): per harness, pass@1, mean turns, completions, traces
+ * The summary of a `polar run`: per harness, pass@1, mean turns, completions, traces
  * and trainer tokens under both builders (rebuilt from the stored CompletionRecords), p50 stage times and the engine's
  * busy fraction. Computed from the SQLite results file only, so it can be recomputed for any finished run.
  */
 import type { BuilderName, SessionResult, SessionTiming } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory } from '../trace/index.ts';
-import { rewardOf } from './server.ts';
+import { rewardOf } from '../trace/groups.ts';
 
 /** A reward at or above this counts as a pass (test_on_output and session_completed give 0 or 1). */
 export const PASS_REWARD = 1;

@@ -1,0 +1,52 @@
+/**
+ * The one mapping from the config file (src/config/sections/) to what the stack and a gateway node are built from:
+ * `engineSpecFromConfig` for the `engine` section, `nodeSettingsFromConfig` for a `gateway.nodes` entry (capacity,
+ * paths, and the runtime defaults: kind, image, bwrap → isolation, extra_args → run_args, binary → the runtime CLI).
+ * `polar serve` and `polar gateway` both use them, so a documented key works the same in both.
+ */
+import { resolve } from 'node:path';
+import type { EngineConfig } from '../config/sections/engine.ts';
+import type { GatewayNodeConfig, RuntimeConfig } from '../config/sections/gateway.ts';
+import type { GatewayCapacity } from '../gateway/node.ts';
+import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
+import type { EngineSpec } from '../stack/local-stack.ts';
+
+const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
+
+/** The engine section as the stack's EngineSpec (timeout in ms, sampling defaults in camelCase). */
+export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeoutMs: number } {
+  const d = engine.default_sampling;
+  return {
+    kind: engine.kind, url: engine.url, mode: engine.mode, apiKey: engine.api_key ?? undefined,
+    servedModel: engine.served_model ?? undefined, timeoutMs: engine.timeout_s * 1000,
+    systemMessages: engine.system_messages === 'in_place' ? 'in-place' : 'merge',
+    ...(engine.tokenizer !== null ? { tokenizerDir: engine.tokenizer } : {}),
+    allowGoldenMismatch: engine.allow_golden_mismatch,
+    defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
+  };
+}
+
+/** A node's `runtime` section as the defaults under each task's runtime section. */
+export function runtimeDefaultsFromConfig(rt: RuntimeConfig): Partial<RuntimeSpec> {
+  return {
+    kind: rt.kind,
+    ...(rt.image ? { image: rt.image } : {}),
+    isolation: isolationByBwrap[rt.bwrap],
+    ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
+    ...(rt.binary ? { binary: rt.binary } : {}),
+  };
+}
+
+/** What a GatewayNode takes from its `gateway.nodes` entry. Relative paths resolve against `base` (the cwd). */
+export function nodeSettingsFromConfig(node: GatewayNodeConfig, base = process.cwd()): {
+  nodeId: string; host: string; port: number; publicUrl: string | undefined; capacity: GatewayCapacity;
+  workRoot: string; harnessCacheDir: string; runtimeDefaults: Partial<RuntimeSpec>;
+} {
+  return {
+    nodeId: node.node_id, host: node.host, port: node.port, publicUrl: node.public_url ?? undefined,
+    capacity: { init_workers: node.init_workers, ready_buffer: node.ready_buffer, max_run_workers: node.max_run_workers, postrun_workers: node.postrun_workers },
+    workRoot: resolve(base, node.work_root),
+    harnessCacheDir: resolve(base, node.harness_cache_dir),
+    runtimeDefaults: runtimeDefaultsFromConfig(node.runtime),
+  };
+}

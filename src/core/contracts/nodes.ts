@@ -1,0 +1,48 @@
+/**
+ * Gateway ↔ rollout server control plane: node registration (`POST /nodes/register`), heartbeats
+ * (`POST /nodes/{id}/heartbeat`), stage counts and capacity, and the headers every control-plane call carries.
+ */
+import { z } from 'zod';
+
+export const stageCountsSchema = z.object({
+  init: z.number().int().min(0),
+  ready: z.number().int().min(0),
+  running: z.number().int().min(0),
+  postrun: z.number().int().min(0),
+  queued: z.number().int().min(0),
+});
+
+/** Stage sizes of a gateway node (its worker pools). */
+export const nodeCapacitySchema = z.object({
+  init_workers: z.number().int().min(0),
+  ready_buffer: z.number().int().min(0),
+  max_run_workers: z.number().int().min(0),
+  postrun_workers: z.number().int().min(0),
+});
+
+export const nodeRegistrationSchema = z.object({
+  node_id: z.string().min(1).max(200),
+  url: z.url(),
+  capacity: nodeCapacitySchema,
+});
+
+/**
+ * A heartbeat: stage counts, and optionally the live status of each session the node holds (session_id → status);
+ * unknown statuses are ignored so a newer node can report more.
+ */
+export const heartbeatSchema = z.object({
+  stages: stageCountsSchema,
+  sessions: z.record(z.string().min(1), z.string()).optional(),
+});
+
+export type StageCounts = z.infer<typeof stageCountsSchema>;
+export type NodeCapacity = z.infer<typeof nodeCapacitySchema>;
+export type NodeRegistration = z.infer<typeof nodeRegistrationSchema>;
+export type Heartbeat = z.infer<typeof heartbeatSchema>;
+
+/** Headers of a JSON call between control-plane parties: `authorization: Bearer <token>` when a token is set. */
+export function controlPlaneHeaders(token: string | null | undefined): Record<string, string> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  return headers;
+}

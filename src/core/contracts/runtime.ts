@@ -1,0 +1,48 @@
+/**
+ * A task's `runtime` section (the sandbox its sessions run in): `{kind: local|docker|podman|apptainer, image?,
+ * network?, isolation?, work_dir?, run_args?, prepare?: PrepareAction[]}`. Strict: an unknown key is an error naming
+ * its path. The gateway merges its node defaults under it (src/gateway/runtimes/index.ts `parseRuntimeSpec`).
+ */
+import { z } from 'zod';
+import { destProblem } from './paths.ts';
+
+/** Sandbox kinds a gateway can start (src/gateway/runtimes/). */
+export const RUNTIME_KINDS = ['local', 'docker', 'podman', 'apptainer'] as const;
+export type RuntimeKind = (typeof RUNTIME_KINDS)[number];
+
+/** Isolation of the local runtime: bubblewrap when present (auto), always, or never. */
+export const ISOLATIONS = ['auto', 'bwrap', 'none'] as const;
+
+/** An upload `dest`: relative to the runtime's work directory and never leaving it (paths.ts `confineDest`). */
+const confinedDestSchema = z.string().min(1).superRefine((dest, ctx) => {
+  const problem = destProblem(dest);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/** One step run in INIT before the harness: copy a host file or directory in, or run a command (retried). */
+export const prepareActionSchema = z.union([
+  z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: confinedDestSchema }) }),
+  z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: confinedDestSchema }) }),
+  z.strictObject({
+    exec: z.strictObject({
+      command: z.string().min(1),
+      timeout_s: z.number().positive().optional(),
+      retries: z.number().int().min(0).optional(),
+      backoff_ms: z.number().int().min(0).optional(),
+    }),
+  }),
+]);
+export type PrepareAction = z.infer<typeof prepareActionSchema>;
+
+/** The `runtime` section of a TaskRequest. */
+export const taskRuntimeSchema = z.strictObject({
+  kind: z.enum(RUNTIME_KINDS),
+  /** Container image (docker/podman) or SIF file (apptainer). */
+  image: z.string().min(1).optional(),
+  network: z.string().min(1).optional(),
+  isolation: z.enum(ISOLATIONS).optional(),
+  work_dir: z.string().min(1).optional(),
+  run_args: z.array(z.string()).optional(),
+  prepare: z.array(prepareActionSchema).optional(),
+});
+export type TaskRuntime = z.infer<typeof taskRuntimeSchema>;

@@ -1,0 +1,52 @@
+/**
+ * The SessionResult a gateway posts to its callback URL (`POST /callbacks/session_result` on the rollout server) and
+ * stores, and the session statuses both sides speak. The trajectory is checked in outline only (its full shape is
+ * src/core/records.ts `Trajectory`; the trace merger builds it).
+ */
+import { z } from 'zod';
+import { parseOrThrow } from './issues.ts';
+
+/** Every status a session passes through, in order (final: COMPLETED, ERROR, TIMEOUT). */
+export const SESSION_STATUSES = ['REGISTERED', 'INITIALIZING', 'READY', 'RUNNING', 'POST_RUN', 'BUILDING', 'EVALUATING', 'COMPLETED', 'ERROR', 'TIMEOUT'] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+/** Live statuses a node may report for a session it runs (final statuses come only with the SessionResult). */
+export const LIVE_SESSION_STATUSES = ['INITIALIZING', 'READY', 'RUNNING', 'POST_RUN', 'BUILDING', 'EVALUATING'] as const;
+
+/**
+ * Final statuses of a SessionResult. CANCELLED: the rollout server cancelled the session (task cancel or early stop)
+ * and it did not complete; its gateway's ERROR "cancelled" result is stored under this status.
+ */
+export const RESULT_STATUSES = ['COMPLETED', 'ERROR', 'TIMEOUT', 'CANCELLED'] as const;
+export type ResultStatus = (typeof RESULT_STATUSES)[number];
+
+/** Per-stage timings of a session, in ms. */
+export const sessionTimingSchema = z.object({
+  init_ms: z.number(),
+  ready_queue_ms: z.number(),
+  run_ms: z.number(),
+  postrun_ms: z.number(),
+  build_ms: z.number(),
+  eval_ms: z.number(),
+  e2e_ms: z.number(),
+});
+export type SessionTiming = z.infer<typeof sessionTimingSchema>;
+
+export const sessionResultSchema = z.object({
+  session_id: z.string().min(1),
+  task_id: z.string().min(1),
+  status: z.enum(RESULT_STATUSES),
+  trajectory: z.looseObject({
+    status: z.enum(['COMPLETED', 'ERROR', 'TIMEOUT']),
+    traces: z.array(z.looseObject({ reward: z.number() })),
+    metadata: z.looseObject({ attempt: z.number().int().min(0).optional() }),
+  }),
+  timing: sessionTimingSchema,
+  node_id: z.string(),
+  error: z.string().nullable(),
+});
+
+/** Parse a SessionResult in outline. @throws Error `invalid SessionResult: …`. */
+export function parseSessionResultOutline(value: unknown): z.infer<typeof sessionResultSchema> {
+  return parseOrThrow(sessionResultSchema, value, 'SessionResult');
+}

@@ -1,0 +1,45 @@
+/**
+ * `cline` (the Cline CLI, npm `cline`: a Node wrapper that execs a Bun-compiled binary from @cline/cli-linux-x64):
+ * an `openai-compatible` provider in `$HOME/.cline/data/settings/providers.json` (the file `cline auth -p openai -k KEY
+ * -m MODEL -b URL` writes), base URL the gateway's /v1, key the session id. `--json` prints one JSON event per line;
+ * no `-P`/`-m` flags: with them the CLI builds the provider from the flags and drops the stored baseUrl (requests go
+ * to api.openai.com). The prompt follows `--` so an instruction starting with `-` is not read as an option. Tools are auto-approved by
+ * default in act mode (`--auto-approve true` says so explicitly). CLINE_SESSION_BACKEND_MODE=local: otherwise the
+ * CLI starts a detached "hub" daemon (`cline --cline-hub-daemon`, its own session, so it outlives the CLI's process
+ * group) and routes the run through it. The last `run_result` event decides: `finishReason` `completed` is success.
+ * Sources: https://docs.cline.bot/cline-cli/overview ; checked against cline 3.0.65 (`cline --help`, `cline auth --help`).
+ */
+import { jsonLines, type HarnessAdapter } from './types.ts';
+
+export const clineAdapter: HarnessAdapter = {
+  name: 'cline',
+  package: { name: 'cline', version: '3.0.65', bin: 'cline' },
+  launch(ctx) {
+    const providers = {
+      version: 1,
+      lastUsedProvider: 'openai-compatible',
+      modes: {},
+      providers: {
+        'openai-compatible': {
+          settings: { provider: 'openai-compatible', apiKey: ctx.sessionId, model: ctx.modelName, baseUrl: `${ctx.gatewayUrl}/v1` },
+          updatedAt: '2026-01-01T00:00:00.000Z',
+          tokenSource: 'manual',
+        },
+      },
+    };
+    return {
+      argv: [ctx.binPath ?? 'cline', '--json', '--auto-approve', 'true', '--', ctx.instruction],
+      env: { CLINE_SESSION_BACKEND_MODE: 'local' },
+      files: [{ path: `${ctx.home}/.cline/data/settings/providers.json`, content: `${JSON.stringify(providers, null, 2)}\n` }],
+    };
+  },
+  outcome(run) {
+    const result = jsonLines(run.stdout).filter((e) => e.type === 'run_result').at(-1);
+    if (!result) return { success: false, reason: `no run_result event (exit ${run.exitCode})` };
+    const text = typeof result.text === 'string' ? result.text : undefined;
+    const finish = String(result.finishReason ?? '');
+    if (finish !== 'completed') return { success: false, reason: `run_result finishReason ${finish}: ${text?.slice(0, 200) ?? ''}`.trim(), finalText: text };
+    if (run.exitCode !== 0) return { success: false, reason: `run_result completed but exit ${run.exitCode}`, finalText: text };
+    return { success: true, reason: 'run_result: completed', finalText: text };
+  },
+};

@@ -1,0 +1,182 @@
+/**
+ * Types of the gateway node (./node.ts): its options, the views it serves, and the per-session record its stages
+ * (./session-stages.ts, ./postrun.ts) share.
+ */
+import type { Clock } from '../core/clock.ts';
+import type { DispatchSpec, NodeCapacity, StageCounts } from '../core/contracts/index.ts';
+import type { CompletionRecord, SessionResult, SessionStatus, TaskRequest } from '../core/records.ts';
+import type { EngineHealth } from '../engines/health.ts';
+import type { SessionDirectory } from '../proxy/types.ts';
+import type { RetryPolicy } from './callback.ts';
+import type { Evaluator } from './evaluators/types.ts';
+import type { HarnessAdapter, HarnessLaunch, HarnessOutcome } from './harnesses/types.ts';
+import type { RuntimeFactory, RuntimeSpec } from './runtimes/index.ts';
+import type { Runtime, RuntimeProcess } from './runtimes/types.ts';
+import type { EventHub } from '../observe/events.ts';
+
+/** A fetch handler as Bun.serve takes it (the proxy the node serves behind its session API). */
+export type FetchHandler = (request: Request, server: Bun.Server<undefined>) => Response | Promise<Response>;
+
+/** What the node's HTTP surface (./session-api.ts) calls: the public methods of GatewayNode (./node.ts). */
+export interface SessionHost {
+  readonly nodeId: string;
+  readonly capacity: NodeCapacity;
+  readonly events: EventHub;
+  dispatch(raw: unknown): { session_id: string; status: SessionStatus };
+  get(sessionId: string): SessionView | null;
+  cancel(sessionId: string): boolean;
+  engineHealth(): EngineHealth | null;
+  stageCounts(): StageCounts;
+}
+
+/** Stage sizes (worker pools). */
+export type GatewayCapacity = NodeCapacity;
+export type { DispatchSpec, EngineHealth, StageCounts };
+
+/** The store repositories the node uses (a subset of src/store `Store`). */
+export interface GatewayStore {
+  completions: { listBySession(sessionId: string): CompletionRecord[] };
+  results: { put(result: SessionResult): boolean };
+}
+
+/** A state change, published in-process and on `GET /events`. */
+export interface SessionEvent {
+  session_id: string;
+  task_id: string;
+  status: SessionStatus;
+  node_id: string;
+  sample_index: number;
+  /** Unix ms. */
+  at: number;
+  error?: string | null;
+}
+
+/** `GET /sessions/{id}`. */
+export interface SessionView {
+  session_id: string;
+  task_id: string;
+  sample_index: number;
+  attempt: number;
+  status: SessionStatus;
+  node_id: string;
+  error: string | null;
+  result: SessionResult | null;
+}
+
+export interface GatewayNodeOptions {
+  nodeId: string;
+  capacity?: Partial<GatewayCapacity>;
+  store: GatewayStore;
+  /** Host parent of per-session directories. */
+  workRoot: string;
+  /**
+   * Host directory of the per-session harness logs (stdout/stderr tails; the runtime's own directory is removed at
+   * teardown). Default `<workRoot>/harness-logs`; null writes none.
+   */
+  harnessLogDir?: string | null;
+  /** Harness install cache (default ~/.cache/polar/harnesses or $POLAR_HARNESS_CACHE). */
+  harnessCacheDir?: string;
+  /** Install a missing harness package on first use (default true). */
+  autoInstallHarness?: boolean;
+  /** Listen address of the session API + proxy (default 127.0.0.1, port 0 = free port). */
+  host?: string;
+  port?: number;
+  /** URL the rollout server uses for this node (default http://host:port). */
+  publicUrl?: string;
+  /** Origin harnesses use as their base URL (default: the listen URL; docker --network host sees the same). */
+  gatewayUrl?: string;
+  /**
+   * Builds the proxy (`createProxyApp(...)`) that serves every path the session API does not; called at start.
+   * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
+   * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
+   */
+  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler };
+  /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
+  runtimeDefaults?: Partial<RuntimeSpec>;
+  runtimeFactory?: RuntimeFactory;
+  harnesses?: Readonly<Record<string, HarnessAdapter>>;
+  evaluators?: Readonly<Record<string, Evaluator>>;
+  /** End-of-turn token ids for prefix_merging (default: detected from the records). */
+  eotIds?: number[];
+  /** Engine reachability for `GET /health` (`engine: {ok, error}`); absent = not reported. */
+  engineHealth?: () => EngineHealth;
+  /**
+   * Runs at the start of each session's INIT, before the runtime starts; a throw fails the session's INIT with its
+   * message. The single-box stack uses it to register a task's behaviour script with the simulator
+   * (src/stack/sim-scripts.ts); the node itself knows no engine.
+   */
+  beforeSession?: (task: TaskRequest, signal: AbortSignal) => Promise<void>;
+  /** Register + heartbeat with this rollout server. */
+  rollout?: { url: string; heartbeatIntervalMs?: number };
+  controlPlaneToken?: string | null;
+  callbackRetry?: RetryPolicy;
+  /** Teardown timeout per runtime, ms (default 60 000). */
+  teardownTimeoutMs?: number;
+  clock?: Clock;
+  fetch?: typeof fetch;
+  log?: (line: string) => void;
+}
+
+export type Stage = 'queued' | 'init' | 'ready' | 'running' | 'postrun_queued' | 'postrun' | 'done';
+export type EndReason = { kind: 'cancelled' } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
+
+/** A session the node holds, from dispatch to its result. */
+export interface Session {
+  spec: DispatchSpec;
+  id: string;
+  order: number;
+  priority: number;
+  stage: Stage;
+  status: SessionStatus;
+  abort: AbortController;
+  end: EndReason | null;
+  runtimeSpec: RuntimeSpec;
+  adapter: HarnessAdapter;
+  evaluator: Evaluator | null;
+  needsDiff: boolean;
+  runtime: Runtime | null;
+  evalRuntime: Promise<Runtime> | null;
+  launch: HarnessLaunch | null;
+  toolDirs: string[];
+  proc: RuntimeProcess | null;
+  harness: { exitCode: number | null; outcome: HarnessOutcome } | null;
+  /** Host path of the harness log file, once written. */
+  harnessLog: string | null;
+  deadlineTimer: ReturnType<typeof setTimeout> | null;
+  agentTimer: ReturnType<typeof setTimeout> | null;
+  t: { dispatched: number; initStart?: number; initEnd?: number; runStart?: number; runEnd?: number; postrunStart?: number; build: number; eval: number };
+  result: SessionResult | null;
+  done: Promise<SessionResult>;
+  resolveDone: (r: SessionResult) => void;
+}
+
+/** What the stage functions need from their node. */
+export interface NodeContext {
+  readonly nodeId: string;
+  readonly opts: GatewayNodeOptions;
+  readonly clock: Clock;
+  readonly runtimeFactory: RuntimeFactory;
+  /** Aborted when the node stops. */
+  stopping(): AbortSignal;
+  /** Origin harnesses use as their base URL. */
+  gatewayUrl(): string;
+  setStatus(s: Session, status: SessionStatus): void;
+  /** Keep a background job alive until `stop()` awaited it. */
+  track(p: Promise<unknown>): void;
+  /** Subscribers to finished sessions. */
+  resultListeners: ReadonlySet<(r: SessionResult) => void>;
+}
+
+/** A cancelled/timed-out stage surfaces as this (never reported as an error text). */
+export class StageAborted extends Error {}
+
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  return Promise.race([p, new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  })]);
+}

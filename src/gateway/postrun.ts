@@ -1,0 +1,144 @@
+/**
+ * POSTRUN of a gateway session: build the trajectory from the stored completions of this attempt, evaluate, apply
+ * rewards, tear the runtimes down, store the SessionResult and deliver it to its callback URL.
+ */
+import type { EvaluationResult, SessionResult, SessionTiming, Trajectory } from '../core/records.ts';
+import { applyRewards, buildTrajectory } from '../trace/index.ts';
+import { postWithRetry } from './callback.ts';
+import type { Evaluator } from './evaluators/types.ts';
+import { errorText, type NodeContext, type Session } from './node-types.ts';
+import { sessionDiff } from './prepare.ts';
+import type { Runtime } from './runtimes/types.ts';
+import { prepareFreshRuntime } from './session-stages.ts';
+
+/** Run POSTRUN for `s` to its SessionResult; never throws for the session's own failures (they become its status). */
+export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
+  const task = s.spec.task;
+  let status: SessionResult['status'] = s.end === null ? 'COMPLETED' : s.end.kind === 'timeout' ? 'TIMEOUT' : 'ERROR';
+  let error: string | null = s.end === null ? null : s.end.kind === 'cancelled' ? 'cancelled' : s.end.kind === 'error' ? s.end.error : `${s.end.timeoutKind === 'agent' ? 'agent_timeout' : 'timeout_seconds'} exceeded`;
+  const harnessName = task.agent.harness ?? 'shell';
+  let trajectory: Trajectory;
+  try {
+    ctx.setStatus(s, 'BUILDING');
+    const buildStart = ctx.clock();
+    const records = ctx.opts.store.completions.listBySession(s.id);
+    trajectory = buildTrajectory(records, {
+      strategy: task.builder.strategy, eotIds: ctx.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
+      status, ...(s.end?.kind === 'timeout' ? { timeoutKind: s.end.timeoutKind } : {}),
+      // Only this dispatch's calls: a killed or re-dispatched earlier attempt of the same session id left its own.
+      attempt: s.spec.attempt ?? 0,
+    });
+    s.t.build = ctx.clock() - buildStart;
+    let evaluation: EvaluationResult = { outcome_reward: 0, details: { skipped: `session ${status}` } };
+    if (status === 'COMPLETED' && s.evaluator && s.runtime) {
+      ctx.setStatus(s, 'EVALUATING');
+      const evalStart = ctx.clock();
+      try {
+        evaluation = await evaluate(ctx, s, s.evaluator, s.runtime);
+      } catch (evalError) {
+        status = 'ERROR';
+        error = s.end?.kind === 'cancelled' ? 'cancelled' : `evaluation failed: ${errorText(evalError)}`;
+        trajectory = { ...trajectory, status: 'ERROR' };
+        evaluation = { outcome_reward: 0, details: { error } };
+      }
+      s.t.eval = ctx.clock() - evalStart;
+    }
+    trajectory = applyRewards(trajectory, evaluation);
+    trajectory.metadata.harness_outcome = s.harness
+      ? { exit_code: s.harness.exitCode, ...s.harness.outcome, ...(s.harnessLog !== null ? { log: s.harnessLog } : {}) }
+      : null;
+  } catch (buildError) {
+    status = 'ERROR';
+    error = `building the trajectory failed: ${errorText(buildError)}`;
+    trajectory = emptyTrajectory(error);
+    trajectory.metadata.attempt = s.spec.attempt ?? 0;
+  }
+  await teardown(ctx, s);
+  if (s.end?.kind === 'cancelled' && (status !== 'ERROR' || error !== 'cancelled')) {
+    // Cancelled while in POSTRUN: whatever was evaluated, the session ends as ERROR "cancelled" (untrainable).
+    status = 'ERROR';
+    error = 'cancelled';
+    trajectory = applyRewards({ ...trajectory, status: 'ERROR' }, { outcome_reward: 0, details: { cancelled: true } });
+  }
+  const now = ctx.clock();
+  const result: SessionResult = { session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error };
+  try {
+    ctx.opts.store.results.put(result);
+  } catch (storeError) {
+    ctx.opts.log?.(`storing the result of ${s.id} failed: ${errorText(storeError)}`);
+  }
+  s.result = result;
+  s.stage = 'done';
+  ctx.setStatus(s, status);
+  for (const cb of ctx.resultListeners) {
+    try { cb(result); } catch { /* listeners must not break delivery */ }
+  }
+  const callbackUrl = s.spec.callback_url ?? task.callback_url;
+  if (callbackUrl) ctx.track(deliver(ctx, callbackUrl, result));
+  s.resolveDone(result);
+}
+
+async function evaluate(ctx: NodeContext, s: Session, evaluator: Evaluator, runtime: Runtime): Promise<EvaluationResult> {
+  const signal = s.abort.signal;
+  let diff: Promise<string> | null = null;
+  return evaluator.evaluate({
+    task: s.spec.task,
+    config: s.spec.task.evaluator?.config ?? {},
+    runtime,
+    harness: s.harness,
+    signal,
+    diff: () => (diff ??= sessionDiff(runtime, signal)),
+    freshRuntime: () => (s.evalRuntime ??= prepareFreshRuntime(ctx, s)),
+  });
+}
+
+/** Stop the session and evaluation runtimes; always runs, never throws (failures are logged). */
+async function teardown(ctx: NodeContext, s: Session): Promise<void> {
+  const timeout = ctx.opts.teardownTimeoutMs ?? 60_000;
+  const stops: Promise<void>[] = [];
+  if (s.proc) stops.push(s.proc.kill().catch(() => {}));
+  if (s.runtime) stops.push(s.runtime.stop());
+  if (s.evalRuntime) stops.push(s.evalRuntime.then((r) => r.stop(), () => {}));
+  const results = await Promise.allSettled(stops.map((p) => raceTimeout(p, timeout)));
+  for (const r of results) if (r.status === 'rejected') ctx.opts.log?.(`teardown of ${s.id}: ${errorText(r.reason)}`);
+}
+
+function timing(s: Session, now: number): SessionTiming {
+  const t = s.t;
+  const span = (a?: number, b?: number) => (a !== undefined && b !== undefined ? Math.max(0, b - a) : 0);
+  return {
+    init_ms: span(t.initStart, t.initEnd),
+    ready_queue_ms: span(t.initEnd, t.runStart),
+    run_ms: span(t.runStart, t.runEnd),
+    postrun_ms: span(t.postrunStart, now),
+    build_ms: t.build,
+    eval_ms: t.eval,
+    e2e_ms: Math.max(0, now - t.dispatched),
+  };
+}
+
+async function deliver(ctx: NodeContext, url: string, result: SessionResult): Promise<void> {
+  try {
+    await postWithRetry(url, result, { ...ctx.opts.callbackRetry, token: ctx.opts.controlPlaneToken, fetch: ctx.opts.fetch, signal: ctx.stopping() });
+  } catch (error) {
+    ctx.opts.log?.(`callback for ${result.session_id} to ${url} failed: ${errorText(error)}`);
+  }
+}
+
+function emptyTrajectory(reason: string): Trajectory {
+  return {
+    status: 'ERROR',
+    traces: [],
+    metadata: {
+      reconstruction_stats: { completions: 0, chains: 0, merged: 0, breaks: {} },
+      evaluation: null,
+      training_filter: { trainable: false, reasons: [reason] },
+    },
+  };
+}
+
+function raceTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms); })])
+    .finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,53 @@
+/**
+ * A gateway node's membership in a rollout server: register (retried until it succeeds), then heartbeat stage counts
+ * and each held session's live status every interval; a 404 heartbeat (the server forgot the node: restart, drain)
+ * registers again. Shapes: src/core/contracts/nodes.ts.
+ */
+import { controlPlaneHeaders, type NodeCapacity, type StageCounts } from '../core/contracts/index.ts';
+import { postWithRetry } from './callback.ts';
+import { errorText } from './node-types.ts';
+
+export interface RegistrationOptions {
+  server: string;
+  nodeId: string;
+  /** URL the server reaches the node at. */
+  url: string;
+  capacity: NodeCapacity;
+  intervalMs: number;
+  token: string | null | undefined;
+  signal: AbortSignal;
+  stages(): StageCounts;
+  /** session_id → live status of each session the node holds. */
+  sessions(): Record<string, string>;
+  track(p: Promise<unknown>): void;
+  fetch?: typeof fetch;
+  log?: (line: string) => void;
+}
+
+/** Start registering and heartbeating; returns the function that stops the heartbeats. */
+export function startRegistration(o: RegistrationOptions): () => void {
+  const base = o.server.replace(/\/+$/, '');
+  const register = () => postWithRetry(`${base}/nodes/register`, { node_id: o.nodeId, url: o.url, capacity: o.capacity }, {
+    attempts: 1_000_000, baseDelayMs: 500, maxDelayMs: 10_000, token: o.token, fetch: o.fetch, signal: o.signal,
+  });
+  let registered = false;
+  o.track(register().then(() => { registered = true; }, (error) => {
+    if (!o.signal.aborted) o.log?.(`registration with ${base} failed: ${errorText(error)}`);
+  }));
+  const timer = setInterval(() => {
+    if (!registered) return;
+    const doFetch = o.fetch ?? fetch;
+    void doFetch(`${base}/nodes/${encodeURIComponent(o.nodeId)}/heartbeat`, {
+      method: 'POST', headers: controlPlaneHeaders(o.token), body: JSON.stringify({ stages: o.stages(), sessions: o.sessions() }),
+      signal: AbortSignal.timeout(Math.max(1000, o.intervalMs)),
+    }).then(async (response) => {
+      await response.body?.cancel();
+      // A server that forgot us (restart, drain) gets a fresh registration.
+      if (response.status === 404) {
+        registered = false;
+        o.track(register().then(() => { registered = true; }, () => {}));
+      }
+    }, (error) => o.log?.(`heartbeat to ${base} failed: ${errorText(error)}`));
+  }, o.intervalMs);
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,204 @@
+/**
+ * The rollout server's view of its gateway nodes: registration, heartbeats (stage counts and each session's live
+ * status), draining, health, and which sessions this server has in flight on each node.
+ * Shapes: src/core/contracts/nodes.ts.
+ */
+import { formatIssues, heartbeatSchema, LIVE_SESSION_STATUSES, nodeRegistrationSchema, type StageCounts } from '../core/contracts/index.ts';
+import { FINAL_SESSION, HttpError, type RolloutContext } from './context.ts';
+import type { NodeClient } from './node-client.ts';
+import type { SchedulableNode } from './scheduler.ts';
+import type { NodeRow } from './store-port.ts';
+
+const LIVE_SESSION = new Set<string>(LIVE_SESSION_STATUSES);
+const NO_STAGES: StageCounts = { init: 0, ready: 0, running: 0, postrun: 0, queued: 0 };
+
+export interface NodeState {
+  row: NodeRow;
+  client: NodeClient;
+  dispatchedSinceHeartbeat: number;
+}
+
+export class NodeRegistry {
+  readonly #nodes = new Map<string, NodeState>();
+  /** node_id → session ids dispatched there and not final. */
+  readonly #inFlight = new Map<string, Set<string>>();
+
+  constructor(private readonly ctx: RolloutContext, private readonly makeClient: (url: string) => NodeClient) {}
+
+  get size(): number {
+    return this.#nodes.size;
+  }
+
+  get(nodeId: string): NodeState | undefined {
+    return this.#nodes.get(nodeId);
+  }
+
+  has(nodeId: string): boolean {
+    return this.#nodes.has(nodeId);
+  }
+
+  ids(): string[] {
+    return [...this.#nodes.keys()];
+  }
+
+  states(): NodeState[] {
+    return [...this.#nodes.values()];
+  }
+
+  /** Known nodes from the store after a restart, each given a full heartbeat period before it is declared dead. */
+  load(): void {
+    for (const row of this.ctx.store.nodes.list()) {
+      const fresh = { ...row, last_heartbeat: Math.max(row.last_heartbeat, this.ctx.clock()) };
+      this.#nodes.set(row.node_id, { row: fresh, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0 });
+    }
+  }
+
+  /**
+   * Register (or re-register) a node. Returns the row and whether the node was known before (its sessions then need
+   * reconciling). @throws HttpError 400 on an invalid registration.
+   */
+  register(input: unknown): { row: NodeRow; known: boolean } {
+    const parsed = nodeRegistrationSchema.safeParse(input);
+    if (!parsed.success) throw new HttpError(400, `invalid registration: ${formatIssues(parsed.error)}`);
+    const now = this.ctx.clock();
+    const previous = this.#nodes.get(parsed.data.node_id)?.row;
+    const row: NodeRow = {
+      ...parsed.data,
+      stages: previous?.stages ?? { ...NO_STAGES },
+      healthy: true,
+      draining: false,
+      last_heartbeat: now,
+      registered_at: now,
+    };
+    this.ctx.store.nodes.upsert(row);
+    this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0 });
+    this.ctx.events.publish('node_registered', { node_id: row.node_id, url: row.url });
+    return { row, known: previous !== undefined };
+  }
+
+  /**
+   * Record a heartbeat's stage counts and live session statuses; an unhealthy node becomes healthy again.
+   * @throws HttpError 404 for an unknown node, 400 for an invalid heartbeat.
+   */
+  heartbeat(nodeId: string, input: unknown): { row: NodeRow; recovered: boolean } {
+    const state = this.#nodes.get(nodeId);
+    if (!state) throw new HttpError(404, `unknown node ${nodeId}: register first`);
+    const parsed = heartbeatSchema.safeParse(input);
+    if (!parsed.success) throw new HttpError(400, `invalid heartbeat: ${formatIssues(parsed.error)}`);
+    const recovered = !state.row.healthy;
+    state.row = { ...state.row, stages: parsed.data.stages, healthy: true, last_heartbeat: this.ctx.clock() };
+    state.dispatchedSinceHeartbeat = 0;
+    this.ctx.store.transaction(() => {
+      this.ctx.store.nodes.upsert(state.row);
+      if (parsed.data.sessions) this.#refreshSessionStages(nodeId, parsed.data.sessions);
+    });
+    if (recovered) this.ctx.events.publish('node_healthy', { node_id: nodeId });
+    return { row: state.row, recovered };
+  }
+
+  /**
+   * Take a node's view of the sessions it runs (RUNNING, POST_RUN, …) into the store, for `GET /rollout/task/{id}`.
+   * Only sessions this server dispatched to that node and still has open move; final statuses come with results.
+   */
+  #refreshSessionStages(nodeId: string, statuses: Record<string, string>): void {
+    const mine = this.#inFlight.get(nodeId);
+    if (!mine) return;
+    for (const [sessionId, status] of Object.entries(statuses)) {
+      if (!LIVE_SESSION.has(status) || !mine.has(sessionId)) continue;
+      const current = this.ctx.store.sessions.get(sessionId);
+      if (!current || current.node_id !== nodeId || FINAL_SESSION.has(current.status) || current.status === status) continue;
+      this.ctx.store.sessions.update(sessionId, { status });
+    }
+  }
+
+  /** Drain a node: it gets no new sessions; the ones it runs finish. @throws HttpError 404 for an unknown node. */
+  drain(nodeId: string): { node_id: string; draining: true; in_flight: number } {
+    const state = this.#nodes.get(nodeId);
+    if (!state) throw new HttpError(404, `unknown node ${nodeId}`);
+    state.row = { ...state.row, draining: true };
+    this.ctx.store.nodes.upsert(state.row);
+    this.ctx.events.publish('node_draining', { node_id: nodeId });
+    return { node_id: nodeId, draining: true, in_flight: this.inFlightCount(nodeId) };
+  }
+
+  /** Take a node out of rotation until its next heartbeat; returns the sessions it had in flight. */
+  markUnhealthy(state: NodeState, reason: string): string[] {
+    state.row = { ...state.row, healthy: false };
+    this.ctx.store.nodes.upsert(state.row);
+    this.ctx.events.publish('node_unhealthy', { node_id: state.row.node_id, reason });
+    return [...(this.#inFlight.get(state.row.node_id) ?? [])];
+  }
+
+  /** Nodes whose last heartbeat is older than `timeoutMs` and still count as healthy. */
+  expired(timeoutMs: number): NodeState[] {
+    const now = this.ctx.clock();
+    return this.states().filter((s) => s.row.healthy && now - s.row.last_heartbeat > timeoutMs);
+  }
+
+  /**
+   * Every known node with its in-flight count and heartbeat age (ms). An unhealthy node's `stages` are zeros with
+   * `stages_stale: true`; what it last reported stays in `last_reported_stages`.
+   */
+  list() {
+    const now = this.ctx.clock();
+    return this.states().map(({ row }) => ({
+      ...row,
+      stages: row.healthy ? row.stages : { ...NO_STAGES },
+      stages_stale: !row.healthy,
+      last_reported_stages: row.stages,
+      in_flight: this.inFlightCount(row.node_id),
+      heartbeat_age_ms: now - row.last_heartbeat,
+    }));
+  }
+
+  /** The scheduler's view of a node. */
+  schedulable(s: NodeState): SchedulableNode & { state: NodeState } {
+    return {
+      node_id: s.row.node_id,
+      healthy: s.row.healthy,
+      draining: s.row.draining,
+      capacity: s.row.capacity,
+      stages: s.row.stages,
+      in_flight: this.inFlightCount(s.row.node_id),
+      dispatched_since_heartbeat: s.dispatchedSinceHeartbeat,
+      state: s,
+    };
+  }
+
+  track(nodeId: string, sessionId: string): void {
+    let set = this.#inFlight.get(nodeId);
+    if (!set) this.#inFlight.set(nodeId, (set = new Set()));
+    set.add(sessionId);
+  }
+
+  /** Forget a session on a node; true when it was tracked there. */
+  untrack(nodeId: string, sessionId: string): boolean {
+    return this.#inFlight.get(nodeId)?.delete(sessionId) ?? false;
+  }
+
+  /** Forget a session on every node; returns the nodes it was tracked on. */
+  untrackEverywhere(sessionId: string): string[] {
+    const nodes: string[] = [];
+    for (const [nodeId, set] of this.#inFlight) if (set.delete(sessionId)) nodes.push(nodeId);
+    return nodes;
+  }
+
+  inFlight(nodeId: string): string[] {
+    return [...(this.#inFlight.get(nodeId) ?? [])];
+  }
+
+  inFlightCount(nodeId: string): number {
+    return this.#inFlight.get(nodeId)?.size ?? 0;
+  }
+
+  /** Node counts by state, for the metrics gauges. */
+  counts(): { healthy: number; unhealthy: number; draining: number } {
+    const out = { healthy: 0, unhealthy: 0, draining: 0 };
+    for (const { row } of this.#nodes.values()) {
+      if (row.draining) out.draining++;
+      else if (row.healthy) out.healthy++;
+      else out.unhealthy++;
+    }
+    return out;
+  }
+}

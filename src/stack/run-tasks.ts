@@ -1,0 +1,174 @@
+/**
+ * The one-shot job (`polar run`): submit task files as TaskRequests to a local stack, report progress, wait for every
+ * task and summarise.
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { BuilderName } from '../core/records.ts';
+import type { CaptureMode } from '../engines/index.ts';
+import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
+import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
+import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
+import { toTaskRequest, type LoadedTask } from '../rollout/task-file.ts';
+import type { SimServerOptions } from '../sim/server.ts';
+import type { Store } from '../store/index.ts';
+import { startLocalStack, type EngineSpec } from './local-stack.ts';
+import type { RunSnapshot } from './run-progress.ts';
+import { summarizeRun, type RunSummary } from './run-summary.ts';
+
+export interface RunTasksOptions {
+  tasks: readonly LoadedTask[];
+  /** Harness adapter name (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell). */
+  harness: string;
+  /** Shell harness: the command line (`{{INSTRUCTION}}` is replaced). */
+  command?: string;
+  /** num_samples per task. */
+  samples: number;
+  /** Model name the harness asks for. */
+  modelName: string;
+  builder: BuilderName;
+  /** Agent settings passed to the adapter (e.g. pi's `api`). */
+  settings?: Record<string, unknown>;
+  store: Store;
+  engine?: EngineSpec | null;
+  sim?: SimServerOptions;
+  /** Capture mode with the in-process simulator (default chat). */
+  mode?: CaptureMode;
+  /** Harness runs at once (max_run_workers); INIT and POSTRUN scale with it. */
+  concurrency: number;
+  workRoot: string;
+  harnessCacheDir?: string;
+  /** Called about every `progressIntervalMs` (default 500) and once at the end. */
+  onProgress?: (snapshot: RunSnapshot) => void;
+  progressIntervalMs?: number;
+  log?: (line: string) => void;
+  /** Wall-clock limit of the whole job, ms (default: none); on expiry unfinished tasks are cancelled. */
+  deadlineMs?: number;
+  /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
+  engineWaitMs?: number;
+}
+
+export interface RunReport {
+  summary: RunSummary;
+  taskIds: string[];
+  /** Sessions by final status over the whole run. */
+  statuses: Record<string, number>;
+  /** Sessions whose harness CLI reported a failure (see HarnessSummary.harness_failures). */
+  harnessFailures: number;
+  /** True when every session ended COMPLETED (its reward may be 0) and no harness CLI reported a failure. */
+  allCompleted: boolean;
+  final: RunSnapshot;
+}
+
+/**
+ * Run every task × sample through the local stack and summarise.
+ * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
+ * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
+ * with the simulator; the harness CLI is installed first when missing. A task_id already in the store is not run
+ * again: its stored sessions are waited for and reported.
+ * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
+ *   turned into a TaskRequest.
+ */
+export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
+  const startedAt = Date.now();
+  const adapter = getHarnessAdapter(opts.harness);
+  const requests = opts.tasks.map((loaded) => toTaskRequest(loaded, {
+    num_samples: opts.samples,
+    agent: {
+      harness: adapter.name, model_name: opts.modelName,
+      ...(opts.command !== undefined ? { command: opts.command } : {}),
+      ...(opts.settings ? { settings: opts.settings } : {}),
+    },
+    builder: { strategy: opts.builder },
+  }));
+  if (opts.engine) {
+    await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
+  }
+  if (adapter.package) {
+    // Installed once, before any session starts, so a registry failure is one clear error and not N session errors.
+    await installHarness(adapter.package, { cacheDir: opts.harnessCacheDir ?? defaultHarnessCache(), log: opts.log });
+  }
+  const counters = { completions: 0, tokens: 0 };
+  const n = opts.concurrency;
+  const stack = await startLocalStack({
+    store: opts.store,
+    engine: opts.engine,
+    sim: opts.sim,
+    mode: opts.mode,
+    node: {
+      workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
+      capacity: { max_run_workers: n, init_workers: Math.max(1, Math.min(n, 8)), ready_buffer: Math.min(n, 8), postrun_workers: Math.max(1, Math.min(n, 8)) },
+    },
+    // Nothing outside this process needs the proxy's admin endpoints during a run, while the harnesses on this host
+    // reach its port over loopback: a random token closes them to everyone (pause/version stay in-process only).
+    adminToken: randomBytes(24).toString('base64url'),
+    onRecord: (rec) => {
+      counters.completions++;
+      counters.tokens += rec.prompt_ids.length + rec.response_ids.length;
+    },
+    log: opts.log,
+  });
+  try {
+    const taskIds = requests.map((r) => r.task_id);
+    const total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
+    for (const request of requests) stack.server.submit(request);
+    // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
+    // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
+    const fromStore = () => {
+      const tally = { done: 0, completed: 0, rewardSum: 0, rewardCount: 0 };
+      for (const id of taskIds) {
+        for (const s of stack.server.taskStatus(id)?.sessions ?? []) {
+          if (s.reward !== null) {
+            tally.done++;
+            tally.rewardSum += s.reward;
+            tally.rewardCount++;
+          } else if (s.status === 'CANCELLED') tally.done++;
+          if (s.status === 'COMPLETED') tally.completed++;
+        }
+      }
+      return tally;
+    };
+    const live = fromStore();
+    const ours = new Set(taskIds);
+    const unsubscribe = stack.server.events.subscribe((e) => {
+      if (e.type !== 'session_result') return;
+      const d = e.data as { task_id: string; status: string; reward: number };
+      if (!ours.has(d.task_id)) return;
+      live.done++;
+      live.rewardSum += d.reward;
+      live.rewardCount++;
+      if (d.status === 'COMPLETED') live.completed++;
+    });
+    const snapshot = (tally = live): RunSnapshot => ({
+      total, stages: stack.node.stageCounts(), ...tally, completions: counters.completions, tokens: counters.tokens,
+    });
+    const finished = () => taskIds.every((id) => opts.store.tasks.get(id)?.status !== 'RUNNING');
+    const interval = opts.progressIntervalMs ?? 500;
+    while (!finished()) {
+      if (opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs) {
+        opts.log?.(`run deadline of ${opts.deadlineMs} ms reached: cancelling unfinished tasks`);
+        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id);
+        break;
+      }
+      opts.onProgress?.(snapshot());
+      await Bun.sleep(interval);
+    }
+    unsubscribe();
+    const final = snapshot(fromStore());
+    opts.onProgress?.(final);
+    const busy = stack.sim ? stack.sim.metrics().busyFraction : null;
+    const summary = summarizeRun(opts.store, taskIds, { engineBusyFraction: busy, wallMs: Date.now() - startedAt });
+    const statuses: Record<string, number> = {};
+    for (const h of summary.harnesses) for (const [k, v] of Object.entries(h.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
+    const sessions = summary.harnesses.reduce((sum, h) => sum + h.sessions, 0);
+    const harnessFailures = summary.harnesses.reduce((sum, h) => sum + h.harness_failures, 0);
+    return { summary, taskIds, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) === sessions && harnessFailures === 0, final };
+  } finally {
+    await stack.stop();
+  }
+}
+
+/** Default output directory of a run: `out/polar-run-<UTC timestamp>` under `cwd`. */
+export function defaultRunDir(cwd: string, now: Date = new Date()): string {
+  return join(cwd, 'out', `polar-run-${now.toISOString().replace(/[:.]/g, '-')}`);
+}
