@@ -2,6 +2,9 @@
  * Shared CLI plumbing: exit codes (0 ok, 1 failed work, 2 bad usage), the usage-error type, config loading, the
  * listen-address guard and signal waiting.
  */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { importReferenceTopology } from '../config/import-reference.ts';
 import { ConfigError, formatIssue, loadConfig } from '../config/load.ts';
 import type { PolarConfig } from '../config/schema.ts';
 
@@ -34,8 +37,18 @@ export function loadConfigForCli(file: string): PolarConfig {
   try {
     return loadConfig(file);
   } catch (error) {
-    if (error instanceof ConfigError) throw new UsageError(`invalid config ${file}:\n  ${error.issues.map(formatIssue).join('\n  ')}`);
+    if (error instanceof ConfigError) throw new UsageError(`invalid config ${file}:\n  ${error.issues.map(formatIssue).join('\n  ')}${referenceHint(file)}`);
     throw error;
+  }
+}
+
+/** A hint to convert the file when it is a Python Polar topology (`polar config import`), else ''. */
+export function referenceHint(file: string): string {
+  try {
+    importReferenceTopology(parseYaml(readFileSync(file, 'utf8')));
+    return `\n${file} is a Python Polar topology: convert it with \`polar config import ${file} -o polar.yaml\` and pass polar.yaml`;
+  } catch {
+    return '';
   }
 }
 

@@ -23,14 +23,19 @@ import { engineSpecFromConfig, nodeSettingsFromConfig } from './from-config.ts';
 export function register(program: Command): void {
   program
     .command('gateway')
-    .description('run one gateway node: sessions INIT → READY → RUNNING → POSTRUN, with the proxy on the same port')
-    .requiredOption('--config <file>', 'topology file (YAML or JSON)')
-    .requiredOption('--node-id <id>', 'which gateway.nodes entry to run')
+    .alias('serve_gateway')
+    .description('run one gateway node: sessions INIT → READY → RUNNING → POSTRUN, with the proxy on the same port (alias: serve_gateway, the Python Polar\'s name)')
+    .requiredOption('-c, --config <file>', 'topology file (YAML or JSON)')
+    .option('--node-id <id>', 'which gateway.nodes entry to run (may be left out when there is one)')
     .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer)')
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
-    .action(async (opts: { config: string; nodeId: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
+    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
       const config = loadConfigForCli(opts.config);
+      if (opts.nodeId === undefined) {
+        if (config.gateway.nodes.length !== 1) throw new UsageError(`${opts.config} has ${config.gateway.nodes.length} gateway nodes; pass --node-id (one of ${config.gateway.nodes.map((n) => n.node_id).join(', ')})`);
+        opts.nodeId = config.gateway.nodes[0]!.node_id;
+      }
       const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
       if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const index = config.gateway.nodes.findIndex((n) => n.node_id === opts.nodeId);

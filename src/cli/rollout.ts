@@ -19,6 +19,7 @@ export function startRolloutFromConfig(config: PolarConfig, port?: number): { se
     controlPlaneToken: config.rollout.control_plane_token,
     heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000,
     callbackRetries: config.rollout.callback_retries,
+    heartbeatIntervalSeconds: config.gateway.heartbeat_interval_s,
   }).start();
   return { server, store };
 }
@@ -26,8 +27,9 @@ export function startRolloutFromConfig(config: PolarConfig, port?: number): { se
 export function register(program: Command): void {
   program
     .command('rollout')
-    .description('run the rollout server only (task intake, node registry, scheduler, trainer API); gateways register with it')
-    .requiredOption('--config <file>', 'topology file (YAML or JSON)')
+    .alias('serve_rollout')
+    .description('run the rollout server only (task intake, node registry, scheduler, trainer API); gateways register with it (alias: serve_rollout, the Python Polar\'s name)')
+    .requiredOption('-c, --config <file>', 'topology file (YAML or JSON)')
     .option('--port <port>', 'listen port (overrides rollout.port; 0 picks a free one)', parsePort)
     .option('--insecure-no-token', 'allow a non-loopback rollout.host without a control-plane token (prints a warning)')
     .action(async (opts: { config: string; port?: number; insecureNoToken?: boolean }) => {

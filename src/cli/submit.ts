@@ -1,18 +1,27 @@
 /**
  * `polar submit FILE --server URL`: send a TaskRequest (JSON or YAML file) or task directory to a rollout server.
+ * A TaskRequest file may use the Python Polar's spelling (src/core/contracts/reference-task.ts). `--wait` polls each task
+ * until it is no longer running and prints the Python Polar CLI's summary (`--json`: the final TaskStatus).
  * Task files (src/rollout/task-file.ts) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
  * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
  */
 import type { Command } from 'commander';
+import { controlTokenFromEnv } from '../core/control-token.ts';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
 import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
-import { parseTaskRequest } from '../core/contracts/index.ts';
+import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
+import { resolveRolloutUrl } from './rollout-url.ts';
 
 interface SubmitOptions {
-  server: string;
+  server?: string;
+  rolloutUrl?: string;
+  config?: string;
+  wait?: boolean;
+  pollInterval?: number;
+  json?: boolean;
   harness?: string;
   command?: string;
   model: string;
@@ -22,7 +31,7 @@ interface SubmitOptions {
 }
 
 /** TaskRequests from a file: a full TaskRequest (JSON/YAML, or a list of them), or task file(s) plus flags. */
-export function taskRequestsFromPath(path: string, opts: Omit<SubmitOptions, 'server' | 'token'>): TaskRequest[] {
+export function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder'>): TaskRequest[] {
   if (!existsSync(path)) throw new UsageError(`no such file or directory: ${path}`);
   if (opts.command !== undefined && opts.harness === undefined) opts = { ...opts, harness: 'shell' };
   const agent = opts.harness ? { harness: opts.harness, model_name: opts.model, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
@@ -36,12 +45,13 @@ export function taskRequestsFromPath(path: string, opts: Omit<SubmitOptions, 'se
       throw new UsageError(`${path}: cannot parse: ${(error as Error).message}`);
     }
     const list = Array.isArray(raw) ? raw : [raw];
-    const isFull = list.every((t) => typeof t === 'object' && t !== null && 'agent' in t && 'num_samples' in t && !('sim_script' in t));
+    // A TaskRequest (ours or the Python Polar's, whose num_samples defaults to 1) names its agent; a task file does not.
+    const isFull = list.every((t) => typeof t === 'object' && t !== null && 'agent' in t && 'instruction' in t && !('sim_script' in t));
     if (isFull) {
       return list.map((t) => {
         const merged = { ...(t as object), ...(opts.samples ? { num_samples: opts.samples } : {}), ...(agent ? { agent } : {}), ...(builder ? { builder } : {}) };
         try {
-          return parseTaskRequest(merged);
+          return parseWireTaskRequest(merged);
         } catch (error) {
           throw new UsageError(`${path}: ${(error as Error).message}`);
         }
@@ -55,36 +65,85 @@ export function taskRequestsFromPath(path: string, opts: Omit<SubmitOptions, 'se
   }
 }
 
+/** Task statuses after which a task never changes again (the Python Polar's words; ours lowercased). */
+const FINAL_TASK = new Set(['completed', 'failed', 'cancelled']);
+
+/** The Python Polar CLI's summary of a finished TaskStatus (src/polar/cli.py `_handle_submit`), plus the mean reward. */
+export function taskSummary(status: Record<string, unknown>): string {
+  const results = (Array.isArray(status.results) ? status.results : []) as { status?: string; trajectory?: { traces?: { reward?: number | null }[] } }[];
+  const completed = results.filter((r) => r.status === 'COMPLETED').length;
+  const rewards = results.map((r) => r.trajectory?.traces?.at(-1)?.reward).filter((r): r is number => typeof r === 'number');
+  const mean = rewards.length > 0 ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0;
+  return [
+    `Task: ${String(status.task_id)}`,
+    `Status: ${String(status.status)}`,
+    `Completed sessions: ${completed}/${results.length}`,
+    `Reward=1.0 sessions: ${rewards.filter((r) => r === 1).length}`,
+    `Mean reward: ${mean.toFixed(3)}`,
+  ].join('\n');
+}
+
 export function register(program: Command): void {
   program
     .command('submit')
-    .description('submit a TaskRequest (JSON/YAML) or a task directory to a rollout server')
+    .description('submit a TaskRequest (JSON/YAML, ours or the Python Polar\'s) or a task directory to a rollout server')
     .argument('<file>', 'TaskRequest file, task.yaml, or a directory of task directories')
-    .requiredOption('--server <url>', 'rollout server base URL')
+    .option('--server <url>', 'rollout server base URL')
+    .option('--rollout-url <url>', 'same as --server (the Python Polar CLI flag)')
+    .option('-c, --config <file>', 'topology file (ours or the Python Polar\'s) naming the rollout server, when no URL is given')
     .option('--harness <name>', 'agent harness for task files that name none (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell)')
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced); implies --harness shell')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
     .option('--builder <strategy>', 'per_request or prefix_merging')
-    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN)')
+    .option('--wait', 'poll each task until it is completed, failed or cancelled, then print a summary (exit 1 unless every task completed)')
+    .option('--poll-interval <s>', 'seconds between polls with --wait', parsePositiveSeconds, 2)
+    .option('--json', 'with --wait: print each final TaskStatus as JSON instead of the summary')
+    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)')
     .action(async (file: string, opts: SubmitOptions) => {
       if (opts.builder && opts.builder !== 'per_request' && opts.builder !== 'prefix_merging') throw new UsageError('--builder must be per_request or prefix_merging');
+      const base = resolveRolloutUrl(opts);
       const tasks = taskRequestsFromPath(file, opts);
-      const token = opts.token ?? process.env.POLAR_CONTROL_TOKEN;
+      const token = opts.token ?? controlTokenFromEnv();
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers.authorization = `Bearer ${token}`;
-      let failed = 0;
-      for (const task of tasks) {
-        const response = await fetch(`${opts.server.replace(/\/+$/, '')}/rollout/task/submit`, { method: 'POST', headers, body: JSON.stringify(task) }).catch((error: Error) => {
-          throw new Error(`cannot reach rollout server ${opts.server}: ${error.message}`);
+      const call = (path: string, init: RequestInit = {}) =>
+        fetch(`${base}${path}`, { ...init, headers }).catch((error: Error) => {
+          throw new Error(`cannot reach rollout server ${base}: ${error.message}`);
         });
+      let failed = 0;
+      const submitted: string[] = [];
+      for (const task of tasks) {
+        const response = await call('/rollout/task/submit', { method: 'POST', body: JSON.stringify(task) });
         const body = await response.text();
-        if (response.ok) console.log(body);
-        else {
+        if (response.ok) {
+          submitted.push(task.task_id);
+          if (!opts.wait) console.log(body);
+        } else {
           failed++;
           console.error(`polar: ${task.task_id}: HTTP ${response.status} ${body}`);
         }
       }
+      if (opts.wait) {
+        for (const taskId of submitted) {
+          let status: Record<string, unknown>;
+          for (;;) {
+            await Bun.sleep((opts.pollInterval ?? 2) * 1000);
+            const response = await call(`/rollout/task/${encodeURIComponent(taskId)}`);
+            status = (await response.json().catch(() => ({}))) as Record<string, unknown>;
+            if (!response.ok) throw new Error(`${taskId}: HTTP ${response.status} ${JSON.stringify(status)}`);
+            if (FINAL_TASK.has(String(status.status).toLowerCase())) break;
+          }
+          console.log(opts.json ? JSON.stringify(status, null, 2) : taskSummary(status));
+          if (String(status.status).toLowerCase() !== 'completed') failed++;
+        }
+      }
       if (failed > 0) process.exitCode = 1;
     });
+}
+
+function parsePositiveSeconds(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--poll-interval must be a positive number of seconds, got ${JSON.stringify(value)}`);
+  return n;
 }

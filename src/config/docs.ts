@@ -54,7 +54,7 @@ polar config check /etc/polar/polar.yaml   # prints the resolved config (default
 | Field | Environment variable |
 | --- | --- |
 | \`engine.api_key\` | \`POLAR_ENGINE_API_KEY\` |
-| \`rollout.control_plane_token\` | \`POLAR_CONTROL_TOKEN\` |
+| \`rollout.control_plane_token\` | \`POLAR_CONTROL_TOKEN\`, else \`POLAR_CONTROL_PLANE_TOKEN\` (the Python Polar's name) |
 
 - \`polar config check\` and logs print secrets as \`<redacted>\`.
 - Keep secrets out of the file: write \`api_key: \${VLLM_API_KEY}\` or leave the field out and set the variable (the

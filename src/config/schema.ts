@@ -32,6 +32,8 @@ export type PolarConfig = z.output<typeof polarConfigSchema>;
 export const SECRET_FIELDS: readonly { path: readonly [string, string]; env: string }[] = [
   { path: ['engine', 'api_key'], env: 'POLAR_ENGINE_API_KEY' },
   { path: ['rollout', 'control_plane_token'], env: 'POLAR_CONTROL_TOKEN' },
+  // The Python Polar's name for the same token (ProRL-Agent-Server src/polar/rollout/server.py); the one above wins.
+  { path: ['rollout', 'control_plane_token'], env: 'POLAR_CONTROL_PLANE_TOKEN' },
 ];
 
 export type { EngineConfig } from './sections/engine.ts';

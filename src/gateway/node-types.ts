@@ -24,6 +24,8 @@ export interface SessionHost {
   readonly events: EventHub;
   dispatch(raw: unknown): { session_id: string; status: SessionStatus };
   get(sessionId: string): SessionView | null;
+  /** Every session the node holds (running and finished), in dispatch order. */
+  list(): SessionView[];
   cancel(sessionId: string): boolean;
   engineHealth(): EngineHealth | null;
   stageCounts(): StageCounts;

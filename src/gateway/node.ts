@@ -207,6 +207,11 @@ export class GatewayNode {
     };
   }
 
+  /** Every session the node holds (running and finished), in dispatch order. */
+  list(): SessionView[] {
+    return [...this.sessions.keys()].map((id) => this.get(id)!);
+  }
+
   /** Resolves with the SessionResult once the session finished. Throws Error for an unknown session. */
   wait(sessionId: string): Promise<SessionResult> {
     const s = this.sessions.get(sessionId);

@@ -1,14 +1,14 @@
 /**
  * The node's HTTP surface (shapes: src/core/contracts/dispatch.ts) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
- * `POST /sessions` → 202 {session_id, status}; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
+ * `POST /sessions` → 202 {session_id, status}; `GET /sessions?status&task_id&limit`; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE).
  * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),
  * and so do the proxy's control paths (`/admin/*`, `GET /sessions/{id}/completions`): they are checked here too, before
  * the fallback, because harnesses in the sandboxes reach this port and must not pause inference, re-stamp policy
  * versions or read captures, whatever proxy the node was given.
  * Bun routes: https://bun.com/docs/api/http#routing
  */
-import { bearerMatches } from '../proxy/admin-access.ts';
+import { controlTokenMatches } from '../core/control-token.ts';
 import { DispatchError } from '../core/contracts/index.ts';
 import type { FetchHandler, SessionHost } from './node-types.ts';
 
@@ -42,7 +42,7 @@ function isControlPath(pathname: string): boolean {
 
 /** Start the server for `node`. Throws when the port is taken. */
 export function startSessionServer(node: SessionHost, opts: SessionServerOptions): Bun.Server<undefined> {
-  const authorized = (req: Request) => opts.token === null || bearerMatches(req.headers.get('authorization'), opts.token);
+  const authorized = (req: Request) => opts.token === null || controlTokenMatches(req.headers, opts.token);
   const fallback: FetchHandler = opts.fallback ?? (() => json({ error: 'not found' }, 404));
   const guardedFallback: FetchHandler = (req, server) =>
     opts.token !== null && isControlPath(new URL(req.url).pathname) && !authorized(req)
@@ -56,6 +56,20 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
     idleTimeout: 255,
     routes: {
       '/sessions': {
+        // The Python Polar gateway's listing (src/polar/gateway/server.py `list_sessions`): ?status, ?task_id,
+        // ?limit (1..1000, default 200) → {sessions, node_id}; each entry without its (large) result.
+        GET: guard((req) => {
+          const query = new URL(req.url).searchParams;
+          const status = query.get('status');
+          const taskId = query.get('task_id');
+          const limit = query.get('limit') === null ? 200 : Number(query.get('limit'));
+          if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return json({ error: `limit must be an integer in 1..1000, got ${query.get('limit')}` }, 400);
+          const sessions = node.list()
+            .filter((v) => (status === null || v.status === status) && (taskId === null || v.task_id === taskId))
+            .slice(0, limit)
+            .map(({ result: _result, ...view }) => view);
+          return json({ sessions, node_id: node.nodeId });
+        }),
         POST: guard(async (req) => {
           let body: unknown;
           try {
@@ -87,7 +101,14 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
       '/health': {
         GET: () => {
           const engine = node.engineHealth();
-          return json({ node_id: node.nodeId, ok: true, stages: node.stageCounts(), capacity: node.capacity, ...(engine ? { engine } : {}) });
+          const st = node.stageCounts();
+          const cap = node.capacity;
+          // The Python Polar gateway's keys (status, metrics as NodeStageMetrics, available_*) next to ours.
+          return json({
+            status: 'ok', node_id: node.nodeId, ok: true, stages: st, capacity: cap, ...(engine ? { engine } : {}),
+            metrics: { init_queue_depth: st.queued, init_inflight: st.init, ready_depth: st.ready, run_inflight: st.running, postrun_queue_depth: 0, postrun_inflight: st.postrun },
+            available_init: Math.max(0, cap.init_workers - st.init), available_run: Math.max(0, cap.max_run_workers - st.running), available_postrun: Math.max(0, cap.postrun_workers - st.postrun),
+          });
         },
       },
       '/events': {

@@ -12,6 +12,7 @@
  * networking): set a token whenever the agents are untrusted. The gateway passes its control-plane token here.
  */
 import { timingSafeEqual } from 'node:crypto';
+import { controlTokenMatches } from '../core/control-token.ts';
 
 /** True for an IPv4 127.0.0.0/8, IPv6 ::1 or IPv4-mapped loopback address (as `server.requestIP` reports it). */
 export function isLoopbackAddress(address: string): boolean {
@@ -60,7 +61,7 @@ export function controlRefusal(
   peer: PeerAddress | null,
 ): ControlRefusal | null {
   if (adminToken) {
-    if (bearerMatches(request.headers.get('authorization'), adminToken)) return null;
+    if (controlTokenMatches(request.headers, adminToken)) return null;
     const what = endpoint === 'admin' ? 'admin endpoints need' : 'captured completions need';
     return { kind: 'authentication', message: `${what} the admin token (Authorization: Bearer <token>)` };
   }

@@ -2,12 +2,13 @@
  * The proxy: the only hono app. A harness points its base URL here; each call is decoded from the caller's dialect
  * into the IR, sent to the engine with token capture, recorded, and answered in the caller's dialect as JSON or SSE.
  * This file composes the parts: context.ts (shared state and helpers), middleware.ts (body limit, control access),
- * routes/completions.ts, routes/models.ts, routes/admin.ts, synthetic-stream.ts.
+ * routes/completions.ts, routes/models.ts, routes/tokenize.ts, routes/admin.ts, synthetic-stream.ts.
  *
  * Routes (each also under `/s/{session_id}`): `POST /v1/messages` (+ `?beta=true`), `POST /v1/messages/count_tokens`,
  * `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1beta/models/{model}:generateContent|streamGenerateContent|
- * countTokens`, `GET /v1beta/models[/{model}]`, `GET /v1/models`, `HEAD|GET /`. Plus `GET /sessions/{id}/completions`,
- * `POST /admin/inference/pause`, `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`.
+ * countTokens`, `GET /v1beta/models[/{model}]`, `GET /v1/models`, `POST /v1/tokenize`, `HEAD|GET /`. Plus
+ * `GET /sessions/{id}/completions`, `GET /admin/inference/status`, `POST /admin/inference/pause?timeout_seconds=`,
+ * `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`.
  * Access to those control endpoints (admin-access.ts): with `options.adminToken`, `/admin/*` and the completions
  * listing need `Authorization: Bearer <token>`; without one, `/admin/*` answers loopback peers only (the peer comes
  * from the Bun server passed as `fetch`'s 2nd argument) and the listing stays open (its session id is the secret).
@@ -24,6 +25,7 @@ import { bodyLimitGuard } from './middleware.ts';
 import { registerAdminRoutes } from './routes/admin.ts';
 import { completionHandler, countTokensHandler } from './routes/completions.ts';
 import { dialectModelRoutes, listModels, rootHandler } from './routes/models.ts';
+import { tokenizeHandler } from './routes/tokenize.ts';
 import type { ProxyDeps } from './types.ts';
 
 export interface ProxyAppExtras {
@@ -82,6 +84,11 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
     }
     app.get(`${prefix}/v1/models`, (c) => listModels(rt, c));
     allow(['GET'], `${prefix}/v1/models`);
+    const chat = rt.routes.find((r) => r.paths.includes('/v1/chat/completions'));
+    if (chat) {
+      app.post(`${prefix}/v1/tokenize`, tokenizeHandler(rt, chat));
+      allow(['POST'], `${prefix}/v1/tokenize`);
+    }
     const root = prefix === '' ? '/' : prefix;
     app.on(['GET', 'HEAD'], root, rootHandler(rt));
     allow(['GET'], root);

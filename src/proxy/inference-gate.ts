@@ -10,6 +10,13 @@ export interface GateTicket {
   readonly epoch: number;
 }
 
+/** `pause(timeoutMs)` gave up: calls were still in flight. */
+export class DrainTimeout extends Error {
+  constructor(readonly inFlight: number, readonly timeoutMs: number) {
+    super(`timed out waiting for inference requests to drain after ${timeoutMs / 1000}s (${inFlight} still in flight; inference stays paused)`);
+  }
+}
+
 export class InferenceGate {
   private paused = false;
   private inFlight = 0;
@@ -46,14 +53,29 @@ export class InferenceGate {
     return { straddled: ticket.epoch !== this.epoch };
   }
 
-  /** Hold new calls; resolves when the in-flight ones have finished. @returns how many were in flight. */
-  async pause(): Promise<{ drained: number }> {
+  /**
+   * Hold new calls; resolves when the in-flight ones have finished. @returns how many were in flight.
+   * @param timeoutMs give up waiting after this long (ms; default: wait as long as it takes)
+   * @throws DrainTimeout when calls are still in flight after `timeoutMs`; the gate stays paused (resume() releases it).
+   */
+  async pause(timeoutMs?: number): Promise<{ drained: number }> {
     const drained = this.inFlight;
     if (!this.paused) {
       this.paused = true;
       this.epoch++;
     }
-    if (this.inFlight > 0) await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+    if (this.inFlight > 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let waiter: (() => void) | undefined;
+      const done = new Promise<void>((resolve) => this.drainWaiters.push((waiter = resolve)));
+      const expired = timeoutMs === undefined ? null : new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+      const outcome = await (expired ? Promise.race([done, expired]) : done);
+      clearTimeout(timer);
+      if (outcome === 'timeout') {
+        this.drainWaiters = this.drainWaiters.filter((w) => w !== waiter);
+        throw new DrainTimeout(this.inFlight, timeoutMs!);
+      }
+    }
     return { drained };
   }
 

@@ -87,7 +87,9 @@ export function adminFanoutRoutes<R extends Request>(
     '/rollout/admin/inference/pause': {
       POST: guard(async (req) => {
         const body = parseBody(await bodyOf(req), ['timeout_s']);
-        return fanOut(opts, '/admin/inference/pause', {}, (body.timeout_s as number | undefined) ?? defaultTimeout);
+        const timeoutS = (body.timeout_s as number | undefined) ?? defaultTimeout;
+        // A gateway that bounds its own drain wait (`?timeout_seconds=`, as the Python Polar's does) is told the same bound.
+        return fanOut(opts, `/admin/inference/pause?timeout_seconds=${timeoutS}`, {}, timeoutS + 5);
       }),
     },
     '/rollout/admin/inference/resume': {

@@ -2,9 +2,10 @@
  * The rollout server's HTTP routes on Bun.serve `routes` (https://bun.com/docs/api/http#routing): task intake and
  * status, the trainer API, node registration and heartbeats, session-result callbacks, events and metrics, and the
  * weight-sync fan-out to every gateway (./admin-fanout.ts).
- * Every route but `/health` and `/metrics` needs `authorization: Bearer <control-plane token>` when one is set.
+ * Every route but `/health` and `/metrics` needs the control-plane token when one is set, as
+ * `authorization: Bearer <token>` or the Python Polar's `x-polar-control-token: <token>` (core/control-token.ts).
  */
-import { timingSafeEqual as bytesEqual } from 'node:crypto';
+import { controlTokenMatches } from '../core/control-token.ts';
 import { adminFanoutRoutes, type FanoutNode } from './admin-fanout.ts';
 import { HttpError } from './context.ts';
 import type { EventHub } from '../observe/events.ts';
@@ -18,12 +19,14 @@ export interface RolloutApi {
   readonly events: EventHub;
   submit(input: unknown): unknown;
   taskStatus(taskId: string): unknown;
-  cancelTask(taskId: string): Promise<unknown>;
+  cancelTask(taskId: string, opts?: { registerIfMissing?: boolean }): Promise<unknown>;
   status(): unknown;
   readyGroups(opts: { std?: GrpoStd; trajectories?: boolean }): unknown[];
   groupTrajectories(taskId: string, opts: { std?: GrpoStd }): unknown;
   ackGroup(taskId: string): boolean;
   listNodes(): unknown[];
+  nodeInfos(): unknown[];
+  nodeInfo(nodeId: string): Record<string, unknown> | null;
   registerNode(input: unknown): unknown;
   heartbeat(nodeId: string, input: unknown): unknown;
   drainNode(nodeId: string): unknown;
@@ -39,7 +42,7 @@ export function json(value: unknown, status = 200): Response {
 
 /** The route table of `server`; `token` null disables the bearer check. */
 export function rolloutRoutes(server: RolloutApi, token: string | null, health: () => Record<string, unknown>) {
-  const authorized = (req: Request) => token === null || timingSafeEqual(req.headers.get('authorization') ?? '', `Bearer ${token}`);
+  const authorized = (req: Request) => token === null || controlTokenMatches(req.headers, token);
   const guarded =
     (handler: (req: Req) => unknown | Promise<unknown>, okStatus = 200) =>
     async (req: Req): Promise<Response> => {
@@ -61,7 +64,7 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     }
   };
   return {
-    '/health': () => json({ ok: true, nodes: server.listNodes().length, ...health() }),
+    '/health': () => json({ status: 'ok', ok: true, nodes: server.listNodes().length, ...health() }),
     '/metrics': async () => {
       const metrics = await server.metricsText();
       return new Response(metrics.text, { headers: { 'content-type': metrics.contentType } });
@@ -69,7 +72,7 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     '/rollout/task/submit': { POST: guarded(async (req) => server.submit(await body(req))) },
     '/rollout/task/:id': {
       GET: guarded((req) => server.taskStatus(req.params.id!) ?? json({ error: 'unknown task' }, 404)),
-      DELETE: guarded((req) => server.cancelTask(req.params.id!)),
+      DELETE: guarded((req) => server.cancelTask(req.params.id!, { registerIfMissing: booleanParam(new URL(req.url).searchParams, 'register_if_missing') })),
     },
     '/rollout/status': { GET: guarded(() => server.status()) },
     '/rollout/groups': {
@@ -98,10 +101,14 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
         return { task_id: taskId, group_id: row?.group_id ?? null, acked: server.ackGroup(taskId) };
       }),
     },
-    '/nodes': { GET: guarded(() => ({ nodes: server.listNodes() })) },
+    '/nodes': { GET: guarded(() => server.nodeInfos()) },
     '/nodes/register': { POST: guarded(async (req) => server.registerNode(await body(req))) },
     '/nodes/:id/heartbeat': { POST: guarded(async (req) => server.heartbeat(req.params.id!, await body(req))) },
-    '/nodes/:id': { DELETE: guarded((req) => server.drainNode(req.params.id!)) },
+    '/nodes/:id': {
+      GET: guarded((req) => server.nodeInfo(req.params.id!) ?? json({ error: `unknown node ${req.params.id!}` }, 404)),
+      // GatewayNodeInfo after the drain, plus our {draining, in_flight}.
+      DELETE: guarded((req) => ({ ...(server.drainNode(req.params.id!) as object), ...server.nodeInfo(req.params.id!) })),
+    },
     '/callbacks/session_result': { POST: guarded(async (req) => server.acceptResult(await body(req))) },
     '/events': { GET: guarded((req) => server.events.sseResponse(req.signal)) },
     // Registered nodes carry node_id and url (NodeRow); the fan-out reaches each one's proxy admin endpoints.
@@ -109,9 +116,10 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
   };
 }
 
-function timingSafeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  if (x.length !== y.length) return false;
-  return bytesEqual(x, y);
+/** A boolean query flag (`true|false|1|0`, absent = false). @throws HttpError 400 on another value. */
+function booleanParam(query: URLSearchParams, name: string): boolean {
+  const value = query.get(name);
+  if (value === null || value === 'false' || value === '0') return false;
+  if (value === 'true' || value === '1') return true;
+  throw new HttpError(400, `${name} must be true or false, got ${value}`);
 }

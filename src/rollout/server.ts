@@ -9,7 +9,7 @@
  */
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
-import { parseSessionResultOutline, parseTaskRequest } from '../core/contracts/index.ts';
+import { parseSessionResultOutline } from '../core/contracts/index.ts';
 import { newSessionSecret } from '../core/ids.ts';
 import type { SessionResult } from '../core/records.ts';
 import { EventHub } from '../observe/events.ts';
@@ -20,6 +20,9 @@ import { ACTIVE_TASK, FINAL_SESSION, HttpError, type RolloutContext } from './co
 import { Dispatcher } from './dispatcher.ts';
 import { httpNodeClient, type NodeClient } from './node-client.ts';
 import { NodeRegistry } from './node-registry.ts';
+import { CancelTombstones, publishReferenceEvents, referenceRolloutStatus, referenceTaskResult, referenceTaskView, tombstoneStatus, type TaskView } from './reference-api.ts';
+import { referenceNodeInfo, referenceTaskStatusWord } from './reference-shapes.ts';
+import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { json, rolloutRoutes } from './routes.ts';
 import { groupFromRow, putGroup, type GroupTrajectory, type NodeRow, type RolloutStore } from './store-port.ts';
 import { TrainerApi, type ServedGroup } from './trainer-api.ts';
@@ -49,6 +52,8 @@ export interface RolloutServerOptions {
   fetch?: typeof fetch;
   /** Extra fields for `GET /health` (`polar serve` adds `engine: {ok, error}`). */
   health?: () => Record<string, unknown>;
+  /** Seconds between the gateways' heartbeats, as `GET /nodes` reports it (`heartbeat_interval_seconds`; default 5). */
+  heartbeatIntervalSeconds?: number;
 }
 
 /** A rollout server usable in-process (`start()`/`stop()`) or behind `polar rollout` / `polar serve`. */
@@ -68,6 +73,8 @@ export class RolloutServer {
   #publicUrl: string | null;
   #timer: ReturnType<typeof setInterval> | null = null;
   #stopped = false;
+  readonly #tombstones: CancelTombstones;
+  readonly #heartbeatIntervalS: number;
 
   constructor(options: RolloutServerOptions) {
     this.store = options.store;
@@ -83,6 +90,9 @@ export class RolloutServer {
     };
     this.#publicUrl = options.publicUrl ?? null;
     this.events = new EventHub(clock);
+    publishReferenceEvents(this.events, this.store);
+    this.#tombstones = new CancelTombstones(clock);
+    this.#heartbeatIntervalS = options.heartbeatIntervalSeconds ?? 5;
     this.metrics = createRolloutMetrics();
     this.#ctx = { store: this.store, clock, events: this.events, metrics: this.metrics, stopped: () => this.#stopped };
     const makeClient = options.nodeClient ?? ((url: string) => httpNodeClient(url, { controlPlaneToken: this.#token, fetch: doFetch }));
@@ -92,7 +102,8 @@ export class RolloutServer {
     this.#callbacks = new TrainerCallbacks(this.#ctx, {
       retries: options.callbackRetries ?? 5,
       fetch: doFetch,
-      body: (taskId, status) => ({ task_id: taskId, status, group: this.#trainer.groupOf(taskId) }),
+      // The Python Polar's TaskResult {task_id, status, results, result_paths}, plus our evaluated group.
+      body: (taskId) => referenceTaskResult(this.store, taskId, this.#trainer.groupOf(taskId)),
     });
     this.#loadState();
   }
@@ -144,14 +155,16 @@ export class RolloutServer {
   // ---------------------------------------------------------------------------------------------- task intake
 
   /**
-   * Accept a TaskRequest: persist it and its num_samples sessions (ids from newSessionSecret), then dispatch.
+   * Accept a TaskRequest (ours or the Python Polar's spelling, src/core/contracts/reference-task.ts): persist it and its num_samples
+   * sessions (ids from newSessionSecret), then dispatch. Answers `{task_id, status: "running", sessions}`.
    * Re-submitting a task_id that exists returns its current status and creates nothing.
-   * @throws Error (→ 400) on an invalid TaskRequest.
+   * @throws Error (→ 400) on an invalid TaskRequest; HttpError 409 for a task_id cancelled before its submit arrived.
    */
   submit(input: unknown): { task_id: string; status: string; sessions: number } {
-    const task = parseTaskRequest(input);
+    const task = parseWireTaskRequest(input);
+    if (this.#tombstones.has(task.task_id) && !this.store.tasks.get(task.task_id)) throw new HttpError(409, `task ${task.task_id} was cancelled before submission`);
     const existing = this.store.tasks.get(task.task_id);
-    if (existing) return { task_id: task.task_id, status: existing.status, sessions: this.store.sessions.listByTask(task.task_id).length };
+    if (existing) return { task_id: task.task_id, status: referenceTaskStatusWord(existing.status), sessions: this.store.sessions.listByTask(task.task_id).length };
     this.store.transaction(() => {
       this.store.tasks.upsert(task, ACTIVE_TASK);
       for (let i = 0; i < task.num_samples; i++) {
@@ -161,28 +174,32 @@ export class RolloutServer {
     this.metrics.tasksSubmitted.inc();
     this.events.publish('task_submitted', { task_id: task.task_id, num_samples: task.num_samples });
     void this.pump();
-    return { task_id: task.task_id, status: ACTIVE_TASK, sessions: task.num_samples };
+    return { task_id: task.task_id, status: referenceTaskStatusWord(ACTIVE_TASK), sessions: task.num_samples };
   }
 
-  /** Task status with per-session status, reward and node; null for an unknown task. */
-  taskStatus(taskId: string) {
-    const row = this.store.tasks.get(taskId);
-    if (!row) return null;
-    const results = new Map(this.store.results.listByTask(taskId).map((r) => [r.session_id, r]));
-    const sessions = this.store.sessions.listByTask(taskId).map((s) => {
-      const result = results.get(s.session_id);
-      return { session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, attempt: s.attempt, reward: result ? rewardOf(result) : null, error: result?.error ?? null };
-    });
-    const groupRow = this.store.groups.get(taskId);
-    const group = groupRow ? groupFromRow(groupRow) : null;
-    return { task_id: taskId, status: row.status, num_samples: row.task.num_samples, created_at: row.created_at, updated_at: row.updated_at, sessions, results: results.size, group };
+  /**
+   * `GET /rollout/task/{id}`: the Python Polar's TaskStatus (lowercase status, total/completed sessions, finished
+   * SessionResults, result_paths) plus our per-session view and group (reference-api.ts); null for an unknown task.
+   */
+  taskStatus(taskId: string): TaskView | null {
+    return referenceTaskView(this.store, taskId);
   }
 
-  /** Cancel a task: unfinished sessions are cancelled on their nodes; the trainer callback reports CANCELLED. */
-  async cancelTask(taskId: string): Promise<{ task_id: string; status: string; cancelled: number }> {
+  /**
+   * Cancel a task: unfinished sessions are cancelled on their nodes; the trainer callback reports it cancelled.
+   * Answers the task's TaskStatus (taskStatus) plus `cancelled`, the number of sessions cancelled now.
+   * @param opts.registerIfMissing for a task_id not known yet: leave a tombstone that refuses its submit for 300 s
+   *   (a trainer's cancel can overtake its own submit) and answer a cancelled TaskStatus instead of 404.
+   * @throws HttpError 404 for an unknown task without registerIfMissing.
+   */
+  async cancelTask(taskId: string, opts: { registerIfMissing?: boolean } = {}): Promise<Record<string, unknown>> {
     const row = this.store.tasks.get(taskId);
-    if (!row) throw new HttpError(404, `unknown task ${taskId}`);
-    if (row.status !== ACTIVE_TASK) return { task_id: taskId, status: row.status, cancelled: 0 };
+    if (!row) {
+      if (!opts.registerIfMissing) throw new HttpError(404, `unknown task ${taskId}`);
+      this.#tombstones.add(taskId);
+      return { ...tombstoneStatus(taskId), cancelled: 0 };
+    }
+    if (row.status !== ACTIVE_TASK) return { ...this.taskStatus(taskId), cancelled: 0 };
     const cancelled = await this.#dispatcher.cancelSessions(this.store.sessions.listByTask(taskId).filter((s) => !FINAL_SESSION.has(s.status)));
     this.store.transaction(() => {
       this.store.tasks.setStatus(taskId, 'CANCELLED');
@@ -190,16 +207,26 @@ export class RolloutServer {
     });
     this.events.publish('task_finished', { task_id: taskId, status: 'CANCELLED' });
     void this.#callbacks.deliver();
-    return { task_id: taskId, status: 'CANCELLED', cancelled };
+    return { ...this.taskStatus(taskId), cancelled };
   }
 
-  /** Counts of tasks, sessions and nodes by state. */
-  status() {
-    const tasks: Record<string, number> = {};
-    for (const t of this.store.tasks.list()) tasks[t.status] = (tasks[t.status] ?? 0) + 1;
-    const sessions: Record<string, number> = {};
-    for (const t of this.store.tasks.list()) for (const s of this.store.sessions.listByTask(t.task.task_id)) sessions[s.status] = (sessions[s.status] ?? 0) + 1;
-    return { tasks, sessions, nodes: this.listNodes(), groups_ready: this.store.groups.listReady().length };
+  /**
+   * `GET /rollout/status` in the Python Polar's shape (`tasks: {task_id: status}`, `pipeline`, `nodes: {nodes}`) plus
+   * our counts by status and `groups_ready` (reference-api.ts).
+   */
+  status(): Record<string, unknown> {
+    return referenceRolloutStatus(this.store, this.listNodes(), this.#heartbeatIntervalS);
+  }
+
+  /** Every node as GatewayNodeInfo plus our fields (`GET /nodes`). */
+  nodeInfos(): Record<string, unknown>[] {
+    return this.listNodes().map((n) => referenceNodeInfo(n, this.#heartbeatIntervalS));
+  }
+
+  /** A node as GatewayNodeInfo plus our fields (`GET /nodes/{id}`); null when unknown. */
+  nodeInfo(nodeId: string): Record<string, unknown> | null {
+    const node = this.listNodes().find((n) => n.node_id === nodeId);
+    return node ? referenceNodeInfo(node, this.#heartbeatIntervalS) : null;
   }
 
   // ---------------------------------------------------------------------------------------------- nodes

@@ -122,7 +122,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,
-      health: () => ({ engine: engineHealth!.state() }),
+      health: () => ({ engine: engineHealth!.state() }), heartbeatIntervalSeconds: (opts.heartbeatIntervalMs ?? 2000) / 1000,
     }).start();
     const node = new GatewayNode({
       nodeId: opts.node.nodeId ?? 'local',

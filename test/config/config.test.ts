@@ -97,6 +97,11 @@ describe('resolveConfig', () => {
     expect(resolveConfig({}, { env: { POLAR_CONTROL_TOKEN: '' } }).rollout.control_plane_token).toBeNull();
   });
 
+  test("the Python Polar's POLAR_CONTROL_PLANE_TOKEN fills the control-plane token too; POLAR_CONTROL_TOKEN wins", () => {
+    expect(resolveConfig({}, { env: { POLAR_CONTROL_PLANE_TOKEN: 'ref' } }).rollout.control_plane_token).toBe('ref');
+    expect(resolveConfig({}, { env: { POLAR_CONTROL_PLANE_TOKEN: 'ref', POLAR_CONTROL_TOKEN: 'ours' } }).rollout.control_plane_token).toBe('ours');
+  });
+
   test('redactConfig hides set secrets and leaves the original untouched', () => {
     const config = resolveConfig({ rollout: { control_plane_token: 'sekret' } }, { env: {} });
     const redacted = redactConfig(config);

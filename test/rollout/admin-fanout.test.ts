@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fanOut } from '../../src/rollout/admin-fanout.ts';
+import { adminFanoutRoutes, fanOut } from '../../src/rollout/admin-fanout.ts';
 import { startLocalStack, type LocalStack } from '../../src/stack/local-stack.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 
@@ -47,11 +47,12 @@ test('pause, policy_version and resume reach every gateway', async () => {
 
   const version = await call('/rollout/admin/policy_version', { policy_version: 7 });
   expect(((await version.json()) as any).nodes[0].body).toEqual({ policy_version: '7', paused: true });
+  expect(pausedBody.nodes[0].body).toMatchObject({ inflight: 0, engine: 'sim' }); // the Python Polar's generation status too
 
   const resumed = (await (await call('/rollout/admin/inference/resume', {})).json()) as any;
-  expect(resumed.nodes[0].body).toEqual({ paused: false, policy_version: '7' });
+  expect(resumed.nodes[0].body).toMatchObject({ paused: false, policy_version: '7' });
   // The gateway's own state says the same: pausing it again directly reports the version the fan-out set.
-  expect(await gatewayAdmin('/admin/inference/resume')).toEqual({ paused: false, policy_version: '7' });
+  expect(await gatewayAdmin('/admin/inference/resume')).toMatchObject({ paused: false, policy_version: '7' });
 });
 
 test('bad bodies are 400s naming the field', async () => {
@@ -79,4 +80,26 @@ test('an unreachable node makes the fan-out 502 and is named; the reachable one 
   expect(body.nodes.find((n: any) => n.node_id === 'local')).toMatchObject({ ok: true, status: 200 });
   expect(body.nodes.find((n: any) => n.node_id === 'gone')).toMatchObject({ ok: false, status: null });
   expect(body.nodes.find((n: any) => n.node_id === 'gone').error).toBeString();
+});
+
+test('timeout_s bounds each node: a gateway that never drains is named after it, and is told the bound', async () => {
+  const seen: string[] = [];
+  const stuck = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: (req) => (seen.push(new URL(req.url).pathname + new URL(req.url).search), new Promise<Response>(() => {})) });
+  try {
+    const routes = adminFanoutRoutes(
+      { nodes: () => [{ node_id: 'stuck', url: `http://127.0.0.1:${stuck.port}` }], controlPlaneToken: null },
+      (handler) => async (req: Request) => (await handler(req)) as Response,
+      async (req) => req.json(),
+    );
+    const started = Date.now();
+    const response = await routes['/rollout/admin/inference/pause'].POST(new Request('http://x/rollout/admin/inference/pause', { method: 'POST', body: JSON.stringify({ timeout_s: 0.5 }) }));
+    expect(response.status).toBe(502);
+    const body = (await response.json()) as any;
+    expect(body.nodes[0]).toMatchObject({ node_id: 'stuck', ok: false, status: null });
+    expect(body.nodes[0].error).toContain('no answer within');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(seen).toEqual(['/admin/inference/pause?timeout_seconds=0.5']);
+  } finally {
+    await stuck.stop(true);
+  }
 });

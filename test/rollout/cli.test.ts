@@ -25,8 +25,9 @@ test('rollout + submit + status over the CLI', async () => {
 
   const status = runPolarSync(['status', '--server', url!, '--json']);
   expect(status.exitCode).toBe(0);
-  const body = JSON.parse(status.stdout.toString()) as { tasks: Record<string, number>; sessions: Record<string, number> };
-  expect(body.tasks.RUNNING).toBe(accepted.length);
+  const body = JSON.parse(status.stdout.toString()) as { tasks: Record<string, string>; task_counts: Record<string, number>; sessions: Record<string, number> };
+  expect(body.task_counts.running).toBe(accepted.length);
+  expect(Object.keys(body.tasks).sort()).toEqual(accepted.map((a) => a.task_id).sort());
   expect(body.sessions.REGISTERED).toBe(accepted.length * 2); // no node registered yet: all queued
 
   const noAgent = runPolarSync(['submit', 'examples/tasks', '--server', url!]);

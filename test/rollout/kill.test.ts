@@ -87,7 +87,8 @@ const getJson = async <T>(url: string): Promise<T> => (await fetch(url)).json() 
 interface TaskView {
   status: string;
   sessions: { session_id: string; status: string; node_id: string | null; attempt: number; reward: number | null }[];
-  results: number;
+  results: unknown[];
+  completed_sessions: number;
 }
 
 function killTask(taskId: string) {
@@ -106,7 +107,7 @@ async function startCluster(name: string) {
   const rollout = await start(['rollout', '--config', config]);
   const gw1 = await start(['gateway', '--config', config, '--node-id', 'gw-1']);
   const gw2 = await start(['gateway', '--config', config, '--node-id', 'gw-2']);
-  await until('both gateways registered', async () => (await getJson<{ nodes: unknown[] }>(`${rollout.url}/nodes`)).nodes.length === 2);
+  await until('both gateways registered', async () => (await getJson<unknown[]>(`${rollout.url}/nodes`)).length === 2);
   return { config, rollout, gw1, gw2, dir: join(scratch, name) };
 }
 
@@ -132,9 +133,10 @@ test('SIGKILL of a gateway mid-task: its sessions are re-dispatched and the task
 
   const done = await until('task completed', async () => {
     const task = await getJson<TaskView>(`${c.rollout.url}/rollout/task/kill-gateway`);
-    return task.status === 'COMPLETED' ? task : null;
+    return task.status === 'completed' ? task : null;
   }, 45_000);
-  expect(done.results).toBe(4);
+  expect(done.results).toHaveLength(4);
+  expect(done.completed_sessions).toBe(4);
   expect(done.sessions).toHaveLength(4);
   for (const s of done.sessions) {
     expect(s.status).toBe('COMPLETED');
@@ -143,8 +145,8 @@ test('SIGKILL of a gateway mid-task: its sessions are re-dispatched and the task
   }
   // The sessions gw-1 was running were dispatched again (a dispatch that failed in flight is retried as the same attempt).
   for (const id of onGw1) expect(done.sessions.find((s) => s.session_id === id)!.attempt).toBeGreaterThanOrEqual(1);
-  const nodes = await getJson<{ nodes: { node_id: string; healthy: boolean }[] }>(`${c.rollout.url}/nodes`);
-  expect(nodes.nodes.find((n) => n.node_id === 'gw-1')?.healthy).toBe(false);
+  const nodes = await getJson<{ node_id: string; healthy: boolean }[]>(`${c.rollout.url}/nodes`);
+  expect(nodes.find((n) => n.node_id === 'gw-1')?.healthy).toBe(false);
   const groups = await getJson<{ groups: { group_id: string; rewards: number[] }[] }>(`${c.rollout.url}/rollout/groups?ready=1`);
   expect(groups.groups.find((g) => g.group_id === 'kill-gateway')?.rewards).toEqual([1, 1, 1, 1]);
   for (const p of [c.rollout.proc, c.gw2.proc]) await kill(p);
@@ -165,10 +167,11 @@ test('SIGKILL of the rollout server mid-task and a restart on the same db: the t
 
   const done = await until('task completed after the restart', async () => {
     const task = await getJson<TaskView>(`${restarted.url}/rollout/task/kill-rollout`);
-    return task.status === 'COMPLETED' ? task : null;
+    return task.status === 'completed' ? task : null;
   }, 60_000);
   expect(done.sessions).toHaveLength(4);
-  expect(done.results).toBe(4);
+  expect(done.results).toHaveLength(4);
+  expect(done.completed_sessions).toBe(4);
   for (const s of done.sessions) {
     expect(s.status).toBe('COMPLETED');
     expect(s.reward).toBe(1);

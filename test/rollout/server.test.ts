@@ -98,7 +98,7 @@ test('submit expands into num_samples secret sessions, dispatches them, and is i
   const node = fakeNode();
   expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity })).status).toBe(200);
   const first = await post(`${server.url}/rollout/task/submit`, task('t1'));
-  expect(first).toEqual({ status: 200, body: { task_id: 't1', status: 'RUNNING', sessions: 4 } });
+  expect(first).toEqual({ status: 200, body: { task_id: 't1', status: 'running', sessions: 4 } });
   expect((await post(`${server.url}/rollout/task/submit`, task('t1'))).body.sessions).toBe(4);
   const sessions = store.sessions.listByTask('t1');
   expect(sessions.map((s) => s.sample_index)).toEqual([0, 1, 2, 3]);
@@ -151,10 +151,11 @@ test('results are idempotent; the group carries GRPO and leave-one-out advantage
   await server.tick();
   await Bun.sleep(20);
   expect(trainerCalls).toHaveLength(1);
-  expect((trainerCalls[0] as { task_id: string; status: string }).status).toBe('COMPLETED');
+  expect((trainerCalls[0] as { task_id: string; status: string }).status).toBe('completed');
   expect(store.taskCallbacks.get('t1')?.state).toBe('done');
-  const status = (await (await fetch(`${server.url}/rollout/task/t1`)).json()) as { status: string; sessions: { reward: number }[] };
-  expect(status.status).toBe('COMPLETED');
+  const status = (await (await fetch(`${server.url}/rollout/task/t1`)).json()) as { status: string; polar_status: string; sessions: { reward: number }[] };
+  expect(status.status).toBe('completed');
+  expect(status.polar_status).toBe('COMPLETED');
   expect(status.sessions.map((s) => s.reward)).toEqual(rewards);
   expect(await (await fetch(`${server.url}/metrics`)).text()).toContain('polar_rollout_duplicate_results_total 1');
 });

@@ -233,12 +233,12 @@ test('heartbeats carrying session statuses make RUNNING / POST_RUN visible; a de
   expect((await call(`${server.url}/nodes/n1/heartbeat`, { body: { stages: running, sessions: ['x'] } })).status).toBe(400);
 
   type NodeView = { node_id: string; healthy: boolean; stages: typeof idle; stages_stale: boolean; last_reported_stages: typeof idle };
-  expect((await call<{ nodes: NodeView[] }>(`${server.url}/nodes`)).body.nodes[0]).toMatchObject({ healthy: true, stages: running, stages_stale: false });
+  expect((await call<NodeView[]>(`${server.url}/nodes`)).body[0]).toMatchObject({ healthy: true, stages: running, stages_stale: false });
   clockNow += 6_000;
   await server.tick();
-  const dead = (await call<{ nodes: NodeView[] }>(`${server.url}/nodes`)).body.nodes[0]!;
+  const dead = (await call<NodeView[]>(`${server.url}/nodes`)).body[0]!;
   expect(dead).toMatchObject({ healthy: false, stages: idle, stages_stale: true, last_reported_stages: running });
-  expect((await call<{ nodes: NodeView[] }>(`${server.url}/rollout/status`)).body.nodes[0]!.stages).toEqual(idle);
+  expect((await call<{ nodes: { nodes: NodeView[] } }>(`${server.url}/rollout/status`)).body.nodes.nodes[0]!.stages).toEqual(idle);
 });
 
 test('sessions cancelled by early stop are CANCELLED in results and task status, never ERROR; a restart relabels stored ones', async () => {

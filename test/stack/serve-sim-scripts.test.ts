@@ -59,10 +59,10 @@ test('polar serve --with-sim + polar submit <task dir>: sessions follow the task
     let view: TaskView | null = null;
     for (let i = 0; i < 400; i++) {
       view = (await (await fetch(`${server}/rollout/task/${id}`)).json()) as TaskView;
-      if (view.status !== 'RUNNING') break;
+      if (view.status !== 'running') break;
       await Bun.sleep(100);
     }
-    expect(view!.status).toBe('COMPLETED');
+    expect(view!.status).toBe('completed');
     expect(view!.sessions).toHaveLength(4);
     for (const s of view!.sessions) {
       expect(s.status).toBe('COMPLETED');

@@ -37,14 +37,14 @@ test('polar serve: submit → sessions on the local gateway → evaluated group 
   let status: { status: string; sessions: { status: string; node_id: string; reward: number | null }[] } | null = null;
   for (let i = 0; i < 200; i++) {
     status = (await (await fetch(`${server}/rollout/task/serve-task`)).json()) as typeof status;
-    if (status!.status !== 'RUNNING') break;
+    if (status!.status !== 'running') break;
     await Bun.sleep(100);
   }
-  expect(status!.status).toBe('COMPLETED');
+  expect(status!.status).toBe('completed');
   expect(status!.sessions.map((s) => [s.status, s.node_id, s.reward])).toEqual([['COMPLETED', 'box-0', 1], ['COMPLETED', 'box-0', 1]]);
 
-  const nodes = (await (await fetch(`${server}/nodes`)).json()) as { nodes: { node_id: string; healthy: boolean }[] };
-  expect(nodes.nodes).toMatchObject([{ node_id: 'box-0', healthy: true }]);
+  const nodes = (await (await fetch(`${server}/nodes`)).json()) as { node_id: string; healthy: boolean }[];
+  expect(nodes).toMatchObject([{ node_id: 'box-0', healthy: true }]);
   const ready = (await (await fetch(`${server}/rollout/groups?ready=1`)).json()) as { groups: { group_id: string; rewards: number[]; grpo_advantages: number[] }[] };
   expect(ready.groups).toHaveLength(1);
   expect(ready.groups[0]).toMatchObject({ group_id: 'serve-task', rewards: [1, 1], grpo_advantages: [0, 0] });

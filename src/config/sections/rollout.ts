@@ -13,7 +13,7 @@ export const rolloutSchema = z
     /** A node without a heartbeat for this long is unhealthy and its sessions are re-dispatched. */
     heartbeat_timeout_s: z.number().positive().default(30).describe('Seconds without a heartbeat after which a node is unhealthy and its unfinished sessions are re-dispatched.'),
     /** Secret. Bearer token required on node, dispatch and callback calls; env POLAR_CONTROL_TOKEN fills it when unset. */
-    control_plane_token: z.string().min(1).nullable().default(null).describe('Secret: bearer token required on node, dispatch and callback calls; null disables the check. When null, the env var POLAR_CONTROL_TOKEN is used if set. Printed redacted.'),
+    control_plane_token: z.string().min(1).nullable().default(null).describe('Secret: bearer token required on node, dispatch and callback calls; null disables the check. When null, the env var POLAR_CONTROL_TOKEN (else POLAR_CONTROL_PLANE_TOKEN) is used if set. Callers send it as `Authorization: Bearer <token>` or `x-polar-control-token: <token>`. Printed redacted.'),
     /** Allow a non-loopback listen address without control_plane_token (anyone on the network may submit tasks). */
     insecure_no_token: z.boolean().default(false).describe('Allow `polar serve`, `polar rollout` and `polar gateway` to listen on a non-loopback address without a control-plane token (same as `--insecure-no-token`). Anyone who reaches the port can then submit tasks whose prepare actions and harness commands run on the gateway hosts; they refuse to start otherwise.'),
     /** Retries of a failed callback to a node or trainer (with backoff). */

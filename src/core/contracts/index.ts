@@ -7,6 +7,7 @@ export * from './dispatch.ts';
 export * from './issues.ts';
 export * from './nodes.ts';
 export * from './paths.ts';
+export * from './reference-task.ts';
 export * from './runtime.ts';
 export * from './session.ts';
 export * from './sim-script.ts';

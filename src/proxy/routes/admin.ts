@@ -1,12 +1,17 @@
 /**
- * Control endpoints: `GET /sessions/{id}/completions` (a session's records), `POST /admin/inference/pause`,
- * `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`. Access per admin-access.ts, enforced
+ * Control endpoints: `GET /sessions/{id}/completions` (a session's records), `GET /admin/inference/status`,
+ * `POST /admin/inference/pause?timeout_seconds=` (504 when in-flight calls have not drained in time; the gate stays
+ * paused), `POST /admin/inference/resume`, `POST /admin/policy_version {policy_version}`. Access per admin-access.ts, enforced
  * by `controlGuard` (middleware.ts).
  */
 import type { Hono } from 'hono';
 import { GatewayError } from '../../core/errors.ts';
 import { readJsonText, type Env, type ProxyRuntime } from '../context.ts';
+import { DrainTimeout } from '../inference-gate.ts';
 import { controlGuard } from '../middleware.ts';
+
+/** Seconds `POST /admin/inference/pause` waits for in-flight calls by default (the Python Polar's default). */
+export const DEFAULT_PAUSE_TIMEOUT_S = 300;
 
 /** Register the control routes on `app`; returns the `[methods, path]` pairs for the 405 table. */
 export function registerAdminRoutes(app: Hono<Env>, rt: ProxyRuntime): Array<[string[], string]> {
@@ -16,13 +21,33 @@ export function registerAdminRoutes(app: Hono<Env>, rt: ProxyRuntime): Array<[st
     return c.json({ session_id: id, completions: rt.deps.store.completions.listBySession(id) });
   });
   app.use('/admin/*', controlGuard(rt, 'admin'));
+  /** The Python Polar's generation status `{paused, inflight, base_url, engine}` plus our policy_version. */
+  const generationStatus = () => {
+    const id = rt.deps.engine.id;
+    const at = id.indexOf('@');
+    return {
+      paused: gate.isPaused, inflight: gate.inFlightCount,
+      base_url: at >= 0 ? id.slice(at + 1) : null, engine: at >= 0 ? id.slice(0, at) : id,
+      policy_version: gate.policyVersion,
+    };
+  };
+  app.get('/admin/inference/status', (c) => c.json(generationStatus()));
+  // ?timeout_seconds= (default 300, as in the Python Polar): 504 when in-flight calls have not drained by then.
   app.post('/admin/inference/pause', async (c) => {
-    const { drained } = await gate.pause();
-    return c.json({ paused: true, drained_in_flight: drained, policy_version: gate.policyVersion });
+    const raw = c.req.query('timeout_seconds');
+    const timeoutSeconds = raw === undefined ? DEFAULT_PAUSE_TIMEOUT_S : Number(raw);
+    if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw new GatewayError('invalid-request', `timeout_seconds must be a positive number of seconds, got ${JSON.stringify(raw)}`);
+    try {
+      const { drained } = await gate.pause(timeoutSeconds * 1000);
+      return c.json({ ...generationStatus(), paused: true, drained_in_flight: drained });
+    } catch (error) {
+      if (error instanceof DrainTimeout) return c.json({ detail: error.message, error: error.message, ...generationStatus() }, 504);
+      throw error;
+    }
   });
   app.post('/admin/inference/resume', (c) => {
     gate.resume();
-    return c.json({ paused: false, policy_version: gate.policyVersion });
+    return c.json({ ...generationStatus(), paused: false });
   });
   app.post('/admin/policy_version', async (c) => {
     const body = (await readJsonText(rt, c)).body as { policy_version?: unknown } | null;
@@ -33,6 +58,7 @@ export function registerAdminRoutes(app: Hono<Env>, rt: ProxyRuntime): Array<[st
   });
   return [
     [['GET'], '/sessions/:id/completions'],
+    [['GET'], '/admin/inference/status'],
     ...['/admin/inference/pause', '/admin/inference/resume', '/admin/policy_version'].map((path): [string[], string] => [['POST'], path]),
   ];
 }
