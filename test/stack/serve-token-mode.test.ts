@@ -48,7 +48,7 @@ test('polar serve: engine.mode token + engine.tokenizer (Llama 3.1) — the sess
   let status: { status: string; sessions: { status: string; reward: number | null }[] } | null = null;
   for (let i = 0; i < 300; i++) {
     status = (await (await fetch(`${server}/rollout/task/llama-task`)).json()) as typeof status;
-    if (status!.status !== 'RUNNING') break;
+    if (status!.status !== 'running') break;
     await Bun.sleep(100);
   }
   expect(status!.sessions.map((s) => [s.status, s.reward])).toEqual([['COMPLETED', 1]]);
