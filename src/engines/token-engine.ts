@@ -328,7 +328,8 @@ export class TokenModeEngine implements EngineClient {
         inputTokens: plan.promptIds.length,
         outputTokens: result.responseIds.length,
         cachedInputTokens: result.cachedTokens,
-        reasoningTokens: reasoning === null ? 0 : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
+        // Families without a think block in text (gpt-oss's analysis channel): the reasoning text's own token count.
+        reasoningTokens: reasoning === null ? 0 : family.thinkClose === null ? tokenizer.encode(reasoning).length : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
       },
       warnings: [],
       createdAt: this.now(),

@@ -54,10 +54,12 @@ describe.each(MODEL_DIR_NAMES)('%s through the proxy in token mode', (name) => {
         body: JSON.stringify({ model: 'm', messages, ...(withTools ? { tools } : {}) }),
       });
       expect(response.status).toBe(200);
-      const answer = (await response.json()) as { choices: { finish_reason: string; message: { content: string | null; reasoning_content?: string; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[] };
+      const answer = (await response.json()) as { usage: { completion_tokens_details?: { reasoning_tokens?: number } }; choices: { finish_reason: string; message: { content: string | null; reasoning_content?: string; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[] };
       const message = answer.choices[0]!.message;
       if (withTools && turn < 2) {
         expect(answer.choices[0]!.finish_reason).toBe('tool_calls');
+        // gpt-oss reasons in its analysis channel: counted as reasoning tokens too.
+        if (family.reasoningField !== null) expect(answer.usage.completion_tokens_details?.reasoning_tokens ?? 0).toBeGreaterThan(0);
         expect(JSON.parse(message.tool_calls![0]!.function.arguments)).toEqual({ command: turn === 0 ? 'ls -la' : 'cat main.py' });
         messages.push({ role: 'assistant', content: message.content, tool_calls: message.tool_calls });
         messages.push({ role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: turn === 0 ? 'main.py' : 'print("hi")' });
