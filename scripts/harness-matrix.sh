@@ -14,7 +14,7 @@
 # Exit status: 0 when every harness completed every session, 1 otherwise.
 set -u
 cd "$(dirname "$0")/.."
-HARNESSES=${HARNESSES:-"pi claude_code codex qwen_code gemini_cli opencode"}
+HARNESSES=${HARNESSES:-"pi claude_code codex qwen_code gemini_cli opencode cline continue kilo openclaw"}
 SAMPLES=${SAMPLES:-2}
 TASKS=${TASKS:-examples/tasks}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-600}

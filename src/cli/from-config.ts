@@ -19,7 +19,7 @@ export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeo
   return {
     kind: engine.kind, url: engine.url, mode: engine.mode, apiKey: engine.api_key ?? undefined,
     servedModel: engine.served_model ?? undefined, timeoutMs: engine.timeout_s * 1000,
-    systemMessages: engine.system_messages === 'in_place' ? 'in-place' : 'merge',
+    systemMessages: engine.system_messages === 'in_place' ? 'in-place' : 'merge', stream: engine.stream,
     ...(engine.tokenizer !== null ? { tokenizerDir: engine.tokenizer } : {}),
     allowGoldenMismatch: engine.allow_golden_mismatch,
     defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },

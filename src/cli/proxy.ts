@@ -1,7 +1,8 @@
 /**
  * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
- * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N]`: the proxy alone, for capturing any harness run by hand
- * (docs/architecture.md#processes). Every API key opens an ad-hoc session (no key → the session `default`); records go to the
+ * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]`: the
+ * proxy alone, for capturing any harness run by hand (docs/architecture.md#processes). Every API key opens an ad-hoc
+ * session (no key → the session `default`); records go to the
  * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
  * `--admin-token T` (or $POLAR_ADMIN_TOKEN): `/admin/*` (pause, resume, policy_version) and `GET /sessions/{id}/completions`
@@ -10,7 +11,7 @@
  */
 import { Option, type Command } from 'commander';
 import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
-import type { EngineKind } from '../engines/types.ts';
+import type { EngineKind, EngineStreamSetting } from '../engines/types.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import { adHocSessions } from '../proxy/sessions.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../proxy/types.ts';
@@ -45,6 +46,7 @@ interface ProxyFlags {
   family?: string;
   goldenRate?: number;
   adminToken?: string;
+  engineStream: EngineStreamSetting;
 }
 
 function parseNumber(flag: string) {
@@ -91,6 +93,7 @@ export function register(program: Command): void {
     .option('--policy-version <v>', 'policy version stamped on records until POST /admin/policy_version')
     .option('--abort-on-disconnect', 'abort the engine call when the client disconnects (default: finish and record it)')
     .option('--admin-token <token>', 'bearer token required by /admin/* and GET /sessions/{id}/completions (default: $POLAR_ADMIN_TOKEN; none: admin from loopback callers only)')
+    .addOption(new Option('--engine-stream <setting>', 'streaming clients get a streamed engine call: auto (when the start-up probe finds its capture sound), always, never (synthetic replay)').choices(['auto', 'always', 'never']).default('auto'))
     .option('--keep-billing-header', "keep Claude Code's x-anthropic-billing-header system line (default: strip it)")
     .action(async (flags: ProxyFlags) => {
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
@@ -124,6 +127,7 @@ export function register(program: Command): void {
           allowGoldenMismatch: flags.allowGoldenMismatch === true,
           goldenRate: flags.goldenRate,
           systemMessages: flags.systemMessages,
+          stream: flags.engineStream,
         });
       } catch (error) {
         throw new UsageError(error instanceof Error ? error.message : String(error));
@@ -131,6 +135,7 @@ export function register(program: Command): void {
       await engine.probe(); // unreachable engine or unknown model: exit 1 with the reason
       const report = engine.probeReport();
       if (report?.captureError) console.error(`polar proxy: warning: the engine's token capture looks broken: ${report.captureError}`);
+      if (report?.streamCapture && !report.streamCapture.ok) console.error(`polar proxy: streaming clients get a synthetic stream: the engine's streamed capture is not usable (${report.streamCapture.error})`);
       if (engine.kind === 'openai') console.error('polar proxy: warning: engine kind "openai" captures no token ids; records are not trainable');
       const store = openStore(flags.db);
       const app = createProxyApp({

@@ -41,11 +41,26 @@ interface RunFlags {
   concurrency: number;
   model: string;
   piApi?: string;
+  agentSettings?: Record<string, unknown>;
   decodeTps?: number;
   prefillTps?: number;
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
+}
+
+/** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
+function parseJsonObject(flag: string) {
+  return (value: string): Record<string, unknown> => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(value);
+    } catch (error) {
+      throw new UsageError(`${flag} must be a JSON object: ${(error as Error).message}`);
+    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`${flag} must be a JSON object, got ${JSON.stringify(value)}`);
+    return parsed as Record<string, unknown>;
+  };
 }
 
 function parseNonNegative(flag: string) {
@@ -77,6 +92,7 @@ export function register(program: Command): void {
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
     .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')}`, 'prefix_merging')
     .option('--concurrency <n>', 'harness runs at once (gateway max_run_workers)', parsePositiveInt('--concurrency'), 8)
+    .option('--agent-settings <json>', 'agent.settings as a JSON object (e.g. the custom harness: {"api_key_env": ["MY_KEY"], …})', parseJsonObject('--agent-settings'))
     .option('--pi-api <api>', 'pi harness: provider API (anthropic-messages, openai-completions, openai-responses, google-generative-ai)')
     .option('--decode-tps <n>', 'simulator: generated tokens per second per sequence (0 = instant)', parseNonNegative('--decode-tps'))
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
@@ -87,6 +103,9 @@ export function register(program: Command): void {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'shell' && !flags.command) throw new UsageError('--harness shell needs --command');
+      if (flags.harness === 'custom' && !flags.command && typeof flags.agentSettings?.command !== 'string') {
+        throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
+      }
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
       if (flags.mode !== 'token' && flags.engine !== undefined && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token (or to the built-in simulator)');
       if (flags.tokenizer !== undefined && !existsSync(flags.tokenizer)) throw new UsageError(`--tokenizer ${flags.tokenizer} does not exist`);
@@ -136,7 +155,7 @@ export function register(program: Command): void {
           samples: flags.samples,
           modelName: flags.model,
           builder: flags.builder as BuilderName,
-          settings: flags.piApi ? { api: flags.piApi } : undefined,
+          settings: flags.piApi || flags.agentSettings ? { ...flags.agentSettings, ...(flags.piApi ? { api: flags.piApi } : {}) } : undefined,
           store,
           engine,
           engineWaitMs: flags.engineWaitS * 1000,

@@ -37,7 +37,13 @@ export class GatewayError extends Error {
   constructor(
     readonly kind: ErrorKind,
     message: string,
-    readonly details: { status?: number; cause?: unknown; upstream?: { status: number; body: string }; param?: string } = {},
+    readonly details: {
+      status?: number;
+      cause?: unknown;
+      /** The engine's own answer; `retryAfter` is its `Retry-After` header, forwarded to the client. */
+      upstream?: { status: number; body: string; retryAfter?: string };
+      param?: string;
+    } = {},
   ) {
     super(message, { cause: details.cause });
     this.name = 'GatewayError';

@@ -110,6 +110,11 @@ export interface IRRequest {
 export interface FinishReason {
   unified: 'stop' | 'length' | 'tool-calls' | 'content-filter' | 'error' | 'other';
   raw?: string;
+  /**
+   * The client's stop string that ended the turn (vLLM `stop_reason`, SGLang `matched_stop`, or token mode's own
+   * match); absent when the turn ended on an end-of-turn token or for any other reason.
+   */
+  stopSequence?: string;
 }
 
 /** Token counts, in tokens. */

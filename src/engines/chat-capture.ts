@@ -55,21 +55,25 @@ export function firstChoice(body: unknown): { body: Json; choice: Json } {
 export function decodeEngineResponse(raw: unknown, requestedModel: string, now: Clock, newId: IdGenerator): IRResponse {
   const { body, choice } = firstChoice(raw);
   const message = isObject(choice.message) ? choice.message : {};
-  const content: IRContentPart[] = typeof message.content === 'string' && message.content !== '' ? [{ type: 'text', text: message.content }] : [];
+  const toolCallsRaw = Array.isArray(message.tool_calls) ? message.tool_calls : [];
   const reasoningText =
     typeof message.reasoning === 'string' ? message.reasoning : typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
   const toolCalls: IRToolCall[] = [];
-  if (Array.isArray(message.tool_calls)) {
-    for (const call of message.tool_calls) {
-      if (!isObject(call)) continue;
-      const fn = isObject(call.function) ? call.function : {};
-      toolCalls.push({
-        id: typeof call.id === 'string' && call.id !== '' ? call.id : newId('call'),
-        name: typeof fn.name === 'string' ? fn.name : '',
-        arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}),
-      });
-    }
+  for (const call of toolCallsRaw) {
+    if (!isObject(call)) continue;
+    const fn = isObject(call.function) ? call.function : {};
+    // A call without arguments comes back as "" from some parsers; clients JSON.parse the arguments, so it is {}.
+    const args = typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {});
+    toolCalls.push({
+      id: typeof call.id === 'string' && call.id !== '' ? call.id : newId('call'),
+      name: typeof fn.name === 'string' ? fn.name : '',
+      arguments: args.trim() === '' ? '{}' : args,
+    });
   }
+  // Whitespace-only text next to tool calls (the parser's gap between </think> and <tool_call>) is no content: token
+  // mode drops it too, so a client never sees an empty text block in either mode.
+  const text = typeof message.content === 'string' ? message.content : '';
+  const content: IRContentPart[] = text === '' || (toolCalls.length > 0 && text.trim() === '') ? [] : [{ type: 'text', text }];
   const usage = isObject(body.usage) ? body.usage : {};
   const meta = metaInfo(body, choice);
   const num = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
@@ -81,7 +85,7 @@ export function decodeEngineResponse(raw: unknown, requestedModel: string, now: 
     content,
     ...(reasoningText !== '' ? { reasoning: { text: reasoningText } } : {}),
     toolCalls,
-    finishReason: decodeEngineFinishReason(choice.finish_reason ?? meta?.finish_reason, toolCalls.length > 0),
+    finishReason: withStopSequence(decodeEngineFinishReason(choice.finish_reason ?? meta?.finish_reason, toolCalls.length > 0), matchedStop(choice, meta)),
     usage: {
       inputTokens: num(usage.prompt_tokens) ?? num(meta?.prompt_tokens) ?? 0,
       outputTokens: num(usage.completion_tokens) ?? num(meta?.completion_tokens) ?? 0,
@@ -91,6 +95,21 @@ export function decodeEngineResponse(raw: unknown, requestedModel: string, now: 
     warnings: [],
     createdAt: now(),
   };
+}
+
+/**
+ * The stop string that ended the turn: vLLM `choices[0].stop_reason` (a string for a stop string, an int for a stop
+ * token id), SGLang `matched_stop` (on the choice) or `meta_info.finish_reason.matched`.
+ */
+function matchedStop(choice: Json, meta: Json | undefined): string | undefined {
+  const finish = isObject(meta?.finish_reason) ? (meta.finish_reason as Json) : {};
+  for (const value of [choice.stop_reason, choice.matched_stop, finish.matched]) if (typeof value === 'string' && value !== '') return value;
+  return undefined;
+}
+
+/** A stop-string hit is reported as such (Anthropic `stop_sequence`); a turn that did not end with `stop` is unchanged. */
+export function withStopSequence(finish: FinishReason, stop: string | undefined): FinishReason {
+  return stop !== undefined && finish.unified === 'stop' ? { ...finish, stopSequence: stop } : finish;
 }
 
 function metaInfo(body: Json, choice: Json): Json | undefined {

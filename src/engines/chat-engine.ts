@@ -1,7 +1,9 @@
 /**
  * The chat-mode engine client shared by vLLM, SGLang, the simulator and any OpenAI-compatible server: they differ
- * only in a `ChatEngineProfile` (capture flags, where reasoning is echoed, logprob semantics). Source:
- * docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines.
+ * only in a `ChatEngineProfile` (capture flags, where reasoning is echoed, logprob semantics). A streaming client is
+ * served from a streamed engine call (`stream`, chat-stream.ts) when `engine.stream` allows it and, for `auto`, the
+ * start-up probe found the streamed capture sound. Source: docs/architecture.md#chat-mode-and-token-mode,
+ * docs/protocol-notes.md#inference-engines.
  */
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
@@ -11,9 +13,14 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
+import { ChatChunkAccumulator } from './chat-stream.ts';
+import { DeltaEmitter } from './delta-emitter.ts';
+import { sseData } from './sse.ts';
 import { buildChatRequest, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
-import { engineFetchJson, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
-import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport } from './types.ts';
+import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
+import type {
+  CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting,
+} from './types.ts';
 
 /** What distinguishes one chat-mode engine from another. */
 export interface ChatEngineProfile {
@@ -48,6 +55,8 @@ export interface ChatEngineOptions {
   logprobSemantics?: LogprobSemantics;
   /** Engine id prefix; defaults to the profile kind (`sim@<url>` for the simulator). */
   idPrefix?: string;
+  /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
+  stream?: EngineStreamSetting;
   now?: Clock;
   newId?: IdGenerator;
 }
@@ -63,6 +72,7 @@ export class ChatModeEngine implements EngineClient {
   private acceptsReturnTokenIds = true;
   private readonly probeOnce = onceUntilFailure(() => this.runProbe());
   private report: EngineProbeReport | null = null;
+  private streamOk = false;
   private readonly now: Clock;
   private readonly newId: IdGenerator;
 
@@ -134,6 +144,7 @@ export class ChatModeEngine implements EngineClient {
       }
       ({ sources, capture: { captureError } } = extractChatCapture(raw, this.semantics));
     }
+    const streamCapture = await this.probeStream();
     this.report = {
       servedModel: this.served,
       models: ids,
@@ -141,10 +152,100 @@ export class ChatModeEngine implements EngineClient {
       acceptsReturnTokenIds: this.acceptsReturnTokenIds,
       captureFields: sources,
       captureError,
+      streamCapture,
     };
   }
 
+  /** `engine.stream: auto`: one streamed 1-token completion; streaming is used when its capture is sound. */
+  private async probeStream(): Promise<EngineProbeReport['streamCapture']> {
+    const setting = this.opts.stream ?? 'auto';
+    this.streamOk = setting === 'always';
+    if (setting !== 'auto') return null;
+    const tiny: IRRequest = {
+      version: 1, model: this.served!, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], tools: [],
+      sampling: { maxTokens: 1, temperature: 0 }, stream: true, warnings: [],
+    };
+    try {
+      const done = await this.streamCall(tiny, { sessionId: 'polar-probe', requestId: 'probe-stream' }, () => {});
+      const error = done.capture?.captureError ?? null;
+      this.streamOk = error === null;
+      return { ok: this.streamOk, error };
+    } catch (thrown) {
+      return { ok: false, error: thrown instanceof Error ? thrown.message : String(thrown) };
+    }
+  }
+
+  streams(): boolean {
+    return this.streamOk;
+  }
+
+  /**
+   * One streamed chat completion with token capture (see EngineClient.stream).
+   * @throws GatewayError as `complete` does, before the first event; 'upstream' when the stream breaks off later.
+   */
+  async stream(request: IRRequest, ctx: EngineCallContext, onEvent: (event: EngineStreamEvent) => void): Promise<EngineCompletion> {
+    await this.probe();
+    return this.streamCall(request, ctx, onEvent);
+  }
+
+  private async streamCall(request: IRRequest, ctx: EngineCallContext, onEvent: (event: EngineStreamEvent) => void): Promise<EngineCompletion> {
+    const started = this.now();
+    const warnings: Warning[] = [];
+    const body = this.body(request, ctx, warnings);
+    body.stream = true;
+    body.stream_options = { include_usage: true };
+    const what = `engine ${this.id}`;
+    const { response: answer, timedOut } = await engineFetchStream(`${this.url}/v1/chat/completions`, body, this.http(ctx), what);
+    onEvent({ type: 'answered' });
+    const chunks = new ChatChunkAccumulator(this.newId);
+    const emitter = new DeltaEmitter(onEvent);
+    let promptSent = false;
+    try {
+      for await (const data of sseData(answer.body!, what)) {
+        let chunk: unknown;
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
+        }
+        if (!chunk || typeof chunk !== 'object') continue;
+        const inBand = (chunk as { error?: unknown }).error;
+        if (inBand !== undefined) throw new GatewayError('upstream', `${what} failed mid-stream: ${JSON.stringify(inBand).slice(0, 500)}`);
+        const before = chunks.promptLength;
+        if (!promptSent && before !== null) {
+          onEvent({ type: 'prompt', inputTokens: before });
+          promptSent = true;
+        }
+        chunks.push(chunk as Record<string, unknown>, emitter);
+        if (!promptSent && chunks.promptLength !== null) {
+          onEvent({ type: 'prompt', inputTokens: chunks.promptLength });
+          promptSent = true;
+        }
+      }
+    } catch (thrown) {
+      if (timedOut()) throw new GatewayError('timeout', `${what} did not finish its stream within ${this.opts.timeoutMs} ms`, { cause: thrown });
+      throw thrown;
+    }
+    const raw = chunks.body();
+    const engineMs = this.now() - started;
+    const response = decodeEngineResponse(raw, request.model, this.now, this.newId);
+    warnings.push(...emitter.finish(response));
+    let capture = null;
+    if (this.profile.captures) capture = extractChatCapture(raw, this.semantics).capture;
+    else warnings.push({ code: 'no-token-capture', message: `engine kind "${this.kind}" returns no token ids or logprobs; this completion cannot be trained on` });
+    return { response, capture, policyVersion: engineWeightVersion(raw), warnings, engineMs };
+  }
+
+  private http(ctx: EngineCallContext) {
+    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
+    return { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal };
+  }
+
   private post(request: IRRequest, ctx: EngineCallContext, warnings: Warning[] = []): Promise<unknown> {
+    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', body: this.body(request, ctx, warnings) }, this.http(ctx), `engine ${this.id}`);
+  }
+
+  private body(request: IRRequest, ctx: EngineCallContext, warnings: Warning[]): Record<string, unknown> {
     const { body, warnings: built } = buildChatRequest(request, {
       servedModel: this.served ?? request.model,
       defaults: this.opts.defaults,
@@ -153,8 +254,7 @@ export class ChatModeEngine implements EngineClient {
       extra: { ...this.profile.captureFlags({ acceptsReturnTokenIds: this.acceptsReturnTokenIds }), ...this.profile.perCallFields?.(ctx) },
     });
     warnings.push(...built);
-    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
-    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', body }, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, `engine ${this.id}`);
+    return body;
   }
 
   /**

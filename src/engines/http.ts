@@ -1,7 +1,9 @@
 /**
  * One HTTP call to an engine with the error mapping every engine client shares: connection failures and 5xx →
  * `upstream` (502), the configured timeout → `timeout` (504), a prompt over the context window → `context-overflow`,
- * any other 4xx → `invalid-request` carrying the engine's own message. Source: docs/architecture.md#the-proxy, docs/architecture.md#conventions.
+ * any other 4xx → `invalid-request` carrying the engine's own message; the engine's `Retry-After` travels with the error
+ * so the proxy can forward it (https://www.rfc-editor.org/rfc/rfc9110#field.retry-after).
+ * Source: docs/architecture.md#the-proxy, docs/architecture.md#conventions.
  */
 import { GatewayError } from '../core/errors.ts';
 
@@ -36,9 +38,9 @@ export function engineErrorMessage(text: string): string {
  * Map an engine's non-2xx answer to a GatewayError.
  * @param status the engine's HTTP status; @param text its body.
  */
-export function classifyEngineError(status: number, text: string, what: string): GatewayError {
+export function classifyEngineError(status: number, text: string, what: string, retryAfter?: string | null): GatewayError {
   const message = engineErrorMessage(text);
-  const upstream = { status, body: text.slice(0, 4000) };
+  const upstream = { status, body: text.slice(0, 4000), ...(retryAfter ? { retryAfter } : {}) };
   if (CONTEXT_OVERFLOW.test(message) && status < 500) return new GatewayError('context-overflow', message, { upstream });
   if (status >= 500) return new GatewayError('upstream', `${what} failed with HTTP ${status}: ${message}`, { upstream });
   if (status === 429) return new GatewayError('rate-limited', message, { upstream });
@@ -69,6 +71,9 @@ export async function engineFetchJson(
       headers: { ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers },
       body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
       signal,
+      // Bun's own 5-minute socket idle timeout would cut a long prefill; `timeoutMs` is the limit.
+      // https://bun.sh/reference/globals/BunFetchRequestInit/timeout
+      timeout: false,
     });
     text = await response.text();
   } catch (thrown) {
@@ -77,7 +82,7 @@ export async function engineFetchJson(
     const reason = thrown instanceof Error ? thrown.message : String(thrown);
     throw new GatewayError('upstream', `${what} unreachable at ${url}: ${reason}`, { cause: thrown });
   }
-  if (!response.ok) throw classifyEngineError(response.status, text, what);
+  if (!response.ok) throw classifyEngineError(response.status, text, what, response.headers.get('retry-after'));
   try {
     return JSON.parse(text) as unknown;
   } catch (thrown) {
@@ -86,6 +91,36 @@ export async function engineFetchJson(
       upstream: { status: response.status, body: text.slice(0, 4000) },
     });
   }
+}
+
+/**
+ * POST JSON to an engine that answers with a stream (`text/event-stream`); resolves once the engine has answered with
+ * a 2xx status, before the body is read. The timeout covers the whole stream (the caller reads the body within it).
+ * @returns the engine's response (read its body with sse.ts `sseData`) and the signal that ends the stream.
+ * @throws GatewayError like engineFetchJson for everything before the first byte of the body.
+ */
+export async function engineFetchStream(url: string, body: unknown, opts: EngineHttpOptions, what: string): Promise<{ response: Response; signal: AbortSignal | undefined; timedOut(): boolean }> {
+  const timeout = opts.timeoutMs > 0 ? AbortSignal.timeout(opts.timeoutMs) : undefined;
+  const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
+  const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers },
+      body: JSON.stringify(body),
+      signal,
+      timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
+    });
+  } catch (thrown) {
+    if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });
+    if (opts.signal?.aborted) throw new GatewayError('aborted', `${what} aborted by the caller`, { cause: thrown });
+    const reason = thrown instanceof Error ? thrown.message : String(thrown);
+    throw new GatewayError('upstream', `${what} unreachable at ${url}: ${reason}`, { cause: thrown });
+  }
+  if (!response.ok) throw classifyEngineError(response.status, await response.text().catch(() => ''), what, response.headers.get('retry-after'));
+  if (!response.body) throw new GatewayError('upstream', `${what} answered HTTP ${response.status} without a body`);
+  return { response, signal, timedOut: () => timeout?.aborted === true };
 }
 
 /** Request headers for an engine: `authorization: Bearer <apiKey>` when a key is configured, then `extra`. */

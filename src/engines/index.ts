@@ -11,7 +11,7 @@ import { DEFAULT_SAMPLING, type ReasoningField, type SamplingDefaults, type Syst
 import { createOpenAIEngine } from './openai.ts';
 import { createSglangEngine } from './sglang.ts';
 import { createSimEngine } from './sim.ts';
-import type { CaptureMode, EngineClient, EngineKind } from './types.ts';
+import type { CaptureMode, EngineClient, EngineKind, EngineStreamSetting } from './types.ts';
 import { createVllmEngine } from './vllm.ts';
 import { tokenBackendFor } from './token-backends.ts';
 import { TokenModeEngine } from './token-engine.ts';
@@ -20,7 +20,8 @@ import type { TokenBufferOptions } from '../tokenization/token-buffer.ts';
 export type { EngineClient, EngineKind, CaptureMode, EngineCompletion, EngineCallContext, TokenCapture, EngineProbeReport } from './types.ts';
 export { DEFAULT_SAMPLING, type SamplingDefaults, type ReasoningField } from './chat-request.ts';
 export { ChatModeEngine } from './chat-engine.ts';
-export { TokenModeEngine, GoldenMismatchError, type TokenEngineOptions, type TokenEngineStats, type GoldenStats } from './token-engine.ts';
+export { TokenModeEngine, GoldenMismatchError, type TokenEngineOptions, type TokenEngineStats } from './token-engine.ts';
+export type { GoldenStats } from './golden-check.ts';
 
 export const ENGINE_KINDS: readonly EngineKind[] = ['sim', 'vllm', 'sglang', 'llamacpp', 'openai'];
 
@@ -42,6 +43,8 @@ export interface EngineConfig {
   /** Placement of system messages after the first turn (default `merge`); `in-place` for templates that allow it. */
   systemMessages?: SystemMessagePlacement;
   logprobSemantics?: LogprobSemantics;
+  /** Stream from the engine for streaming clients (default `auto`: when the start-up probe's streamed capture is sound). */
+  stream?: EngineStreamSetting;
   now?: Clock;
   newId?: IdGenerator;
   /** Token mode: Hugging Face directory of the served model's tokenizer and chat template (absent = embedded Qwen3). */
@@ -80,6 +83,7 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
     reasoningField: config.reasoningField,
     systemMessages: config.systemMessages,
     logprobSemantics: config.logprobSemantics,
+    stream: config.stream,
     now: config.now,
     newId: config.newId,
   };

@@ -288,3 +288,113 @@ export function tokenBackendFor(kind: EngineKind): TokenBackend | null {
       return null;
   }
 }
+
+/**
+ * Reads one streamed token endpoint: `push` takes a chunk and returns the ids it adds; `body()` is the answer a
+ * non-streaming call would have given, for the backend's `read` (so both paths share one reader and its checks).
+ */
+export interface TokenChunkAccumulator {
+  push(chunk: Json): number[];
+  body(): Json;
+}
+
+/** Streaming flavour of each backend: the body with streaming switched on, and the chunk accumulator. */
+export interface TokenStreaming {
+  body(input: TokenRequestInput): Record<string, unknown>;
+  accumulator(): TokenChunkAccumulator;
+}
+
+/**
+ * New elements of a list an engine sends either cumulatively (every chunk repeats what came before; SGLang's default
+ * for `output_ids`) or incrementally (each chunk only its own; `--incremental-streaming-output`).
+ */
+function newPart<T>(seen: readonly T[], next: readonly T[], same: (a: T, b: T) => boolean): T[] {
+  if (seen.length > 0 && next.length >= seen.length && seen.every((x, i) => same(x, next[i]!))) return next.slice(seen.length);
+  return [...next];
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/** SGLang `/generate` with `stream: true`: SSE of whole objects ({text, output_ids, meta_info}), ending in [DONE]. */
+export const sglangStreaming: TokenStreaming = {
+  body: (input) => ({ ...sglangTokenBackend.body(input), stream: true }),
+  accumulator() {
+    const ids: number[] = [];
+    const entries: unknown[] = [];
+    let last: Json = {};
+    return {
+      push(chunk) {
+        last = chunk;
+        const added = isIntArray(chunk.output_ids) ? newPart(ids, chunk.output_ids, (a, b) => a === b) : [];
+        ids.push(...added);
+        const meta = isObject(chunk.meta_info) ? chunk.meta_info : {};
+        if (Array.isArray(meta.output_token_logprobs)) entries.push(...newPart(entries, meta.output_token_logprobs, sameJson));
+        return added;
+      },
+      body() {
+        const meta = isObject(last.meta_info) ? last.meta_info : {};
+        return { ...last, output_ids: ids, meta_info: { ...meta, output_token_logprobs: entries } };
+      },
+    };
+  },
+};
+
+/** vLLM `/v1/completions` with `stream: true`: per chunk `choices[0].token_ids` and `logprobs.token_logprobs` deltas. */
+export const vllmStreaming: TokenStreaming = {
+  body: (input) => ({ ...vllmTokenBackend.body(input), stream: true, stream_options: { include_usage: true } }),
+  accumulator() {
+    const ids: number[] = [];
+    const logprobs: unknown[] = [];
+    let promptIds: number[] | undefined;
+    let finish: unknown = null;
+    let stopReason: unknown = null;
+    let usage: Json | undefined;
+    return {
+      push(chunk) {
+        if (isObject(chunk.usage)) usage = chunk.usage;
+        const choice = Array.isArray(chunk.choices) && isObject(chunk.choices[0]) ? chunk.choices[0] : null;
+        if (!choice) return [];
+        if (isIntArray(choice.prompt_token_ids)) promptIds = choice.prompt_token_ids;
+        if (choice.finish_reason !== null && choice.finish_reason !== undefined) finish = choice.finish_reason;
+        if (choice.stop_reason !== null && choice.stop_reason !== undefined) stopReason = choice.stop_reason;
+        const lp = isObject(choice.logprobs) ? choice.logprobs.token_logprobs : undefined;
+        if (Array.isArray(lp)) logprobs.push(...lp);
+        const added = isIntArray(choice.token_ids) ? choice.token_ids : [];
+        ids.push(...added);
+        return added;
+      },
+      body() {
+        const choice: Json = { index: 0, token_ids: ids, logprobs: { token_logprobs: logprobs }, finish_reason: finish, stop_reason: stopReason };
+        if (promptIds) choice.prompt_token_ids = promptIds;
+        return { choices: [choice], ...(usage ? { usage } : {}) };
+      },
+    };
+  },
+};
+
+/** llama.cpp `/completion` with `stream: true`: per chunk `tokens` and `completion_probabilities`; the last has `stop: true`. */
+export const llamacppStreaming: TokenStreaming = {
+  body: (input) => ({ ...llamacppTokenBackend.body(input), stream: true }),
+  accumulator() {
+    const ids: number[] = [];
+    const probabilities: unknown[] = [];
+    let last: Json = {};
+    return {
+      push(chunk) {
+        last = chunk;
+        if (Array.isArray(chunk.completion_probabilities)) probabilities.push(...chunk.completion_probabilities);
+        const added = isIntArray(chunk.tokens) ? chunk.tokens : [];
+        ids.push(...added);
+        return added;
+      },
+      body: () => ({ ...last, tokens: ids, completion_probabilities: probabilities }),
+    };
+  },
+};
+
+/** The streaming flavour of a backend (by its path, so `sim`, which speaks vLLM's, gets vLLM's). */
+export function tokenStreamingFor(backend: TokenBackend): TokenStreaming {
+  if (backend.path === sglangTokenBackend.path) return sglangStreaming;
+  if (backend.path === llamacppTokenBackend.path) return llamacppStreaming;
+  return vllmStreaming;
+}

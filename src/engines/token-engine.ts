@@ -2,9 +2,10 @@
  * Token mode (beyond Polar): the proxy renders the chat template and tokenises itself, keeps each session's exact
  * token buffer, sends token ids to the engine's token endpoint and parses tool calls and reasoning from the sampled
  * text. The engine then sees exactly the tokens that will be trained on, and `prefix_merging` keeps every
- * append-only conversation in one chain. A golden check compares our full rendering with the engine's own: at
- * start-up a mismatch refuses to serve (unless `allowGoldenMismatch`), on a sample of later turns it is logged and
- * counted.
+ * append-only conversation in one chain. A golden check (golden-check.ts) compares our full rendering with the
+ * engine's own: at start-up a mismatch refuses to serve (unless `allowGoldenMismatch`), on a sample of later turns it
+ * is logged and counted.
+ * Streaming clients are served from the engine's streamed token endpoint (token-backends.ts `TokenStreaming`).
  * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
 import type { Clock } from '../core/clock.ts';
@@ -18,10 +19,16 @@ import { detectModelFamily, resolveFamilyIds, type FamilyIds, type ModelFamily }
 import { SessionTokenBuffers, type PromptPlan, type RenderSettings, type TokenBufferOptions, type TokenBufferStats } from '../tokenization/token-buffer.ts';
 import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
-import { engineFetchJson, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
-import type { TokenBackend, TokenSampling } from './token-backends.ts';
-import type { CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, TokenCapture } from './types.ts';
+import { DeltaEmitter } from './delta-emitter.ts';
+import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
+import { sseData } from './sse.ts';
+import { tokenStreamingFor, type TokenBackend, type TokenSampling } from './token-backends.ts';
+import { IncrementalDecoder, TaggedTextSplitter } from './token-stream.ts';
+import type {
+  CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting, TokenCapture,
+} from './types.ts';
 import type { LogprobSemantics } from '../core/records.ts';
+import { GOLDEN_CONVERSATION, GOLDEN_TEXT_ONLY, GoldenChecker, type GoldenStats } from './golden-check.ts';
 
 export interface TokenEngineOptions {
   url: string;
@@ -51,22 +58,21 @@ export interface TokenEngineOptions {
   systemMessages?: SystemMessagePlacement;
   /** Engine id prefix (default: the kind; `sim` for the simulator). */
   idPrefix?: string;
+  /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
+  stream?: EngineStreamSetting;
   now?: Clock;
   newId?: IdGenerator;
   /** Where golden-check mismatches are reported (default console.warn). */
   log?: (message: string) => void;
 }
 
-/** Golden-check counters. */
-export interface GoldenStats {
-  checks: number;
-  mismatches: number;
-  /** The engine has no endpoint to render with (reported once at start-up, counted per skipped check). */
-  unavailable: number;
-  /** Checks that failed to run (engine error). */
-  errors: number;
-  /** The last mismatch, for the operator: where the two renderings diverge. */
-  lastMismatch: string | null;
+/** One turn between preparing the prompt and reading the engine's answer. */
+interface TurnPlan {
+  messages: ChatMessage[];
+  settings: RenderSettings;
+  plan: PromptPlan;
+  warnings: Warning[];
+  sampling: TokenSampling;
 }
 
 /** Token-mode statistics exposed on the proxy's health document. */
@@ -89,30 +95,6 @@ export class GoldenMismatchError extends Error {
   }
 }
 
-/** A fixed conversation for the start-up golden check: system, tools, reasoning, a tool call, a tool result, a reply. */
-const GOLDEN_CONVERSATION: { messages: ChatMessage[]; tools: ChatTool[] } = {
-  tools: [{ type: 'function', function: { name: 'bash', description: 'Run a shell command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }],
-  messages: [
-    { role: 'system', content: 'You are a coding agent.' },
-    { role: 'user', content: 'List the files, then say how many there are. ✓ ünïcode' },
-    { role: 'assistant', content: '', reasoning_content: 'I should run ls.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls -1"}' } }] },
-    { role: 'tool', tool_call_id: 'call_1', content: 'a.py\nb.py' },
-    { role: 'assistant', content: 'There are 2 files.' },
-    { role: 'user', content: 'Thanks.' },
-  ],
-};
-
-/** The golden conversation for a family without a tool-call format (its template rejects tool turns, e.g. Gemma 3). */
-const GOLDEN_TEXT_ONLY: { messages: ChatMessage[]; tools: ChatTool[] } = {
-  tools: [],
-  messages: [
-    { role: 'system', content: 'You are a coding agent.' },
-    { role: 'user', content: 'How many files are there? ✓ ünïcode' },
-    { role: 'assistant', content: 'There are 2 files.' },
-    { role: 'user', content: 'Thanks.' },
-  ],
-};
-
 export class TokenModeEngine implements EngineClient {
   readonly kind: EngineKind;
   readonly id: string;
@@ -130,11 +112,9 @@ export class TokenModeEngine implements EngineClient {
   private readonly now: Clock;
   private readonly newId: IdGenerator;
   private readonly log: (message: string) => void;
-  private readonly goldenRate: number;
-  private goldenCredit = 0;
-  private goldenEndpoint: 'tokenize' | 'apply-template' | null = null;
-  private readonly golden: GoldenStats = { checks: 0, mismatches: 0, unavailable: 0, errors: 0, lastMismatch: null };
+  private readonly golden: GoldenChecker;
   private readonly pending = new Set<Promise<void>>();
+  private streamOk = false;
 
   /** @throws Error when `goldenRate` is outside [0, 1]. */
   constructor(
@@ -149,8 +129,10 @@ export class TokenModeEngine implements EngineClient {
     this.now = opts.now ?? systemClock;
     this.newId = opts.newId ?? randomId;
     this.log = opts.log ?? ((message) => console.warn(message));
-    this.goldenRate = opts.goldenRate ?? 0.02;
-    if (!(this.goldenRate >= 0 && this.goldenRate <= 1)) throw new Error(`goldenRate must be in [0, 1], got ${opts.goldenRate}`);
+    this.golden = new GoldenChecker({
+      url: this.url, id: this.id, kind: this.kind, timeoutMs: opts.timeoutMs, rate: opts.goldenRate ?? 0.02, log: this.log,
+      headers: (extra) => this.headers(extra),
+    });
   }
 
   /**
@@ -174,7 +156,7 @@ export class TokenModeEngine implements EngineClient {
 
   /** Token-buffer and golden-check counters (exposed on the proxy's `GET /`). */
   stats(): TokenEngineStats {
-    return { mode: 'token', family: this.family?.name ?? null, token_buffer: this.buffers?.stats() ?? null, golden: { ...this.golden } };
+    return { mode: 'token', family: this.family?.name ?? null, token_buffer: this.buffers?.stats() ?? null, golden: this.golden.stats() };
   }
 
   /** Drop a session's token buffers (its session ended); a later request of it gets a full render. */
@@ -217,15 +199,32 @@ export class TokenModeEngine implements EngineClient {
       acceptsReturnTokenIds: true,
       captureFields: { promptIds: 'sent by the proxy', responseIds: this.backend.fields.responseIds, logprobs: this.backend.fields.logprobs },
       captureError: probeResult.problems.length > 0 ? probeResult.problems.join('; ') : null,
+      streamCapture: await this.probeStream(promptIds),
     };
     const golden = family.toolCallFormat === 'none' ? GOLDEN_TEXT_ONLY : GOLDEN_CONVERSATION;
-    const mismatchesBefore = this.golden.mismatches;
-    await this.goldenCheck(golden.messages, { tools: golden.tools }, true);
-    if (this.golden.mismatches > mismatchesBefore && this.opts.allowGoldenMismatch !== true) {
+    const mismatchesBefore = this.golden.stats().mismatches;
+    await this.golden.check(tokenizer, family, this.served, golden.messages, { tools: golden.tools }, true);
+    if (this.golden.stats().mismatches > mismatchesBefore && this.opts.allowGoldenMismatch !== true) {
       throw new GoldenMismatchError(
-        `token mode refuses to start: our ${family.name} chat template rendering (tokenizer ${tokenizer.dir ?? 'embedded Qwen3'}) differs from engine ${this.id}'s at ${this.golden.lastMismatch}; ` +
+        `token mode refuses to start: our ${family.name} chat template rendering (tokenizer ${tokenizer.dir ?? 'embedded Qwen3'}) differs from engine ${this.id}'s at ${this.golden.stats().lastMismatch}; ` +
           'point engine.tokenizer / --tokenizer at the served model\'s directory, or accept it knowingly with engine.allow_golden_mismatch / --allow-golden-mismatch',
       );
+    }
+  }
+
+  /** `engine.stream: auto`: one streamed 1-token generation; streaming is used when its capture is sound. */
+  private async probeStream(promptIds: number[]): Promise<EngineProbeReport['streamCapture']> {
+    const setting = this.opts.stream ?? 'auto';
+    this.streamOk = setting === 'always';
+    if (setting !== 'auto') return null;
+    try {
+      const sampling = { ...this.resolveSampling({}, promptIds.length), maxTokens: 1, temperature: 0 };
+      const raw = await this.streamPost(promptIds, sampling, { sessionId: 'polar-probe', requestId: 'probe-stream' }, new DeltaEmitter(() => {}), false);
+      const problems = this.backend.read(raw, promptIds).problems;
+      this.streamOk = problems.length === 0;
+      return { ok: this.streamOk, error: problems.length > 0 ? problems.join('; ') : null };
+    } catch (thrown) {
+      return { ok: false, error: thrown instanceof Error ? thrown.message : String(thrown) };
     }
   }
 
@@ -279,8 +278,74 @@ export class TokenModeEngine implements EngineClient {
    */
   async complete(request: IRRequest, ctx: EngineCallContext): Promise<EngineCompletion> {
     await this.probe();
-    const tokenizer = this.tokenizer!;
-    const family = this.family!;
+    const turn = this.prepareTurn(request, ctx);
+    const started = this.now();
+    const raw = await this.post(turn.plan.promptIds, turn.sampling, ctx);
+    return this.finishTurn(request, turn, raw, this.now() - started);
+  }
+
+  /**
+   * Whether streaming clients get a streamed engine call. The incremental reasoning/content split (token-stream.ts)
+   * reads the Qwen3/Qwen3.5 output shape only; other families' streaming clients get the synthetic stream of the
+   * whole parsed answer.
+   */
+  streams(): boolean {
+    return this.streamOk && (this.family?.toolCallFormat === 'hermes-json' || this.family?.toolCallFormat === 'qwen-xml');
+  }
+
+  /**
+   * One streamed completion in token mode (see EngineClient.stream): the prompt length is reported before sampling,
+   * reasoning and text are sent as the ids arrive (token-stream.ts), tool calls when the turn is complete; the record
+   * is built from the accumulated answer exactly as `complete` builds it.
+   * @throws GatewayError as `complete` does; 'upstream' when the stream breaks off.
+   */
+  async stream(request: IRRequest, ctx: EngineCallContext, onEvent: (event: EngineStreamEvent) => void): Promise<EngineCompletion> {
+    await this.probe();
+    const turn = this.prepareTurn(request, ctx);
+    onEvent({ type: 'prompt', inputTokens: turn.plan.promptIds.length });
+    const started = this.now();
+    const emitter = new DeltaEmitter(onEvent, { trimLeadingNewlines: true, stops: request.sampling.stop ?? [] });
+    const raw = await this.streamPost(turn.plan.promptIds, turn.sampling, ctx, emitter, turn.plan.promptOpenedThinking, () => onEvent({ type: 'answered' }));
+    const done = this.finishTurn(request, turn, raw, this.now() - started);
+    done.warnings.push(...emitter.finish(done.response));
+    return done;
+  }
+
+  /** POST the streaming body and read the chunks; returns what `backend.read` takes. */
+  private async streamPost(
+    promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, emitter: DeltaEmitter, promptOpenedThinking: boolean, onAnswered: () => void = () => {},
+  ): Promise<unknown> {
+    const streaming = tokenStreamingFor(this.backend);
+    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx });
+    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
+    const what = `engine ${this.id}`;
+    const { response, timedOut } = await engineFetchStream(`${this.url}${this.backend.path}`, body, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, what);
+    onAnswered();
+    const chunks = streaming.accumulator();
+    const decoder = new IncrementalDecoder((ids) => this.tokenizer!.decode(ids));
+    const splitter = new TaggedTextSplitter(emitter, promptOpenedThinking);
+    try {
+      for await (const data of sseData(response.body!, what)) {
+        let chunk: unknown;
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
+        }
+        if (!chunk || typeof chunk !== 'object' || Array.isArray(chunk)) continue;
+        const inBand = (chunk as { error?: unknown }).error;
+        if (inBand !== undefined) throw new GatewayError('upstream', `${what} failed mid-stream: ${JSON.stringify(inBand).slice(0, 500)}`);
+        splitter.push(decoder.push(chunks.push(chunk as Record<string, unknown>)));
+      }
+    } catch (thrown) {
+      if (timedOut()) throw new GatewayError('timeout', `${what} did not finish its stream within ${this.opts.timeoutMs} ms`, { cause: thrown });
+      throw thrown;
+    }
+    return chunks.body();
+  }
+
+  /** Everything before the engine call: render against the session's token buffer, resolve sampling, warnings. */
+  private prepareTurn(request: IRRequest, ctx: EngineCallContext): TurnPlan {
     const warnings: Warning[] = [];
     const { messages, settings } = this.chatInput(request, warnings);
     let plan: PromptPlan;
@@ -292,30 +357,38 @@ export class TokenModeEngine implements EngineClient {
     if (plan.reason !== null && plan.reason !== 'no-buffer') {
       warnings.push({ code: 'token-buffer-reset', message: `token mode started a new token buffer (${plan.reason}): this turn opens a new chain` });
     }
-    const stops = request.sampling.stop ?? [];
-    if (stops.length > 0) {
+    if ((request.sampling.stop ?? []).length > 0) {
       warnings.push({ code: 'stop-applied-after-sampling', message: 'token mode ends turns on stop token ids only; stop strings were applied to the returned text after sampling, and the record keeps every sampled id' });
     }
-    const started = this.now();
-    const raw = await this.post(plan.promptIds, this.resolveSampling(request.sampling, plan.promptIds.length), ctx);
-    const engineMs = this.now() - started;
-    const result = this.backend.read(raw, plan.promptIds);
+    return { messages, settings, plan, warnings, sampling: this.resolveSampling(request.sampling, plan.promptIds.length) };
+  }
 
-    const text = tokenizer.decode(result.responseIds);
-    const parsed = family.parse(text, { promptOpenedThinking: plan.promptOpenedThinking, tools: settings.tools });
+  /** Everything after the engine answered: parse the sampled text, build the response and capture, extend the buffer. */
+  private finishTurn(request: IRRequest, turn: TurnPlan, raw: unknown, engineMs: number): EngineCompletion {
+    const { plan, settings, warnings } = turn;
+    const result = this.backend.read(raw, plan.promptIds);
+    const text = this.tokenizer!.decode(result.responseIds);
+    const parsed = this.family!.parse(text, { promptOpenedThinking: plan.promptOpenedThinking, tools: settings.tools });
     const invalid = parsed.toolCalls.some((c) => c.parserInvalid);
     let content = trimNewlines(parsed.content);
-    for (const stop of stops) {
+    let matchedStop: string | undefined;
+    for (const stop of request.sampling.stop ?? []) {
       const at = stop === '' ? -1 : content.indexOf(stop);
-      if (at >= 0) content = content.slice(0, at);
+      if (at >= 0) {
+        content = content.slice(0, at);
+        matchedStop = stop;
+      }
     }
     const reasoning = parsed.reasoning === null ? null : trimNewlines(parsed.reasoning);
-    const calls: IRToolCall[] = parsed.toolCalls.map((call) => ({ id: this.newId('call'), name: call.name, arguments: call.arguments, ...(call.parserInvalid ? { parserInvalid: true } : {}) }));
+    const calls: IRToolCall[] = parsed.toolCalls.map((call) => ({
+      id: this.newId('call'), name: call.name, arguments: call.arguments.trim() === '' ? '{}' : call.arguments, ...(call.parserInvalid ? { parserInvalid: true } : {}),
+    }));
     // A malformed call reaches the client as text (as vLLM's parsers return it); the record keeps it, flagged.
     const clientCalls = invalid ? [] : calls;
     const contentParts: IRContentPart[] = content.trim() === '' ? [] : [{ type: 'text', text: content }];
     let finish = result.finish;
-    if (finish.unified === 'stop' && clientCalls.length > 0) finish = { unified: 'tool-calls', raw: finish.raw };
+    if (matchedStop !== undefined) finish = { unified: 'stop', raw: finish.raw ?? 'stop', stopSequence: matchedStop };
+    else if (finish.unified === 'stop' && clientCalls.length > 0) finish = { unified: 'tool-calls', raw: finish.raw };
     const closeAt = this.familyIds!.thinkClose === undefined ? -1 : result.responseIds.indexOf(this.familyIds!.thinkClose);
     const response: IRResponse = {
       id: this.newId('cmpl'),
@@ -329,7 +402,7 @@ export class TokenModeEngine implements EngineClient {
         outputTokens: result.responseIds.length,
         cachedInputTokens: result.cachedTokens,
         // Families without a think block in text (gpt-oss's analysis channel): the reasoning text's own token count.
-        reasoningTokens: reasoning === null ? 0 : family.thinkClose === null ? tokenizer.encode(reasoning).length : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
+        reasoningTokens: reasoning === null ? 0 : this.family!.thinkClose === null ? this.tokenizer!.encode(reasoning).length : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
       },
       warnings: [],
       createdAt: this.now(),
@@ -351,7 +424,7 @@ export class TokenModeEngine implements EngineClient {
       logprobSemantics: this.semantics,
       captureError: result.problems.length > 0 ? result.problems.join('; ') : null,
     };
-    if (this.takeGoldenSample()) this.track(this.goldenCheck(messages, settings, false));
+    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.family!, this.served, turn.messages, settings, false));
     return { response, capture, policyVersion: result.weightVersion, warnings, engineMs, ...(invalid ? { recordToolCalls: calls } : {}) };
   }
 
@@ -369,96 +442,13 @@ export class TokenModeEngine implements EngineClient {
     }
   }
 
-  private takeGoldenSample(): boolean {
-    if (this.goldenRate <= 0) return false;
-    this.goldenCredit += this.goldenRate;
-    if (this.goldenCredit < 1 - 1e-9) return false;
-    this.goldenCredit -= 1;
-    return true;
-  }
-
   private track(work: Promise<void>): void {
     this.pending.add(work);
     void work.finally(() => this.pending.delete(work));
   }
 
-  /**
-   * Compare our full rendering of a conversation with the engine's own: vLLM and the simulator `POST /tokenize` with
-   * messages (ids compared), llama.cpp `POST /apply-template` (text compared), SGLang its `/tokenize` when the build
-   * has one. Never throws: a mismatch is logged and counted, an engine without such an endpoint is reported once.
-   */
-  private async goldenCheck(messages: ChatMessage[], settings: RenderSettings, startup: boolean): Promise<void> {
-    const tokenizer = this.tokenizer!;
-    if (!startup && this.goldenEndpoint === null) {
-      this.golden.unavailable++;
-      return;
-    }
-    const family = this.family!;
-    const renderOptions = { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family };
-    let oursText: string;
-    try {
-      oursText = tokenizer.renderChat(messages, renderOptions);
-    } catch (thrown) {
-      this.golden.errors++;
-      this.log(`polar token mode: golden check failed to run: our ${family.name} chat template rejected the conversation: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
-      return;
-    }
-    const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers({ 'x-polar-session': 'polar-golden' }) };
-    const kwargs = settings.enableThinking !== undefined && family.thinkingKwarg ? { chat_template_kwargs: { [family.thinkingKwarg]: settings.enableThinking } } : {};
-    const tools = settings.tools.length > 0 ? { tools: settings.tools } : {};
-    const endpoints: ('tokenize' | 'apply-template')[] = this.goldenEndpoint ? [this.goldenEndpoint] : this.kind === 'llamacpp' ? ['apply-template'] : ['tokenize'];
-    for (const endpoint of endpoints) {
-      let answer: unknown;
-      try {
-        const body = endpoint === 'tokenize'
-          ? { model: this.served, messages, add_generation_prompt: true, ...tools, ...kwargs }
-          : { messages, add_generation_prompt: true, ...tools, ...kwargs };
-        answer = await engineFetchJson(`${this.url}/${endpoint}`, { method: 'POST', body }, http, `engine ${this.id} /${endpoint}`);
-      } catch (thrown) {
-        const error = thrown instanceof GatewayError ? thrown : null;
-        if (startup && error && (error.kind === 'invalid-request' || error.details.upstream?.status === 404)) {
-          this.golden.unavailable++;
-          this.log(`polar token mode: golden check unavailable: engine ${this.id} has no usable /${endpoint} (${error.message.slice(0, 200)})`);
-          return;
-        }
-        this.golden.errors++;
-        this.log(`polar token mode: golden check failed to run: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
-        return;
-      }
-      this.goldenEndpoint = endpoint;
-      this.golden.checks++;
-      const a = answer as { tokens?: unknown; prompt?: unknown };
-      let mismatch: string | null = null;
-      if (endpoint === 'tokenize') {
-        if (!Array.isArray(a.tokens)) mismatch = '/tokenize answered without tokens';
-        else {
-          const ours = tokenizer.encode(oursText);
-          const theirs = a.tokens as number[];
-          const at = firstDifference(ours, theirs);
-          if (at >= 0) mismatch = `token ${at} of ${ours.length}/${theirs.length}: ours ${JSON.stringify(tokenizer.decode(ours.slice(at, at + 8)))}, engine ${JSON.stringify(tokenizer.decode(theirs.slice(at, at + 8)))}`;
-        }
-      } else if (typeof a.prompt !== 'string') mismatch = '/apply-template answered without prompt';
-      else if (a.prompt !== oursText) {
-        const at = firstDifference([...oursText], [...a.prompt]);
-        mismatch = `character ${at}: ours ${JSON.stringify(oursText.slice(at, at + 40))}, engine ${JSON.stringify(a.prompt.slice(at, at + 40))}`;
-      }
-      if (mismatch !== null) {
-        this.golden.mismatches++;
-        this.golden.lastMismatch = mismatch;
-        this.log(`polar token mode: golden check MISMATCH (${startup ? 'start-up' : 'sampled turn'}): our chat template rendering differs from engine ${this.id}'s at ${mismatch}`);
-      }
-      return;
-    }
-  }
 }
 
 function trimNewlines(text: string): string {
   return text.replace(/^\n+/, '').replace(/\n+$/, '');
-}
-
-/** Index of the first differing element, or -1 when equal. */
-function firstDifference<T>(a: readonly T[], b: readonly T[]): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
-  return a.length === b.length ? -1 : n;
 }

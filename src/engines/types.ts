@@ -1,8 +1,11 @@
 /**
  * The contract of an inference-engine client. Chat mode: the engine renders the template and parses tool calls; we
- * read token ids and logprobs from its extension fields. Source: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines.
+ * read token ids and logprobs from its extension fields. Token mode: the proxy renders and tokenises, the engine samples
+ * from token ids (token-engine.ts). Either mode may stream (`stream`), translating engine chunks as they arrive.
+ * Source: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines.
  */
 import type { IRRequest, IRResponse, IRToolCall, Warning } from '../core/ir.ts';
+import type { IRStreamEvent } from '../core/stream.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 
 export type EngineKind = 'sim' | 'vllm' | 'sglang' | 'llamacpp' | 'openai';
@@ -48,6 +51,19 @@ export interface EngineCompletion {
   recordToolCalls?: IRToolCall[];
 }
 
+/**
+ * What a streaming engine call reports as it goes: the prompt length as soon as it is known (token mode: before
+ * sampling; chat mode: the engine's first chunk), then content deltas in the order a client must see them.
+ */
+export type EngineStreamEvent =
+  /** The engine accepted the call (2xx status): errors after this one are mid-stream. */
+  | { type: 'answered' }
+  | { type: 'prompt'; inputTokens: number }
+  | Extract<IRStreamEvent, { type: 'reasoning-delta' | 'reasoning-end' | 'text-delta' | 'text-end' | 'tool-call-start' | 'tool-call-delta' | 'tool-call-end' }>;
+
+/** `engine.stream`: `auto` streams when the start-up probe found a sound streamed capture, `always` and `never` force it. */
+export type EngineStreamSetting = 'auto' | 'always' | 'never';
+
 export interface EngineClient {
   readonly kind: EngineKind;
   /** e.g. `vllm@http://127.0.0.1:8000`. */
@@ -62,6 +78,17 @@ export interface EngineClient {
    * 'context-overflow' (prompt longer than the engine's context), 'invalid-request' (engine 400).
    */
   complete(request: IRRequest, ctx: EngineCallContext): Promise<EngineCompletion>;
+  /**
+   * Whether `stream` serves streaming clients (the `engine.stream` setting and, for `auto`, the probe's verdict).
+   * Absent or false: streaming clients get the non-streaming call replayed as a synthetic stream.
+   */
+  streams?(): boolean;
+  /**
+   * One streamed completion: `onEvent` gets each delta as the engine produces it; resolves with the same completion
+   * `complete` would (record assembled from the chunks and cross-checked: sum of delta ids = completion tokens =
+   * logprob count). Errors before the first event throw exactly as `complete`'s.
+   */
+  stream?(request: IRRequest, ctx: EngineCallContext, onEvent: (event: EngineStreamEvent) => void): Promise<EngineCompletion>;
   /** Prompt length in tokens as the engine would render it (count_tokens). */
   countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number>;
   /** What `probe()` found (null before a successful probe); optional for engines that have nothing to report. */
@@ -85,4 +112,6 @@ export interface EngineProbeReport {
   captureFields: { promptIds: string | null; responseIds: string | null; logprobs: string | null };
   /** Why the probe completion's capture was unusable (null when sound or when the engine captures nothing). */
   captureError: string | null;
+  /** Whether a streamed probe completion came back with a sound capture (null when not probed: `engine.stream: never`). */
+  streamCapture?: { ok: boolean; error: string | null } | null;
 }

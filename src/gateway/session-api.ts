@@ -44,10 +44,13 @@ function isControlPath(pathname: string): boolean {
 export function startSessionServer(node: SessionHost, opts: SessionServerOptions): Bun.Server<undefined> {
   const authorized = (req: Request) => opts.token === null || controlTokenMatches(req.headers, opts.token);
   const fallback: FetchHandler = opts.fallback ?? (() => json({ error: 'not found' }, 404));
-  const guardedFallback: FetchHandler = (req, server) =>
-    opts.token !== null && isControlPath(new URL(req.url).pathname) && !authorized(req)
-      ? json({ error: 'missing or wrong control-plane token' }, 401)
-      : fallback(req, server);
+  const guardedFallback: FetchHandler = (req, server) => {
+    if (opts.token !== null && isControlPath(new URL(req.url).pathname) && !authorized(req)) return json({ error: 'missing or wrong control-plane token' }, 401);
+    // Model calls may wait minutes on a busy engine before their first byte (a Gemini or Chat stream sends nothing,
+    // not even its status, until the engine answers): no idle cut for them. https://bun.com/docs/api/http#server-timeout-request-seconds
+    server.timeout(req, 0);
+    return fallback(req, server);
+  };
   const guard = (handler: (req: Bun.BunRequest) => Response | Promise<Response>) => (req: Bun.BunRequest) =>
     authorized(req) ? handler(req) : json({ error: 'missing or wrong control-plane token' }, 401);
   return Bun.serve({

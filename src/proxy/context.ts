@@ -49,8 +49,11 @@ export function errorDialect(rt: ProxyRuntime, c: Context<Env>): Dialect {
   return c.get('dialect') ?? dialectForPath(rt.routes, c.req.path);
 }
 
+/** The error in the dialect's shape and status; the engine's `Retry-After` is forwarded. */
 export function renderError(c: Context<Env>, dialect: Dialect, error: GatewayError): Response {
   const { status, body } = dialect.encodeError(error);
+  const retryAfter = error.details.upstream?.retryAfter;
+  if (retryAfter) c.header('retry-after', retryAfter);
   return c.json(body as object, status as ContentfulStatusCode);
 }
 
@@ -94,5 +97,30 @@ export function decodeBody(rt: ProxyRuntime, route: DialectRoute, body: unknown,
   }
   if (fromUrl?.stream !== undefined) ir.stream = fromUrl.stream;
   if (fromUrl?.model !== undefined) ir.model = fromUrl.model;
+  wellFormed(ir);
   return ir;
+}
+
+/**
+ * Lone UTF-16 surrogates (typically in tool output: a tool that cut a string mid-character) are valid in JSON text
+ * but not in UTF-8, and Python engines reject them, which fails every later turn of the session: each string of the
+ * conversation is made well-formed (a lone surrogate becomes U+FFFD), with a `lone-surrogate-replaced` warning.
+ * https://tc39.es/ecma262/#sec-string.prototype.towellformed
+ */
+export function wellFormed(ir: IRRequest): void {
+  let replaced = 0;
+  const fix = (text: string): string => {
+    if (text.isWellFormed()) return text;
+    replaced++;
+    return text.toWellFormed();
+  };
+  for (const message of ir.messages) {
+    for (const part of message.content) if (part.type === 'text') part.text = fix(part.text);
+    if (message.role === 'assistant') {
+      if (message.reasoning) message.reasoning.text = fix(message.reasoning.text);
+      for (const call of message.toolCalls ?? []) call.arguments = fix(call.arguments);
+    }
+  }
+  for (const tool of ir.tools) if (tool.description !== undefined) tool.description = fix(tool.description);
+  if (replaced > 0) ir.warnings.push({ code: 'lone-surrogate-replaced', message: `${replaced} string(s) held lone UTF-16 surrogates; each was replaced by U+FFFD before reaching the engine` });
 }

@@ -26,6 +26,13 @@ export interface DialectRoute {
   fromUrl?(url: URL): { stream?: boolean; model?: string; jsonArray?: boolean };
   /** The dialect's token-count endpoint (POST) and its response body. */
   countTokens?: { paths: string[]; encode(inputTokens: number): unknown; prepareBody?(body: unknown): unknown };
+  /**
+   * True streaming (live-stream.ts): hold the HTTP status until the engine has answered, so errors are real statuses
+   * (OpenAI Chat, Gemini: their clients retry on a status, not on an in-band error).
+   */
+  statusBeforeBytes?: boolean;
+  /** True streaming: send the start event once the prompt length is known (Anthropic `message_start.usage.input_tokens`). */
+  startOnPrompt?: boolean;
   /** The dialect's own model endpoints (GET): `list` paths answer every served model, `one` paths the `:model` param. */
   models?: { list: string[]; one: string[]; encodeList(served: string): unknown; encodeOne(model: string): unknown };
 }
@@ -37,6 +44,7 @@ export function defaultDialectRoutes(): DialectRoute[] {
       dialect: anthropicMessages,
       paths: ['/v1/messages'],
       prefixes: ['/v1/messages'],
+      startOnPrompt: true,
       countTokens: {
         paths: ['/v1/messages/count_tokens'],
         // https://docs.anthropic.com/en/api/messages-count-tokens — {input_tokens}
@@ -45,13 +53,14 @@ export function defaultDialectRoutes(): DialectRoute[] {
         prepareBody: (body) => (body && typeof body === 'object' && !Array.isArray(body) && !('max_tokens' in body) ? { ...body, max_tokens: 1 } : body),
       },
     },
-    { dialect: openaiChat, paths: ['/v1/chat/completions', '/chat/completions'], prefixes: ['/v1/chat/completions', '/chat/completions'] },
+    { dialect: openaiChat, paths: ['/v1/chat/completions', '/chat/completions'], prefixes: ['/v1/chat/completions', '/chat/completions'], statusBeforeBytes: true },
     { dialect: openaiResponses, paths: ['/v1/responses', '/responses'], prefixes: ['/v1/responses', '/responses'] },
     {
       dialect: gemini,
       // https://ai.google.dev/api/generate-content — the model and the method are one path segment.
       paths: ['/v1beta/models/:action{[^/]+:(?:generateContent|streamGenerateContent)}'],
       prefixes: ['/v1beta'],
+      statusBeforeBytes: true,
       // https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent — without `alt=sse` the REST
       // stream is one JSON array of GenerateContentResponse chunks.
       fromUrl: (url) => {

@@ -5,6 +5,7 @@
  * started too, and the node gets the hook that registers each task's behaviour script with it (./sim-scripts.ts).
  */
 import { createEngineClient, GoldenMismatchError, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
+import type { EngineStreamSetting } from '../engines/types.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import type { CompletionRecord } from '../core/records.ts';
@@ -36,6 +37,8 @@ export interface EngineSpec {
   defaults?: Partial<SamplingDefaults>;
   /** Placement of later system messages (default merge; the built-in simulator's Qwen3 template renders them in place). */
   systemMessages?: SystemMessagePlacement;
+  /** Streamed engine calls for streaming clients (default auto). */
+  stream?: EngineStreamSetting;
 }
 
 export interface LocalStackOptions {
@@ -105,7 +108,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       family: engineSpec.family, allowGoldenMismatch: engineSpec.allowGoldenMismatch, servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
-      systemMessages: engineSpec.systemMessages,
+      systemMessages: engineSpec.systemMessages, stream: engineSpec.stream,
     });
     engineHealth = new EngineHealthMonitor({
       check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,

@@ -71,4 +71,7 @@ test('relative work_root and harness_cache_dir resolve against the base director
 test('engine section → engine spec: seconds to ms, sampling defaults, system message placement', () => {
   const spec = engineSpecFromConfig(engineSchema.parse({ kind: 'vllm', url: 'http://127.0.0.1:9', timeout_s: 2, system_messages: 'in_place', default_sampling: { max_tokens: 7 } }));
   expect(spec).toMatchObject({ kind: 'vllm', url: 'http://127.0.0.1:9', timeoutMs: 2000, systemMessages: 'in-place', defaults: { temperature: 1, maxTokens: 7 } });
+  // engine.stream reaches the engine client (what it changes: test/proxy/streaming.test.ts, test/proxy/cli-stream.test.ts).
+  expect(spec.stream).toBe('auto');
+  expect(engineSpecFromConfig(engineSchema.parse({ stream: 'never' })).stream).toBe('never');
 });

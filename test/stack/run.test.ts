@@ -131,6 +131,12 @@ test('polar run CLI: exit 0, results file, summary.json, export; a timed-out ses
   const missing = await polar(['run', join(scratch, 'missing'), '--harness', 'pi']);
   expect(missing.code).toBe(2);
   expect(missing.stderr).toContain('no such task');
+  const badSettings = await polar(['run', tasksDir, '--harness', 'custom', '--command', 'true', '--agent-settings', '[1]', '--out', join(scratch, 'bad')]);
+  expect(badSettings.code).toBe(2);
+  expect(badSettings.stderr).toContain('--agent-settings must be a JSON object');
+  const noCommand = await polar(['run', tasksDir, '--harness', 'custom', '--agent-settings', '{"api_key_env": ["K"]}', '--out', join(scratch, 'bad')]);
+  expect(noCommand.code).toBe(2);
+  expect(noCommand.stderr).toContain('--harness custom needs --command');
   expect(existsSync(join(scratch, 'bad'))).toBe(false);
 }, 60_000);
 

@@ -14,7 +14,8 @@
  * `engine.stop()` in afterAll.
  */
 export type FakeReply =
-  | { kind: 'text'; text: string; reasoning?: string }
+  /** `stopString`: the turn ended on this client stop string (vLLM `stop_reason`, SGLang `matched_stop`), without EOS. */
+  | { kind: 'text'; text: string; reasoning?: string; stopString?: string }
   | { kind: 'tool-calls'; calls: Array<{ name: string; arguments: string | Record<string, unknown>; id?: string }>; text?: string; reasoning?: string }
   /** Truncated by the max_tokens cap: finish_reason `length`, no EOS. */
   | { kind: 'length'; text: string }
@@ -104,8 +105,10 @@ export async function startFakeEngine(options: FakeEngineOptions): Promise<FakeE
   function completion(body: Record<string, unknown>, reply: Extract<FakeReply, { kind: 'text' | 'tool-calls' | 'length' }>): Response {
     const promptIds = fakeIds(JSON.stringify({ messages: body.messages, tools: body.tools ?? [] }));
     const truncated = reply.kind === 'length';
-    const responseIds = fakeIds(renderReply(reply));
-    if (!truncated) responseIds.push(EOS_ID);
+    const stopString = reply.kind === 'text' ? reply.stopString : undefined;
+    const responseIds = fakeIds(renderReply(reply) + (stopString ?? ''));
+    if (!truncated && stopString === undefined) responseIds.push(EOS_ID);
+    const matched = stopString ?? EOS_ID;
     const logprobs = responseIds.map((_, k) => fakeLogprob(k));
     const reportedLogprobs = options.dropLastLogprob ? logprobs.slice(0, -1) : logprobs;
     const reasoning = 'reasoning' in reply ? reply.reasoning : undefined;
@@ -130,7 +133,7 @@ export async function startFakeEngine(options: FakeEngineOptions): Promise<FakeE
         created: 1_700_000_000,
         model: body.model,
         prompt_token_ids: promptIds,
-        choices: [{ index: 0, message, logprobs: { content: logprobContent }, finish_reason: finish, stop_reason: truncated ? null : EOS_ID, token_ids: responseIds }],
+        choices: [{ index: 0, message, logprobs: { content: logprobContent }, finish_reason: finish, stop_reason: truncated ? null : matched, token_ids: responseIds }],
         usage,
       });
     }
@@ -141,11 +144,11 @@ export async function startFakeEngine(options: FakeEngineOptions): Promise<FakeE
       // SGLang builds may truncate logprobs.content; the proxy must read meta_info instead.
       logprobs: { content: logprobContent.slice(0, 3) },
       finish_reason: finish,
-      matched_stop: truncated ? null : EOS_ID,
+      matched_stop: truncated ? null : matched,
       prompt_token_ids: promptIds,
       meta_info: {
         id: String(body.rid ?? 'rid'),
-        finish_reason: truncated ? { type: 'length', length: responseIds.length } : { type: 'stop', matched: EOS_ID },
+        finish_reason: truncated ? { type: 'length', length: responseIds.length } : { type: 'stop', matched },
         prompt_tokens: promptIds.length,
         completion_tokens: responseIds.length,
         cached_tokens: 0,

@@ -36,7 +36,7 @@ export function makeWorkspace(root: string, files: Readonly<Record<string, strin
  * Runs a CLI with only PATH inherited from this process plus `env`, stdin closed; SIGKILL after `timeoutMs` (ms) so a
  * hung harness fails its test instead of the suite.
  */
-export async function runCli(cmd: string[], env: Record<string, string>, cwd: string, timeoutMs = 50_000): Promise<CliResult> {
+export async function runCli(cmd: string[], env: Record<string, string>, cwd: string, timeoutMs = 150_000): Promise<CliResult> {
   const proc = Bun.spawn(cmd, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
   const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);

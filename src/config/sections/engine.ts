@@ -52,6 +52,11 @@ export const engineSchema = z
       .boolean()
       .default(false)
       .describe('Token mode: start even when the start-up golden check finds that our chat template rendering differs from the engine\'s own (/tokenize); false refuses to start.'),
+    /** Streamed engine calls for streaming clients (engines/types.ts EngineStreamSetting). */
+    stream: z
+      .enum(['auto', 'always', 'never'])
+      .default('auto')
+      .describe("Streaming clients are served from a streamed engine call, translated chunk by chunk: auto (when the start-up probe's streamed capture is sound), always, or never (the non-streaming call is replayed as a synthetic stream)."),
     default_sampling: defaultSamplingSchema.prefault({}),
   })
   .describe('The inference engine the proxy forwards model calls to.');

@@ -8,7 +8,7 @@ import type { CodecContext } from '../../core/dialect.ts';
 import type { IRResponse } from '../../core/ir.ts';
 import { textOf } from '../../core/ir.ts';
 import { encodeReasoning, encodeToolUse } from './content.ts';
-import { encodeStopReason } from './finish-reason.ts';
+import { encodeStopReason, encodeStopSequence } from './finish-reason.ts';
 import type { AnthropicContentBlock } from './schema.ts';
 import { encodeUsage, type AnthropicUsage } from './usage.ts';
 
@@ -36,7 +36,7 @@ export function encodeResponse(response: IRResponse, _ctx?: CodecContext): Anthr
     model: response.model,
     content,
     stop_reason: encodeStopReason(response.finishReason, response.toolCalls.length > 0),
-    stop_sequence: null,
+    stop_sequence: encodeStopSequence(response.finishReason, response.toolCalls.length > 0),
     usage: encodeUsage(response.usage),
   };
 }

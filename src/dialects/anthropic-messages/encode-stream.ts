@@ -17,7 +17,7 @@ import { sseFrame } from '../../core/stream.ts';
 import { mintReasoningSignature } from '../shared/signature.ts';
 import { toolInputFromArguments } from '../shared/tool-input.ts';
 import { encodeError } from './errors.ts';
-import { encodeStopReason } from './finish-reason.ts';
+import { encodeStopReason, encodeStopSequence } from './finish-reason.ts';
 import { encodeUsage } from './usage.ts';
 import { createToolCallBuffer, type BufferedToolCall } from '../shared/tool-call-buffer.ts';
 
@@ -130,7 +130,7 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
         case 'finish': {
           let out = ensureStarted() + closeOpen() + flushTools();
           out += frame('message_delta', {
-            delta: { stop_reason: encodeStopReason(event.finishReason, toolUseSent), stop_sequence: null },
+            delta: { stop_reason: encodeStopReason(event.finishReason, toolUseSent), stop_sequence: encodeStopSequence(event.finishReason, toolUseSent) },
             usage: encodeUsage(event.usage),
           });
           out += frame('message_stop', {});

@@ -15,6 +15,11 @@ const unifiedByStopReason: Readonly<Record<string, FinishReason['unified']>> = {
   refusal: 'content-filter',
 };
 
+/** The `stop_sequence` field: the matched stop string when the turn ended on one, else null. */
+export function encodeStopSequence(reason: FinishReason, hasToolUse: boolean): string | null {
+  return encodeStopReason(reason, hasToolUse) === 'stop_sequence' ? (reason.stopSequence ?? null) : null;
+}
+
 /** Wire `stop_reason` → `{unified, raw}`; unknown or missing values give `other` and never throw. */
 export function decodeStopReason(raw: string | null | undefined): FinishReason {
   const unified = raw != null && Object.hasOwn(unifiedByStopReason, raw) ? unifiedByStopReason[raw]! : 'other';
@@ -27,6 +32,7 @@ export function decodeStopReason(raw: string | null | undefined): FinishReason {
  * @param hasToolUse whether the reply contains at least one tool_use block.
  */
 export function encodeStopReason(reason: FinishReason, hasToolUse: boolean): string {
+  if (reason.stopSequence !== undefined && !hasToolUse) return 'stop_sequence';
   const natural = reason.unified === 'stop' || reason.unified === 'tool-calls' || reason.unified === 'other';
   if (hasToolUse && natural) return 'tool_use';
   if (reason.raw !== undefined && Object.hasOwn(unifiedByStopReason, reason.raw) && unifiedByStopReason[reason.raw] === reason.unified) {

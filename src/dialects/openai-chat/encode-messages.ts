@@ -35,6 +35,12 @@ export interface ChatEncodeOptions {
    * Content with images always keeps the parts form (user turns) or becomes text with a placeholder (tool results).
    */
   joinText: string | null;
+  /**
+   * Images in tool results: `parts` sends the tool message's content as text and `image_url` parts (vLLM and SGLang
+   * accept non-text parts in tool messages and the model sees the image); `placeholder` makes the content a string
+   * with "[image]" in its place, with a warning (for servers that take tool results as strings only).
+   */
+  toolResultImages: 'parts' | 'placeholder';
 }
 
 /**
@@ -43,7 +49,7 @@ export interface ChatEncodeOptions {
  * (what vLLM/SGLang return), system messages merged, text parts joined with "\n". A chat engine may override
  * `reasoningField` and `systemMessages` (engine config); exports always use these.
  */
-export const ENGINE_CHAT_ENCODING: ChatEncodeOptions = { reasoningField: 'reasoning_content', systemMessages: 'merge', joinText: '\n' };
+export const ENGINE_CHAT_ENCODING: ChatEncodeOptions = { reasoningField: 'reasoning_content', systemMessages: 'merge', joinText: '\n', toolResultImages: 'parts' };
 
 export type ChatContent = string | ChatContentPart[];
 export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
@@ -70,8 +76,9 @@ function encodeContent(parts: readonly IRContentPart[], joinText: string | null)
  * Encode a conversation.
  * - System messages are placed per `opts.systemMessages`; merged texts are joined with "\n\n". Images in a system
  *   message are dropped with a `system-image-dropped` warning when merging (a merged system message is text).
- * - Tool results become strings joined with `joinText` (templates take tool results as strings): an image there is
- *   replaced by "[image]" with a warning. With `joinText: null` they keep their parts, as a client sent them.
+ * - Text-only tool results become strings joined with `joinText`; one with images keeps text and image parts
+ *   (`toolResultImages: 'parts'`) or becomes a string with "[image]" and a warning. With `joinText: null` every tool
+ *   result keeps its parts, as a client sent them.
  * - Assistant whitespace-only text next to tool calls goes out as `content: null`: the engine's parsers hand back the
  *   whitespace between </think> and <tool_call> as content ("\n\n"); echoed as content, the template renders it again
  *   plus its own separator, and the next prompt no longer extends what was sampled.
@@ -121,7 +128,7 @@ function encodeMessage(message: Exclude<IRMessage, { role: 'system' }>, opts: Ch
       return out;
     }
     case 'tool': {
-      if (opts.joinText === null) return withName({ role: 'tool', tool_call_id: message.toolCallId, content: encodeContent(message.content, null) }, message.name);
+      if (opts.joinText === null || (opts.toolResultImages === 'parts' && message.content.some((p) => p.type === 'image'))) return withName({ role: 'tool', tool_call_id: message.toolCallId, content: encodeContent(message.content, null) }, message.name);
       const texts: string[] = [];
       for (const part of message.content) {
         if (part.type === 'text') texts.push(part.text);

@@ -8,7 +8,7 @@ import type { IRMessage, IRRequest } from '../../core/ir.ts';
 import { encodeChatMessages, type ChatEncodeOptions, type ChatWireMessage } from './encode-messages.ts';
 
 /** A faithful re-encoding: system messages where they are, parts kept, reasoning as `reasoning_content`. */
-const REQUEST_ENCODING: ChatEncodeOptions = { reasoningField: 'reasoning_content', systemMessages: 'keep', joinText: null };
+const REQUEST_ENCODING: ChatEncodeOptions = { reasoningField: 'reasoning_content', systemMessages: 'keep', joinText: null, toolResultImages: 'parts' };
 
 /** IR message → one wire message (encode-messages.ts with this dialect's faithful options). */
 export function encodeMessage(message: IRMessage): ChatWireMessage {

@@ -40,7 +40,12 @@ export const continueAdapter: HarnessAdapter = {
     // wrapped with a `note` saying so. No object (e.g. a config error printed as text) or a non-zero exit: failure.
     const result = jsonLines(run.stdout).filter((e) => 'status' in e && 'response' in e).at(-1);
     const finalText = typeof result?.response === 'string' ? result.response : undefined;
-    if (run.exitCode !== 0) return { success: false, reason: `exit ${run.exitCode}${finalText ? `: ${finalText.slice(0, 200)}` : ''}`, finalText };
+    if (run.exitCode !== 0) {
+      // A failed run prints `{"status":"error","message":…}` on stderr instead (e.g. "Connection error." after ~10 s).
+      const error = jsonLines(run.stderr).filter((e) => e.status === 'error').at(-1);
+      const why = typeof error?.message === 'string' ? error.message : finalText;
+      return { success: false, reason: `exit ${run.exitCode}${why ? `: ${why.slice(0, 200)}` : ''}`, finalText };
+    }
     if (!result) return { success: false, reason: 'no {response, status} object on stdout (exit 0)' };
     if (result.status !== 'success') return { success: false, reason: `status ${String(result.status)}: ${finalText?.slice(0, 200) ?? ''}`.trim(), finalText };
     return { success: true, reason: 'status success', finalText };

@@ -13,8 +13,8 @@
  *     files: {.mycli/config.json: '{"model": "{{MODEL}}"}'}  # files under the session HOME ({{…}} allowed)
  * ```
  *
- * Placeholders in `command`, `env` values and `files` contents: `{{INSTRUCTION}}` (in `command` shell-quoted, elsewhere
- * as is), `{{MODEL}}`, `{{API_KEY}}`, `{{GATEWAY_URL}}` (origin, no path), `{{HOME}}`, `{{WORK_DIR}}`. Unlike `shell`,
+ * Placeholders in `command`, `env` values and `files` contents (in `command` each value is shell-quoted, elsewhere it is
+ * as is): `{{INSTRUCTION}}`, `{{MODEL}}`, `{{API_KEY}}`, `{{GATEWAY_URL}}` (origin, no path), `{{HOME}}`, `{{WORK_DIR}}`. Unlike `shell`,
  * which sets a fixed set of OpenAI/Anthropic variable names, `custom` sets exactly the variables named here, so a CLI
  * that reads its own names (or would pick up a stray OPENAI_BASE_URL) is pointed at the gateway deliberately.
  * Success: exit 0 (the CLI's own result format is unknown here; write a wrapper command when exit codes lie).
@@ -42,16 +42,20 @@ export function parseCustomSettings(settings: Record<string, unknown>): CustomSe
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((i) => {
     const path = ['agent', 'settings', ...i.path.map(String)].join('.');
-    return i.code === 'unrecognized_keys' ? `${path}: unknown key(s) ${i.keys.join(', ')}` : `${path}: ${i.message}`;
+    if (i.code === 'unrecognized_keys') return `${path}: unknown key(s) ${i.keys.join(', ')}`;
+    // A record key that fails its schema: zod nests the key's own issues.
+    if (i.code === 'invalid_key') return `${path}: ${i.issues.map((inner) => inner.message).join(', ')}`;
+    return `${path}: ${i.message}`;
   });
   throw new Error(`harness custom: ${problems.join('; ')}`);
 }
 
-function fill(template: string, ctx: HarnessContext, instruction: string): string {
+/** Replace the placeholders in one pass (a value holding `{{…}}` is not expanded again); `quote` wraps each value. */
+function fill(template: string, ctx: HarnessContext, quote: (value: string) => string = (v) => v): string {
   const values: Record<string, string> = {
-    INSTRUCTION: instruction, MODEL: ctx.modelName, API_KEY: ctx.sessionId, GATEWAY_URL: ctx.gatewayUrl, HOME: ctx.home, WORK_DIR: ctx.workDir,
+    INSTRUCTION: ctx.instruction, MODEL: ctx.modelName, API_KEY: ctx.sessionId, GATEWAY_URL: ctx.gatewayUrl, HOME: ctx.home, WORK_DIR: ctx.workDir,
   };
-  return template.replace(/\{\{([A-Z_]+)\}\}/g, (whole, name: string) => values[name] ?? whole);
+  return template.replace(/\{\{([A-Z_]+)\}\}/g, (whole, name: string) => (values[name] === undefined ? whole : quote(values[name])));
 }
 
 export const customAdapter: HarnessAdapter = {
@@ -62,14 +66,14 @@ export const customAdapter: HarnessAdapter = {
     const template = ctx.command ?? settings.command;
     if (!template) throw new Error('harness custom needs agent.command or agent.settings.command');
     const env: Record<string, string> = {};
-    for (const [name, value] of Object.entries(settings.env)) env[name] = fill(value, ctx, ctx.instruction);
+    for (const [name, value] of Object.entries(settings.env)) env[name] = fill(value, ctx);
     for (const [name, path] of Object.entries(settings.base_url_env)) env[name] = `${ctx.gatewayUrl}${path}`;
     for (const name of settings.api_key_env) env[name] = ctx.sessionId;
     for (const name of settings.model_env) env[name] = ctx.modelName;
     return {
-      argv: ['sh', '-c', fill(template, ctx, shellQuote(ctx.instruction))],
+      argv: ['sh', '-c', fill(template, ctx, shellQuote)],
       env,
-      files: Object.entries(settings.files).map(([path, content]) => ({ path: `${ctx.home}/${path}`, content: fill(content, ctx, ctx.instruction) })),
+      files: Object.entries(settings.files).map(([path, content]) => ({ path: `${ctx.home}/${path}`, content: fill(content, ctx) })),
     };
   },
   outcome(run) {

@@ -6,6 +6,7 @@ import { continueAdapter } from './continue.ts';
 import { customAdapter } from './custom.ts';
 import { geminiCliAdapter } from './gemini-cli.ts';
 import { kiloAdapter } from './kilo.ts';
+import { openclawAdapter } from './openclaw.ts';
 import { opencodeAdapter } from './opencode.ts';
 import { piAdapter } from './pi.ts';
 import { qwenCodeAdapter } from './qwen-code.ts';
@@ -24,6 +25,7 @@ export const HARNESS_ADAPTERS: Readonly<Record<string, HarnessAdapter>> = {
   kilo: kiloAdapter,
   continue: continueAdapter,
   cline: clineAdapter,
+  openclaw: openclawAdapter,
 };
 
 /** The adapter for a name (aliases: claude-code, gemini-cli, qwen-code). Throws Error listing the known names. */

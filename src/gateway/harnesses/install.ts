@@ -40,12 +40,19 @@ export function installHarness(pkg: HarnessPackage, opts: { cacheDir?: string; n
   if (pending) return pending;
   const job = (async () => {
     mkdirSync(paths.prefix, { recursive: true });
-    const specs = [pkg, ...(pkg.companions ?? [])].map((p) => `${p.name}@${p.version}`);
-    opts.log?.(`installing ${specs.join(' ')} into ${paths.prefix}`);
-    const result = await runProcess([opts.npm ?? 'npm', 'install', '--no-audit', '--no-fund', '--prefix', paths.prefix, ...specs], {
-      env: process.env as Record<string, string>, timeoutMs: 15 * 60_000,
-    });
-    if (result.exitCode !== 0) throw new Error(`npm install ${specs.join(' ')} failed (exit ${result.exitCode}): ${result.stderr.trim().slice(-800)}`);
+    const npmInstall = async (specs: string[], env: Record<string, string>) => {
+      opts.log?.(`installing ${specs.join(' ')} into ${paths.prefix}`);
+      const result = await runProcess([opts.npm ?? 'npm', 'install', '--no-audit', '--no-fund', '--prefix', paths.prefix, ...specs], { env, timeoutMs: 15 * 60_000 });
+      if (result.exitCode !== 0) throw new Error(`npm install ${specs.join(' ')} failed (exit ${result.exitCode}): ${result.stderr.trim().slice(-800)}`);
+    };
+    const env = { ...process.env } as Record<string, string>;
+    if (pkg.runtime) {
+      // Lifecycle scripts run with PATH's `node`: the runtime must be linked before the CLI's own scripts run.
+      await npmInstall([`${pkg.runtime.name}@${pkg.runtime.version}`], env);
+      env.PATH = `${paths.binDir}:${env.PATH ?? '/usr/bin:/bin'}`;
+    }
+    const specs = [pkg, ...(pkg.runtime ? [pkg.runtime] : []), ...(pkg.companions ?? [])].map((p) => `${p.name}@${p.version}`);
+    await npmInstall(specs, env);
     if (!existsSync(paths.bin)) throw new Error(`npm install ${specs.join(' ')} did not provide ${paths.bin}`);
     writeFileSync(join(paths.prefix, '.installed'), new Date().toISOString());
     return paths.bin;

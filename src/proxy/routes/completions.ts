@@ -1,6 +1,7 @@
 /**
  * The completion and token-count routes: decode the caller's dialect into the IR, one engine call between the gate's
- * enter/leave, commit the record, answer as JSON or a stream in the caller's dialect.
+ * enter/leave, commit the record, answer as JSON or a stream in the caller's dialect: a true stream (live-stream.ts)
+ * when the engine streams (`engine.stream`), else the non-streaming call replayed as events (synthetic-stream.ts).
  *
  * Claude Code retries a broken stream with the same body without `stream`; that retry is simply another call of the
  * same session and is recorded as such (the builders see the same prompt twice and chain it).
@@ -8,18 +9,23 @@
 import type { Context } from 'hono';
 import { toGatewayError } from '../../core/errors.ts';
 import type { IRRequest, IRResponse, Warning } from '../../core/ir.ts';
-import type { EngineCompletion } from '../../engines/types.ts';
+import type { EngineCompletion, EngineStreamEvent } from '../../engines/types.ts';
 import { decodeBody, readJsonText, resolveSession, warningHeader, type Env, type ProxyRuntime } from '../context.ts';
 import type { DialectRoute } from '../dialect-table.ts';
+import { liveStream } from '../live-stream.ts';
 import { syntheticStream } from '../synthetic-stream.ts';
 import type { ProxySessionInfo } from '../types.ts';
 
-/** One engine call between gate enter/leave; returns the completion and the proxy's own warnings. */
-async function sample(rt: ProxyRuntime, ir: IRRequest, session: ProxySessionInfo, completionId: string, signal: AbortSignal | undefined) {
+/**
+ * One engine call between gate enter/leave (streamed when `onEvent` is given); returns the completion and the proxy's
+ * own warnings.
+ */
+async function sample(rt: ProxyRuntime, ir: IRRequest, session: ProxySessionInfo, completionId: string, signal: AbortSignal | undefined, onEvent?: (event: EngineStreamEvent) => void) {
   const ticket = await rt.gate.enter();
   let completion: EngineCompletion;
   try {
-    completion = await rt.deps.engine.complete(ir, { sessionId: session.session_id, taskId: session.task_id, requestId: completionId, signal });
+    const ctx = { sessionId: session.session_id, taskId: session.task_id, requestId: completionId, signal };
+    completion = onEvent ? await rt.deps.engine.stream!(ir, ctx, onEvent) : await rt.deps.engine.complete(ir, ctx);
   } catch (thrown) {
     rt.gate.leave(ticket);
     rt.counters.engineErrors++;
@@ -72,6 +78,13 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
       if (all.length > 0) c.header('x-polar-warnings', warningHeader(all));
       const encoded = route.dialect.encodeResponse(response, { ...rt.codecCtx, request: ir });
       return c.json((ir.stream ? [encoded] : encoded) as object);
+    }
+    // streams() is decided by the engine's probe: make sure it ran (a failure surfaces again in the call itself).
+    if (rt.deps.engine.stream) await rt.deps.engine.probe().catch(() => {});
+    if (rt.deps.engine.stream && rt.deps.engine.streams?.()) {
+      return liveStream(rt, route, ir, completionId, startedAt, (signal, onEvent, client) =>
+        sample(rt, ir, session, completionId, signal, onEvent).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
+      );
     }
     return syntheticStream(rt, route.dialect, ir, completionId, startedAt, (signal, client) =>
       sample(rt, ir, session, completionId, signal).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),

@@ -1,17 +1,18 @@
 /**
- * llama.cpp server's `POST /completion`: token ids in (`prompt`), `tokens`, `content` and per-token
+ * llama.cpp server's `POST /completion` (JSON or `stream: true`): token ids in (`prompt`), `tokens`, `content` and per-token
  * `completion_probabilities` out. https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */
 import { intField, json, readBody, SimHttpError, stopList } from '../request.ts';
 import type { SimServer } from '../server.ts';
+import { dataFrame, pacedTokenStream } from '../stream.ts';
 
 export async function llamaCompletion(sim: SimServer, request: Request): Promise<Response> {
   const body = await readBody(request);
-  if (body.stream === true) throw new SimHttpError(400, 'the simulator serves /completion without streaming');
   const promptIds = sim.promptFromBody(body.prompt, 'prompt');
   const nPredict = body.n_predict === undefined || body.n_predict === -1 ? null : intField(body, 'n_predict', 0);
   const maxTokens = sim.checkContext(promptIds.length, nPredict);
-  const started = await sim.run(request, body, { promptIds, maxTokens, stop: stopList(body.stop), ignoreEos: body.ignore_eos === true });
+  const stream = body.stream === true;
+  const started = await sim.run(request, body, { promptIds, maxTokens, stop: stopList(body.stop), ignoreEos: body.ignore_eos === true, holdSlot: stream });
   const { gen } = started;
   const nProbs = typeof body.n_probs === 'number' ? body.n_probs : 0;
   const entries = sim.tokenLogprobs(promptIds, gen.ids, gen.logprobs, nProbs);
@@ -32,14 +33,31 @@ export async function llamaCompletion(sim: SimServer, request: Request): Promise
     truncated: false,
     weight_version: started.weightVersion,
   };
-  if (nProbs > 0) {
-    result.completion_probabilities = gen.ids.map((id, k) => ({
-      id,
-      token: entries[k]!.token,
-      bytes: entries[k]!.bytes,
-      logprob: gen.logprobs[k]!,
-      top_logprobs: topIds(k).map((t) => ({ id: sim.tokenizer.tokenToId(t.token) ?? null, token: t.token, bytes: t.bytes, logprob: t.logprob })),
-    }));
+  const probabilities = (from: number, to: number) =>
+    gen.ids.slice(from, to).map((id, j) => {
+      const k = from + j;
+      return {
+        id,
+        token: entries[k]!.token,
+        bytes: entries[k]!.bytes,
+        logprob: gen.logprobs[k]!,
+        top_logprobs: topIds(k).map((t) => ({ id: sim.tokenizer.tokenToId(t.token) ?? null, token: t.token, bytes: t.bytes, logprob: t.logprob })),
+      };
+    });
+  if (!stream) {
+    if (nProbs > 0) result.completion_probabilities = probabilities(0, gen.ids.length);
+    return json(result);
   }
-  return json(result);
+  // Streamed: one chunk per decode batch ({content, tokens, stop: false, completion_probabilities}); the last chunk
+  // has `stop: true` and the totals, without tokens of its own.
+  const pieces = sim.tokenPieces(gen.ids, true);
+  const visible = gen.matchedEos ? gen.ids.length - 1 : gen.ids.length;
+  return pacedTokenStream(sim.timing, started, {
+    tokens: (from, to) =>
+      dataFrame({
+        index: 0, content: pieces.slice(from, Math.min(to, visible)).join(''), tokens: body.return_tokens === true ? gen.ids.slice(from, to) : [], stop: false, id_slot: 0,
+        ...(nProbs > 0 ? { completion_probabilities: probabilities(from, to) } : {}),
+      }),
+    tail: () => dataFrame({ ...result, content: '', tokens: [] }),
+  });
 }

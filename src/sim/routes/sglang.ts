@@ -4,6 +4,7 @@
  */
 import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
 import type { SimServer, Started } from '../server.ts';
+import { dataFrame, pacedTokenStream } from '../stream.ts';
 
 export function sglangMeta(sim: SimServer, started: Started, rid: string, withLogprobs: boolean) {
   const { gen } = started;
@@ -24,7 +25,6 @@ export function sglangMeta(sim: SimServer, started: Started, rid: string, withLo
 
 export async function sglangGenerate(sim: SimServer, request: Request): Promise<Response> {
   const body = await readBody(request);
-  if (body.stream === true) throw new SimHttpError(400, 'the simulator serves /generate without streaming');
   let promptIds: number[];
   if (body.input_ids !== undefined) promptIds = sim.promptFromBody(body.input_ids, 'input_ids');
   else if (typeof body.text === 'string') promptIds = sim.tokenizer.encode(body.text);
@@ -38,10 +38,30 @@ export async function sglangGenerate(sim: SimServer, request: Request): Promise<
     stop: stopList(sampling.stop),
     stopTokenIds: tokenIdsField(sampling.stop_token_ids, 'sampling_params.stop_token_ids') ?? [],
     ignoreEos: sampling.ignore_eos === true,
+    holdSlot: body.stream === true,
   });
   const { gen } = started;
-  let ids = gen.ids;
   // no_stop_trim=false (the default) drops the matched stop token from the text, never from output_ids.
-  if (sampling.no_stop_trim !== true && gen.finish === 'stop' && typeof gen.matched === 'number') ids = ids.slice(0, -1);
-  return json({ text: sim.tokenizer.decode(ids, { skipSpecialTokens: sampling.skip_special_tokens !== false }), output_ids: gen.ids, meta_info: sglangMeta(sim, started, rid, body.return_logprob === true) });
+  const trim = sampling.no_stop_trim !== true && gen.finish === 'stop' && typeof gen.matched === 'number';
+  const skip = sampling.skip_special_tokens !== false;
+  const withLogprobs = body.return_logprob === true;
+  if (body.stream !== true) {
+    const ids = trim ? gen.ids.slice(0, -1) : gen.ids;
+    return json({ text: sim.tokenizer.decode(ids, { skipSpecialTokens: skip }), output_ids: gen.ids, meta_info: sglangMeta(sim, started, rid, withLogprobs) });
+  }
+  // SGLang's default streaming output is cumulative: every chunk carries the whole text, output_ids and logprobs so
+  // far; meta_info.finish_reason is null until the last chunk.
+  const chunkAt = (to: number): Record<string, unknown> => {
+    const last = to === gen.ids.length;
+    const meta = sglangMeta(sim, started, rid, withLogprobs);
+    meta.completion_tokens = to;
+    if (withLogprobs) meta.output_token_logprobs = (meta.output_token_logprobs as unknown[]).slice(0, to);
+    if (!last) meta.finish_reason = null;
+    const ids = gen.ids.slice(0, to);
+    return { text: sim.tokenizer.decode(last && trim ? ids.slice(0, -1) : ids, { skipSpecialTokens: skip }), output_ids: ids, meta_info: meta };
+  };
+  return pacedTokenStream(sim.timing, started, {
+    tokens: (_from, to) => dataFrame(chunkAt(to)),
+    tail: () => `${gen.ids.length === 0 ? dataFrame(chunkAt(0)) : ''}data: [DONE]\n\n`,
+  });
 }

@@ -1,16 +1,16 @@
 /**
- * vLLM's token-in endpoints: `POST /v1/completions` (prompt as token ids, `return_token_ids`) and `POST /tokenize`
+ * vLLM's token-in endpoints: `POST /v1/completions` (prompt as token ids, `return_token_ids`, JSON or streamed) and `POST /tokenize`
  * (messages through the chat template, or a prompt string).
  * https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#completions-api,
  * https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#tokenizer-api
  */
 import type { ChatMessage, ChatTool } from '../../tokenization/chat-messages.ts';
-import { intField, json, readBody, SimHttpError, stopList, tokenIdsField } from '../request.ts';
-import type { SimServer } from '../server.ts';
+import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
+import type { SimServer, Started } from '../server.ts';
+import { dataFrame, pacedTokenStream } from '../stream.ts';
 
 export async function completions(sim: SimServer, request: Request): Promise<Response> {
   const body = await readBody(request);
-  if (body.stream === true) throw new SimHttpError(400, 'the simulator serves /v1/completions without streaming');
   if (body.echo === true) throw new SimHttpError(400, 'echo is not supported by the simulator');
   if (body.n !== undefined && body.n !== 1) throw new SimHttpError(400, 'the simulator supports n = 1 only');
   const promptIds = sim.promptFromBody(body.prompt, 'prompt');
@@ -21,7 +21,9 @@ export async function completions(sim: SimServer, request: Request): Promise<Res
     stop: stopList(body.stop),
     stopTokenIds: tokenIdsField(body.stop_token_ids, 'stop_token_ids') ?? [],
     ignoreEos: body.ignore_eos === true,
+    holdSlot: body.stream === true,
   });
+  if (body.stream === true) return completionsStream(sim, body, started);
   const { gen } = started;
   const skip = body.skip_special_tokens !== false;
   let logprobs: Record<string, unknown> | null = null;
@@ -62,6 +64,38 @@ export async function completions(sim: SimServer, request: Request): Promise<Res
     system_fingerprint: null,
     usage: sim.usage(started),
     kv_transfer_params: null,
+  });
+}
+
+/**
+ * `stream: true`: one chunk per decode batch with its `text`, `token_ids` (`return_token_ids`) and
+ * `logprobs.token_logprobs` deltas, `prompt_token_ids` on the first, `finish_reason`/`stop_reason` on the last, then
+ * a usage chunk (`stream_options.include_usage`) and `[DONE]`, as vLLM streams completions.
+ */
+function completionsStream(sim: SimServer, body: Body, started: Started): Response {
+  const { gen, promptIds } = started;
+  const withIds = body.return_token_ids === true;
+  const withLogprobs = typeof body.logprobs === 'number';
+  const pieces = sim.tokenPieces(gen.ids, body.skip_special_tokens !== false);
+  const head = { id: `cmpl-${sim.newId('cmpl').split('_').pop()}`, object: 'text_completion', created: Math.floor(started.startedAt / 1000), model: typeof body.model === 'string' ? body.model : sim.servedModelName };
+  const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+  const finishOf = (last: boolean) => (last ? { finish_reason: gen.finish, stop_reason: gen.matchedEos ? null : gen.matched } : { finish_reason: null, stop_reason: null });
+  return pacedTokenStream(sim.timing, started, {
+    tokens(from, to) {
+      const choice: Record<string, unknown> = {
+        index: 0, text: pieces.slice(from, to).join(''), logprobs: withLogprobs ? { token_logprobs: gen.logprobs.slice(from, to) } : null, ...finishOf(to === gen.ids.length),
+      };
+      if (withIds) {
+        choice.token_ids = gen.ids.slice(from, to);
+        if (from === 0) choice.prompt_token_ids = promptIds;
+      }
+      return dataFrame({ ...head, choices: [choice] });
+    },
+    tail() {
+      let out = gen.ids.length === 0 ? dataFrame({ ...head, choices: [{ index: 0, text: '', logprobs: null, ...finishOf(true), ...(withIds ? { token_ids: [], prompt_token_ids: promptIds } : {}) }] }) : '';
+      if (includeUsage) out += dataFrame({ ...head, choices: [], usage: sim.usage(started) });
+      return `${out}data: [DONE]\n\n`;
+    },
   });
 }
 

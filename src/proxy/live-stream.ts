@@ -1,0 +1,115 @@
+/**
+ * True streaming: the engine's deltas are encoded in the caller's dialect as they arrive, and the record is committed
+ * (assembled from the chunks and cross-checked by the engine client) before the final event goes out.
+ *
+ * Per dialect (DialectRoute):
+ * - `statusBeforeBytes` (OpenAI Chat, Gemini): nothing is sent, not even the status, until the engine has answered
+ *   (its 2xx status, or an error), so a 429, a context overflow or a 500 reaches the client as a real HTTP status in its
+ *   dialect's shape (the CLIs back off on a 429 status but give up on an in-band error chunk). The engine's
+ *   `Retry-After` is forwarded (context.ts renderError).
+ * - otherwise (Anthropic, Responses) headers go out at once and keep-alives while the engine works; with
+ *   `startOnPrompt` (Anthropic) the start event waits for the prompt length, so `message_start.usage.input_tokens`
+ *   is the real count, and pings are sent until then.
+ * An error after the first byte is the dialect's in-band error event.
+ */
+import { toGatewayError } from '../core/errors.ts';
+import type { IRRequest, IRResponse } from '../core/ir.ts';
+import type { EngineStreamEvent } from '../engines/types.ts';
+import type { ProxyRuntime } from './context.ts';
+import type { DialectRoute } from './dialect-table.ts';
+import { DEFAULT_KEEPALIVE_MS, SseSink, sseHeaders } from './synthetic-stream.ts';
+
+/** Runs the engine call: events go to `onEvent`; resolves with the committed response. */
+export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineStreamEvent) => void, client: { readonly gone: boolean }) => Promise<IRResponse>;
+
+/**
+ * The streamed response for one call; resolves at once (Anthropic, Responses) or once the engine has answered (Chat,
+ * Gemini), and throws the engine's error when it failed before answering (rendered as a real status by the app).
+ * One function (~90 lines) because the start / keep-alive / answered / commit state is shared by its closures.
+ */
+export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, run: LiveRun): Promise<Response> {
+  const { options, counters } = rt;
+  const encoder = route.dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
+  let committed = false;
+  const sink = new SseSink(() => {
+    if (committed) counters.disconnectsAfterCommit++;
+  });
+  const abort = new AbortController();
+  let startSent = false;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let answered!: () => void;
+  const answeredOnce = new Promise<void>((resolve) => (answered = resolve));
+  const start = (inputTokens: number) => {
+    if (startSent) return;
+    startSent = true;
+    sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens }));
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    start: (controller) => sink.attach(controller),
+    cancel() {
+      sink.cancelled();
+      clearInterval(timer);
+      if (options.abortOnClientDisconnect) abort.abort();
+    },
+  });
+  if (!route.startOnPrompt) start(0);
+  const beginKeepAlive = () => {
+    timer ??= setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
+  };
+  if (!route.statusBeforeBytes) beginKeepAlive();
+  const onEvent = (event: EngineStreamEvent) => {
+    if (event.type === 'answered') {
+      answered();
+      beginKeepAlive();
+      return;
+    }
+    if (event.type === 'prompt') {
+      start(event.inputTokens);
+      return;
+    }
+    start(0);
+    sink.write(encoder.push(event));
+  };
+  const done = run(options.abortOnClientDisconnect ? abort.signal : undefined, onEvent, sink.client).then(
+    (response) => {
+      committed = true;
+      clearInterval(timer);
+      answered();
+      start(response.usage.inputTokens);
+      try {
+        sink.write(encoder.push({ type: 'finish', finishReason: response.finishReason, usage: response.usage, response }));
+        sink.write(encoder.end());
+      } catch (thrown) {
+        sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
+      }
+      sink.close();
+      return null;
+    },
+    (thrown) => {
+      clearInterval(timer);
+      const error = toGatewayError(thrown);
+      if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
+      return error;
+    },
+  );
+  if (route.statusBeforeBytes) {
+    // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status).
+    const early = await Promise.race([answeredOnce.then(() => null), done]);
+    if (early) {
+      sink.close();
+      throw early;
+    }
+  }
+  void done.then((error) => {
+    if (!error) return;
+    try {
+      start(0);
+      sink.write(encoder.push({ type: 'error', error }));
+      sink.write(encoder.end());
+    } catch {
+      // an encoder that cannot render the error: close the stream, the client sees a truncated stream
+    }
+    sink.close();
+  });
+  return new Response(stream, { status: 200, headers: sseHeaders(ir) });
+}

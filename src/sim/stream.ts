@@ -1,0 +1,57 @@
+/**
+ * A generation streamed at the simulator's decode rate: the prefill already happened in `run` (holdSlot), then each
+ * batch of tokens is written after its decode time, several tokens per write when the rate outruns the timer
+ * resolution (~4 ms). The sequence slot is released when the stream ends or the client cancels.
+ */
+import type { Started } from './server.ts';
+import { sleep, type TimingModel } from './timing.ts';
+
+export interface TokenFrames {
+  /** Written at once (e.g. a first chunk with the prompt ids). */
+  head?: string;
+  /** Frames for tokens [from, to). */
+  tokens(from: number, to: number): string;
+  /** Frames after the last token (finish chunk, usage, `[DONE]`). */
+  tail(): string;
+}
+
+export function pacedTokenStream(timing: TimingModel, started: Started, frames: TokenFrames): Response {
+  const { gen, release } = started;
+  const perTokenMs = timing.decodeMs(1);
+  const encoder = new TextEncoder();
+  let index = 0;
+  let released = false;
+  const free = () => {
+    if (!released) release();
+    released = true;
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    start: (controller) => {
+      if (frames.head) controller.enqueue(encoder.encode(frames.head));
+    },
+    pull: async (controller) => {
+      try {
+        if (index < gen.ids.length) {
+          const batch = perTokenMs > 0 ? Math.max(1, Math.floor(4 / perTokenMs)) : gen.ids.length;
+          const end = Math.min(gen.ids.length, index + batch);
+          await sleep(perTokenMs * (end - index));
+          const out = frames.tokens(index, end);
+          index = end;
+          if (out !== '') controller.enqueue(encoder.encode(out));
+          return;
+        }
+        controller.enqueue(encoder.encode(frames.tail()));
+        controller.close();
+        free();
+      } catch (error) {
+        free();
+        controller.error(error);
+      }
+    },
+    cancel: free,
+  });
+  return new Response(stream, { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
+}
+
+/** One SSE data frame. */
+export const dataFrame = (value: unknown) => `data: ${JSON.stringify(value)}\n\n`;
