@@ -61,7 +61,9 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     trajectory = applyRewards({ ...trajectory, status: 'ERROR' }, { outcome_reward: 0, details: { cancelled: true } });
   }
   const now = ctx.clock();
-  const result: SessionResult = { session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error };
+  const result: SessionResult = {
+    session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error, attempt: s.spec.attempt ?? 0,
+  };
   try {
     ctx.opts.store.results.put(result);
   } catch (storeError) {

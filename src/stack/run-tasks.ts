@@ -45,6 +45,11 @@ export interface RunTasksOptions {
   log?: (line: string) => void;
   /** Wall-clock limit of the whole job, ms (default: none); on expiry unfinished tasks are cancelled. */
   deadlineMs?: number;
+  /**
+   * Start over: tasks the database holds as running are cancelled (their sessions CANCELLED with the reason) and every
+   * task runs again as a new run of its id (the old runs stay stored under `<task_id>@run<n>`). Default false: resume.
+   */
+  fresh?: boolean;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
   /**
@@ -70,8 +75,9 @@ export interface RunReport {
  * Run every task × sample through the local stack and summarise.
  * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
  * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
- * with the simulator; the harness CLI is installed first when missing. A task_id already in the store is not run
- * again: its stored sessions are waited for and reported.
+ * with the simulator; the harness CLI is installed first when missing. A task_id the store holds as running (a run
+ * that died) is resumed: its unfinished sessions are adopted or re-dispatched; a finished one is reported as stored.
+ * With `fresh`, both run again as new runs.
  * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
  *   turned into a TaskRequest.
  */
@@ -123,7 +129,20 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   try {
     const taskIds = requests.map((r) => r.task_id);
     const total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
-    for (const request of requests) stack.server.submit(request);
+    const resumed: string[] = [];
+    for (const request of requests) {
+      const existing = opts.store.tasks.get(request.task_id);
+      if (existing?.status === 'RUNNING') {
+        // Left running by a run that died: the restarted server adopts or re-dispatches its unfinished sessions.
+        if (!opts.fresh) {
+          resumed.push(request.task_id);
+          continue;
+        }
+        await stack.server.cancelTask(request.task_id, { reason: 'superseded by polar run --fresh' });
+      } else if (existing && !opts.fresh) continue; // finished in this database: reported as it is
+      stack.server.submit(request);
+    }
+    if (resumed.length > 0) opts.log?.(`resuming ${resumed.length} unfinished task(s) from the database: ${resumed.join(', ')}`);
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
     // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
     const fromStore = () => {
