@@ -8,7 +8,7 @@
  * 1 otherwise, 2 on bad usage.
  */
 import { Option, type Command } from 'commander';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
@@ -28,6 +28,7 @@ interface RunFlags {
   harness: string;
   command?: string;
   samples: number;
+  fresh?: boolean;
   engine?: string;
   engineUrl?: string;
   engineApiKey?: string;
@@ -102,6 +103,7 @@ export function register(program: Command): void {
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
+    .option('--fresh', 'start over: cancel what the database holds as running and run every task again as a new run (default: resume unfinished sessions)')
     .option('--quiet', 'no live progress')
     .option('--runtime <kind>', 'run every task in this runtime: local, docker, podman or apptainer (default: the task\'s own, local)')
     .option('--image <ref>', 'container image for --runtime docker|podman|apptainer')
@@ -159,9 +161,31 @@ export function register(program: Command): void {
       const outDir = resolve(flags.out ?? defaultRunDir(process.cwd()));
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
+      checkRunRequest(outDir, {
+        harness: flags.harness, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
+        tasks: tasks.map((t) => t.task.task_id).sort(),
+      }, flags.fresh === true);
+      // SIGINT/SIGTERM: stop dispatching, cancel what runs (its process groups end with the node), write the summary
+      // so far and exit 130; a second signal exits at once.
+      const interrupt = new AbortController();
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (interrupt.signal.aborted) {
+          stopView();
+          process.exit(130);
+        }
+        console.error(`\npolar run: ${signal}: stopping (cancelling running sessions; ${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to force)`);
+        interrupt.abort(signal);
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
       const store = openStore(dbPath);
       const view = flags.quiet ? null : createProgressView({ stream: process.stdout });
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
+      let viewStopped = false;
+      const stopView = () => {
+        if (view && last && !viewStopped) view.stop(last);
+        viewStopped = true;
+      };
       try {
         console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
         console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
@@ -188,10 +212,12 @@ export function register(program: Command): void {
             view?.update(s);
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
+          fresh: flags.fresh === true,
+          signal: interrupt.signal,
           log: (line) => console.error(`polar run: ${line}`),
           ...(runtime ? { runtime } : {}),
         });
-        if (view && last) view.stop(last);
+        stopView();
         console.log('');
         console.log(formatSummaryTable(report.summary));
         const summaryPath = join(outDir, 'summary.json');
@@ -201,12 +227,18 @@ export function register(program: Command): void {
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);
         console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
-        if (!report.allCompleted) {
+        if (interrupt.signal.aborted) {
+          console.error(`polar run: interrupted by ${String(interrupt.signal.reason)}; unfinished sessions were cancelled (run again with the same --out to start them anew)`);
+          process.exitCode = 130;
+        } else if (!report.allCompleted) {
           const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
           console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);
           process.exitCode = EXIT_FAILED;
         }
       } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        stopView(); // restores the cursor and line wrap, also when the run threw
         store.close();
       }
     });
@@ -228,4 +260,37 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
   if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
   const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
   return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
+}
+
+/** What a run directory was created for; a later run into it must ask for the same (or pass --fresh). */
+interface RunRequest {
+  harness: string;
+  command: string | null;
+  samples: number;
+  builder: string;
+  model: string;
+  tasks: string[];
+}
+
+/**
+ * Record the request in `<out>/run.json`, or check it against the one recorded there: a different harness, sample
+ * count, builder, model or task set would mix two experiments in one database and report the old results as new.
+ * @throws UsageError (exit 2) saying what differs, unless `fresh`.
+ */
+function checkRunRequest(outDir: string, request: RunRequest, fresh: boolean): void {
+  const file = join(outDir, 'run.json');
+  if (existsSync(file) && !fresh) {
+    let previous: Partial<RunRequest> = {};
+    try {
+      previous = JSON.parse(readFileSync(file, 'utf8')) as Partial<RunRequest>;
+    } catch {
+      // unreadable: treated as a different request below
+    }
+    const differs = (Object.keys(request) as (keyof RunRequest)[]).filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(request[k]));
+    if (differs.length > 0) {
+      const what = differs.map((k) => `${k}: ${JSON.stringify(previous[k])} there, ${JSON.stringify(request[k])} now`).join('; ');
+      throw new UsageError(`${outDir} holds a different run (${what}); use another --out, or --fresh to start over there`);
+    }
+  }
+  writeFileSync(file, `${JSON.stringify(request, null, 2)}\n`);
 }

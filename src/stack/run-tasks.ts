@@ -50,6 +50,11 @@ export interface RunTasksOptions {
    * task runs again as a new run of its id (the old runs stay stored under `<task_id>@run<n>`). Default false: resume.
    */
   fresh?: boolean;
+  /**
+   * Aborting it (SIGINT/SIGTERM in `polar run`) stops the run: unfinished tasks are cancelled with the abort reason,
+   * their harness process groups end with the node, and the report covers what finished.
+   */
+  signal?: AbortSignal;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
   /**
@@ -175,14 +180,18 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     });
     const finished = () => taskIds.every((id) => opts.store.tasks.get(id)?.status !== 'RUNNING');
     const interval = opts.progressIntervalMs ?? 500;
+    const wake = Promise.withResolvers<void>();
+    opts.signal?.addEventListener('abort', () => wake.resolve(), { once: true });
     while (!finished()) {
-      if (opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs) {
-        opts.log?.(`run deadline of ${opts.deadlineMs} ms reached: cancelling unfinished tasks`);
-        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id);
+      const deadline = opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs;
+      if (deadline || opts.signal?.aborted) {
+        const reason = deadline ? `run deadline of ${opts.deadlineMs} ms reached` : `interrupted: ${String(opts.signal?.reason ?? 'signal')}`;
+        opts.log?.(`${reason}: cancelling unfinished tasks`);
+        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, reason);
         break;
       }
       opts.onProgress?.(snapshot());
-      await Bun.sleep(interval);
+      await Promise.race([Bun.sleep(interval), wake.promise]);
     }
     unsubscribe();
     const final = snapshot(fromStore());
