@@ -138,7 +138,7 @@ export class GatewayNode {
     this.stopHeartbeats?.();
     this.stopHeartbeats = null;
     const pending = [...this.sessions.values()].filter((s) => s.stage !== 'done');
-    for (const s of pending) this.cancel(s.id);
+    for (const s of pending) this.cancel(s.id, 'gateway stopping');
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);
     this.server?.stop(true);
@@ -199,11 +199,11 @@ export class GatewayNode {
    * Cancel a session at any stage: the running stage is aborted (harness process group killed), cleanup still runs,
    * and the final status is ERROR with error "cancelled". Returns false for unknown or finished sessions.
    */
-  cancel(sessionId: string): boolean {
+  cancel(sessionId: string, reason?: string): boolean {
     const s = this.sessions.get(sessionId);
     if (!s || s.stage === 'done') return false;
     if (s.end?.kind === 'cancelled') return true;
-    s.end = { kind: 'cancelled' };
+    s.end = { kind: 'cancelled', ...(reason ? { reason } : {}) };
     s.abort.abort(new StageAborted('cancelled'));
     if (s.stage === 'queued') {
       this.initQueue = this.initQueue.filter((x) => x !== s);

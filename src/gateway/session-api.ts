@@ -98,7 +98,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           const id = (req as Bun.BunRequest<'/sessions/:id'>).params.id;
           const view = node.get(id);
           if (!view) return json({ error: 'unknown session' }, 404);
-          const cancelled = node.cancel(id);
+          const cancelled = node.cancel(id, new URL(req.url).searchParams.get('reason') ?? undefined);
           return json({ session_id: id, cancelled, status: node.get(id)?.status ?? view.status });
         }),
       },

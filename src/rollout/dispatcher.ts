@@ -182,22 +182,22 @@ export class Dispatcher {
     if (changed) void this.pump();
   }
 
-  async cancelOn(nodeId: string, sessionId: string): Promise<void> {
+  async cancelOn(nodeId: string, sessionId: string, reason?: string): Promise<void> {
     try {
-      await this.nodes.get(nodeId)?.client.cancel(sessionId);
+      await this.nodes.get(nodeId)?.client.cancel(sessionId, reason);
     } catch {
       // The node is gone or refuses; its late result would be ignored anyway.
     }
   }
 
   /** Mark sessions CANCELLED and cancel them on their nodes; returns how many. */
-  async cancelSessions(sessions: SessionRow[]): Promise<number> {
+  async cancelSessions(sessions: SessionRow[], reason?: string): Promise<number> {
     for (const s of sessions) this.ctx.store.sessions.update(s.session_id, { status: 'CANCELLED' });
     await Promise.all(
       sessions.map(async (s) => {
         if (!s.node_id) return;
         this.nodes.untrack(s.node_id, s.session_id);
-        await this.cancelOn(s.node_id, s.session_id);
+        await this.cancelOn(s.node_id, s.session_id, reason);
       }),
     );
     return sessions.length;

@@ -15,7 +15,7 @@ export interface NodeClient {
   /** Hand the session to the node; never throws: a network failure is an `unavailable` outcome. */
   dispatch(spec: DispatchSpec): Promise<DispatchOutcome>;
   /** Cancel a session on the node; false when the node does not know it. Never throws for a 404. */
-  cancel(sessionId: string): Promise<boolean>;
+  cancel(sessionId: string, reason?: string): Promise<boolean>;
   /** The node's view of a session: its status, or null when the node does not know it (404). */
   getSession(sessionId: string): Promise<{ status: string; attempt?: number } | null>;
   /** Every session the node holds (`GET /sessions`). @throws Error when the node cannot be reached or answers badly. */
@@ -53,8 +53,9 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
       if (!parsed.success) throw new Error(`node ${base} answered GET /sessions with an unexpected body`);
       return parsed.data.sessions;
     },
-    async cancel(sessionId) {
-      const response = await call(`/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' });
+    async cancel(sessionId, reason) {
+      const query = reason ? `?reason=${encodeURIComponent(reason)}` : '';
+      const response = await call(`/sessions/${encodeURIComponent(sessionId)}${query}`, { method: 'DELETE' });
       await response.body?.cancel();
       if (response.status === 404) return false;
       if (!response.ok) throw new Error(`node ${base} cancel failed: HTTP ${response.status}`);

@@ -27,7 +27,7 @@ export class TaskResults {
    * attempt already has one), so the task view, the stored result and exports agree.
    */
   async cancel(sessions: SessionRow[], reason: string): Promise<number> {
-    const n = await this.dispatcher.cancelSessions(sessions);
+    const n = await this.dispatcher.cancelSessions(sessions, reason);
     this.ctx.store.transaction(() => {
       for (const s of sessions) this.ctx.store.results.put(placeholderResult(s, 'CANCELLED', s.node_id ?? '', reason, s.attempt));
     });

@@ -171,7 +171,7 @@ export function tally(scenario: string, db: string, taskIds: string[], inFlightA
       lost: rows.length - completed,
       duplicated: rows.filter((r) => (fullBy.get(r.session_id) ?? 0) > 1).length,
       resumed: rows.filter((r) => inFlightAtKill.has(r.session_id) && r.status === 'COMPLETED').length,
-      cancelled: rows.filter((r) => r.status === 'CANCELLED' || r.error === 'cancelled').length,
+      cancelled: rows.filter((r) => r.status === 'CANCELLED' || r.error?.startsWith('cancelled') === true).length,
     };
   }, { scenario, sessions: 0, completed: 0, lost: 0, duplicated: 0, resumed: 0, cancelled: 0 });
 }
