@@ -9,7 +9,7 @@ import { formatIssues } from './issues.ts';
 import type { TaskRequest } from './task.ts';
 
 /** Harness adapters a gateway knows, as `agent.harness` spells them (`-` and `_` are interchangeable). */
-export const HARNESS_NAMES = ['shell', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode'] as const;
+export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline'] as const;
 
 /** `test_on_output`: run a command, compare exit code and output. */
 export const testOnOutputConfigSchema = z.strictObject({
@@ -54,8 +54,8 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
   const harness = (task.agent.harness ?? 'shell').replaceAll('-', '_');
   if (!harnesses.includes(harness)) {
     problems.push({ path: 'agent.harness', message: `unknown harness ${JSON.stringify(task.agent.harness)}; known: ${harnesses.join(', ')}` });
-  } else if (harness === 'shell' && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
-    problems.push({ path: 'agent.command', message: 'the shell harness needs a command (agent.command)' });
+  } else if ((harness === 'shell' || harness === 'custom') && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
+    problems.push({ path: 'agent.command', message: `the ${harness} harness needs a command (agent.command or agent.settings.command)` });
   }
   if (task.evaluator) {
     const name = task.evaluator.strategy;
