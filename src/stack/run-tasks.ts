@@ -187,7 +187,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
       if (deadline || opts.signal?.aborted) {
         const reason = deadline ? `run deadline of ${opts.deadlineMs} ms reached` : `interrupted: ${String(opts.signal?.reason ?? 'signal')}`;
         opts.log?.(`${reason}: cancelling unfinished tasks`);
-        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, reason);
+        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, { reason });
         // Let the node end the cancelled sessions (process groups killed, results stored) before the summary; the
         // results it stored itself read CANCELLED like the task.
         await stack.node.stop();

@@ -165,7 +165,7 @@ test('a finished task_id submitted again runs as a new run; the old run stays st
   expect(server.readyGroups().map((g) => g.rewards)).toEqual([[0, 0]]);
   expect((await post(`${server.url}/rollout/groups/t/ack`, {})).body.acked).toBe(true);
   const again = await post(`${server.url}/rollout/task/submit`, task('t'));
-  expect(again.body).toMatchObject({ status: 'RUNNING', previous_run: 't@run1' });
+  expect(again.body).toMatchObject({ status: 'running', previous_run: 't@run1' });
   expect(server.taskStatus('t')!.sessions.every((s) => s.status !== 'COMPLETED')).toBe(true);
   expect(server.readyGroups()).toEqual([]);
   await until(() => node.dispatched.length === 4);
