@@ -46,12 +46,12 @@ test('SIGKILL of polar serve mid-run: restarted, it resumes every session once a
   await waitFor('the sessions run again', () => sessionsWithCompletions(db, good, 2) === 4);
   writeFileSync(marker, '');
   await waitFor('both good tasks finish', async () => {
-    const views = await Promise.all(good.map(async (id) => (await (await fetch(`${url}/rollout/task/${id}`)).json()) as { status: string }));
-    return views.every((v) => v.status !== 'RUNNING');
+    const views = await Promise.all(good.map(async (id) => (await (await fetch(`${url}/rollout/task/${id}`)).json()) as { polar_status: string }));
+    return views.every((v) => v.polar_status !== 'RUNNING');
   });
 
-  const poison = (await (await fetch(`${url}/rollout/task/poison`)).json()) as { status: string; sessions: { status: string; attempt: number; error: string | null }[] };
-  expect(poison.status).toBe('FAILED');
+  const poison = (await (await fetch(`${url}/rollout/task/poison`)).json()) as { polar_status: string; sessions: { status: string; attempt: number; error: string | null }[] };
+  expect(poison.polar_status).toBe('FAILED');
   expect(poison.sessions.every((s) => s.status === 'ERROR' && s.error?.includes('poisoned'))).toBe(true);
 
   const groups = (await (await fetch(`${url}/rollout/groups?ready=1`)).json()) as { groups: { task_id: string; rewards: number[] }[] };

@@ -41,7 +41,7 @@ async function deploy(name: string, good: string[]): Promise<Deployment & { roll
   const rollout = await startPolarUntil(['rollout', '--config', config], procs, /listening on (http:\/\/\S+)/);
   const gateway = await startPolarUntil(['gateway', '--config', config, '--node-id', 'g1'], procs, /listening on (http:\/\/\S+)/);
   const server = rollout.match[1]!;
-  await waitFor('the gateway registered', async () => ((await (await fetch(`${server}/nodes`)).json()) as { nodes: unknown[] }).nodes.length === 1);
+  await waitFor('the gateway registered', async () => ((await (await fetch(`${server}/nodes`)).json()) as unknown[]).length === 1);
   submitTasks(tasks, server, 2);
   await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4);
   return { db, work, config, server, tasks, good, rollout: rollout.proc, gateway: gateway.proc };
@@ -50,11 +50,11 @@ async function deploy(name: string, good: string[]): Promise<Deployment & { roll
 async function finish(d: Deployment, name: string, poisonId: string): Promise<void> {
   writeFileSync(marker(name), '');
   await waitFor('the good tasks finish', async () => {
-    const views = await Promise.all(d.good.map(async (id) => (await (await fetch(`${d.server}/rollout/task/${id}`)).json()) as { status: string }));
-    return views.every((v) => v.status !== 'RUNNING');
+    const views = await Promise.all(d.good.map(async (id) => (await (await fetch(`${d.server}/rollout/task/${id}`)).json()) as { polar_status: string }));
+    return views.every((v) => v.polar_status !== 'RUNNING');
   });
-  const poison = (await (await fetch(`${d.server}/rollout/task/${poisonId}`)).json()) as { status: string; sessions: { status: string }[] };
-  expect(poison.status).toBe('FAILED');
+  const poison = (await (await fetch(`${d.server}/rollout/task/${poisonId}`)).json()) as { polar_status: string; sessions: { status: string }[] };
+  expect(poison.polar_status).toBe('FAILED');
   expect(poison.sessions.map((s) => s.status)).toEqual(['ERROR', 'ERROR']);
   const groups = (await (await fetch(`${d.server}/rollout/groups?ready=1`)).json()) as { groups: { task_id: string; rewards: number[] }[] };
   expect(groups.groups.map((g) => g.task_id).sort()).toEqual([...d.good].sort());
