@@ -9,7 +9,7 @@ import { formatIssues } from './issues.ts';
 import type { TaskRequest } from './task.ts';
 
 /** Harness adapters a gateway knows, as `agent.harness` spells them (`-` and `_` are interchangeable). */
-export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline'] as const;
+export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline', 'openclaw'] as const;
 
 /** `test_on_output`: run a command, compare exit code and output. */
 export const testOnOutputConfigSchema = z.strictObject({
