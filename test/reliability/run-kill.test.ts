@@ -11,7 +11,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT, SHELL_AGENT_COMMAND } from '../support/polar-cli.ts';
 import {
-  alive, openSessions, pidsMentioning, readDb, report, sessionsWithCompletions, tally, useReliabilityScratch, waitFor, workDirs,
+  alive, openSessions, sandboxRunFlags, pidsMentioning, readDb, report, sessionsWithCompletions, tally, useReliabilityScratch, waitFor, workDirs,
   writeBlockingTask, writePoisonTask, type Child,
 } from '../support/reliability.ts';
 
@@ -19,7 +19,7 @@ const { dir, marker: markerBase, procs } = useReliabilityScratch('reliability-ru
 const marker = (name: string) => `${markerBase}-${name}`;
 
 function polarRun(tasks: string, out: string, extra: string[] = []): Child {
-  const proc = Bun.spawn([process.execPath, 'src/main.ts', 'run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--samples', '2', '--out', out, '--quiet', ...extra], {
+  const proc = Bun.spawn([process.execPath, 'src/main.ts', 'run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--samples', '2', '--out', out, '--quiet', ...sandboxRunFlags(dir), ...extra], {
     cwd: REPO_ROOT, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
   });
   procs.add(proc);

@@ -7,7 +7,7 @@
 import { expect, test } from 'bun:test';
 import { join } from 'node:path';
 import {
-  alive, openSessions, pidsMentioning, report, sessionsWithCompletions, startPolarUntil, submitTasks, tally, useReliabilityScratch,
+  alive, openSessions, sandboxRuntimeYaml, pidsMentioning, report, sessionsWithCompletions, startPolarUntil, submitTasks, tally, useReliabilityScratch,
   waitFor, workDirs, writeBlockingTask, writePoisonTask,
 } from '../support/reliability.ts';
 import { writeFileSync } from 'node:fs';
@@ -21,7 +21,7 @@ test('SIGKILL of polar serve mid-run: restarted, it resumes every session once a
   const config = join(dir, 'polar.yaml');
   writeFileSync(config, [
     `rollout: {port: 0, db: ${db}}`,
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: local, port: 0, work_root: ${work}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: local, port: 0, work_root: ${work}, ${sandboxRuntimeYaml(dir)}}]}`,
     'sim: {port: 0, decode_tps: 0, prefill_tps: 0}',
     '',
   ].join('\n'));

@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { unusedPort } from '../support/fake-engine.ts';
 import {
-  alive, openSessions, pidsMentioning, readDb, report, sessionsWithCompletions, startPolarUntil, submitTasks, tally,
+  alive, openSessions, sandboxRuntimeYaml, pidsMentioning, readDb, report, sessionsWithCompletions, startPolarUntil, submitTasks, tally,
   useReliabilityScratch, waitFor, workDirs, writeBlockingTask, writePoisonTask, type Child,
 } from '../support/reliability.ts';
 
@@ -35,7 +35,7 @@ async function deploy(name: string, good: string[]): Promise<Deployment & { roll
     `rollout: {port: ${port}, db: ${db}}`,
     `store: {path: ${db}}`,
     `engine: {kind: sim, url: ${sim.match[1]}}`,
-    `gateway: {rollout_url: http://127.0.0.1:${port}, heartbeat_interval_s: 0.5, nodes: [{node_id: g1, port: ${unusedPort()}, work_root: ${work}}]}`,
+    `gateway: {rollout_url: http://127.0.0.1:${port}, heartbeat_interval_s: 0.5, nodes: [{node_id: g1, port: ${unusedPort()}, work_root: ${work}, ${sandboxRuntimeYaml(dir)}}]}`,
     '',
   ].join('\n'));
   const rollout = await startPolarUntil(['rollout', '--config', config], procs, /listening on (http:\/\/\S+)/);

@@ -7,7 +7,17 @@ import { Database } from 'bun:sqlite';
 import { afterAll } from 'bun:test';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, SHELL_AGENT_COMMAND, writeSimTask } from './polar-cli.ts';
+import { REPO_ROOT, SHELL_AGENT_COMMAND, SHELL_AGENT_PATHS, writeSimTask } from './polar-cli.ts';
+
+/** A node `runtime` config line whose sandboxes can run the test agent and see `dir` (the release marker). */
+export function sandboxRuntimeYaml(dir: string): string {
+  return `runtime: {read_only_paths: [${[...SHELL_AGENT_PATHS, dir].join(', ')}]}`;
+}
+
+/** `polar run` flags for the same. */
+export function sandboxRunFlags(dir: string): string[] {
+  return [...SHELL_AGENT_PATHS, dir].flatMap((p) => ['--ro-path', p]);
+}
 
 export type Child = Bun.Subprocess<'ignore', 'pipe', 'pipe'>;
 
