@@ -19,6 +19,7 @@ import * as harnessCmd from './cli/harness.ts';
 import * as runCmd from './cli/run.ts';
 import * as serveCmd from './cli/serve.ts';
 import * as trainDemoCmd from './cli/train-demo.ts';
+import * as tunnelCmd from './cli/tunnel.ts';
 
 const program = new Command();
 program
@@ -27,7 +28,7 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

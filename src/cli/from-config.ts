@@ -1,17 +1,17 @@
 /**
  * The one mapping from the config file (src/config/sections/) to what the stack and a gateway node are built from:
  * `engineSpecFromConfig` for the `engine` section, `nodeSettingsFromConfig` for a `gateway.nodes` entry (capacity,
- * paths, and the runtime defaults: kind, image, bwrap → isolation, extra_args → run_args, binary → the runtime CLI).
+ * paths, and the runtime defaults: kind, image, isolation, network, limits, extra_args → run_args, binary → the runtime CLI).
  * `polar serve` and `polar gateway` both use them, so a documented key works the same in both.
  */
-import { resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { EngineConfig } from '../config/sections/engine.ts';
-import type { GatewayNodeConfig, RuntimeConfig } from '../config/sections/gateway.ts';
+import type { GatewayConfig, GatewayNodeConfig, RuntimeConfig } from '../config/sections/gateway.ts';
+import { defaultHarnessCache } from '../gateway/harnesses/install.ts';
 import type { GatewayCapacity } from '../gateway/node.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { EngineSpec } from '../stack/local-stack.ts';
-
-const isolationByBwrap = { auto: 'auto', always: 'bwrap', never: 'none' } as const;
 
 /** The engine section as the stack's EngineSpec (timeout in ms, sampling defaults in camelCase). */
 export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeoutMs: number } {
@@ -31,10 +31,24 @@ export function runtimeDefaultsFromConfig(rt: RuntimeConfig): Partial<RuntimeSpe
   return {
     kind: rt.kind,
     ...(rt.image ? { image: rt.image } : {}),
-    isolation: isolationByBwrap[rt.bwrap],
+    isolation: rt.isolation,
+    network: rt.network,
+    ...(rt.read_only_paths.length > 0 ? { read_only_paths: rt.read_only_paths } : {}),
+    ...(rt.limits.cpus !== null || rt.limits.memory !== null || rt.limits.pids !== null
+      ? { limits: {
+          ...(rt.limits.cpus !== null ? { cpus: rt.limits.cpus } : {}),
+          ...(rt.limits.memory !== null ? { memory: rt.limits.memory } : {}),
+          ...(rt.limits.pids !== null ? { pids: rt.limits.pids } : {}),
+        } }
+      : {}),
     ...(rt.extra_args.length > 0 ? { run_args: rt.extra_args } : {}),
     ...(rt.binary ? { binary: rt.binary } : {}),
   };
+}
+
+/** `gateway.upload_roots` as absolute paths (relative ones against `base`, the cwd). */
+export function uploadRootsFromConfig(gateway: GatewayConfig, base = process.cwd()): string[] {
+  return gateway.upload_roots.map((p) => resolve(base, p));
 }
 
 /** What a GatewayNode takes from its `gateway.nodes` entry. Relative paths resolve against `base` (the cwd). */
@@ -45,8 +59,13 @@ export function nodeSettingsFromConfig(node: GatewayNodeConfig, base = process.c
   return {
     nodeId: node.node_id, host: node.host, port: node.port, publicUrl: node.public_url ?? undefined,
     capacity: { init_workers: node.init_workers, ready_buffer: node.ready_buffer, max_run_workers: node.max_run_workers, postrun_workers: node.postrun_workers },
-    workRoot: resolve(base, node.work_root),
-    harnessCacheDir: resolve(base, node.harness_cache_dir),
+    workRoot: resolve(base, expandHome(node.work_root)),
+    harnessCacheDir: node.harness_cache_dir === null ? defaultHarnessCache() : resolve(base, expandHome(node.harness_cache_dir)),
     runtimeDefaults: runtimeDefaultsFromConfig(node.runtime),
   };
+}
+
+/** `~` or `~/x` → the home directory (config files are written by hand; the shell does not expand them). */
+function expandHome(path: string): string {
+  return path === '~' ? homedir() : path.startsWith('~/') ? join(homedir(), path.slice(2)) : path;
 }

@@ -18,7 +18,8 @@ import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { simScriptRegistrar } from '../stack/sim-scripts.ts';
 import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, UsageError, untilSignal } from './common.ts';
-import { engineSpecFromConfig, nodeSettingsFromConfig } from './from-config.ts';
+import { engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
+import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
 
 export function register(program: Command): void {
   program
@@ -65,8 +66,14 @@ export function register(program: Command): void {
           log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
         });
       }
+      try {
+        assertSandboxAvailable(nodeSettingsFromConfig(nodeConfig).runtimeDefaults);
+      } catch (error) {
+        throw new UsageError(`polar gateway: ${(error as Error).message}`);
+      }
       const node = new GatewayNode({
         ...nodeSettingsFromConfig(nodeConfig),
+        uploadRoots: uploadRootsFromConfig(config.gateway),
         store,
         proxy: (sessions, control) => createProxyApp({ engine, store, sessions, options: { ...proxyOptionsFromConfig(config.proxy), adminToken: control.adminToken } }),
         rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
@@ -77,6 +84,7 @@ export function register(program: Command): void {
       });
       await node.start();
       console.log(`polar gateway ${node.nodeId} listening on ${node.url}`);
+      console.log(`polar gateway: sandbox: ${sandboxLine(describeSandbox(nodeSettingsFromConfig(nodeConfig).runtimeDefaults))}`);
       await untilSignal();
       engineHealth.stop();
       await node.stop();

@@ -2,11 +2,13 @@
  * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
  * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]`: the
  * proxy alone, for capturing any harness run by hand (docs/architecture.md#processes). Every API key opens an ad-hoc
- * session (no key → the session `default`); records go to the
- * SQLite store in --db and are listed by `GET /sessions/{id}/completions`. `--mode token` renders and tokenises in the
+ * session (no key → one session with a random `anon-…` id, printed at start); records go to the SQLite store in --db
+ * and are listed by `GET /sessions/{id}/completions`, which needs that session's own API key or the admin token.
+ * `--mode token` renders and tokenises in the
  * proxy (engines sim, vllm, sglang, llamacpp); its buffer and golden-check counters are on `GET /`.
- * `--admin-token T` (or $POLAR_ADMIN_TOKEN): `/admin/*` (pause, resume, policy_version) and `GET /sessions/{id}/completions`
- * need `Authorization: Bearer T`; without a token, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
+ * `--admin-token T` (or $POLAR_ADMIN_TOKEN): `/admin/*` (pause, resume, policy_version) need `Authorization: Bearer T`;
+ * without a token, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts), and a non-loopback `--host`
+ * is refused (exit 2) unless `--insecure-no-token`.
  * Runs until SIGINT/SIGTERM.
  */
 import { Option, type Command } from 'commander';
@@ -17,6 +19,7 @@ import { adHocSessions } from '../proxy/sessions.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { parsePort, parsePositiveInt, UsageError } from './common.ts';
+import { isLoopbackHost } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 import { MODEL_FAMILY_NAMES } from '../tokenization/families.ts';
 
@@ -42,6 +45,7 @@ interface ProxyFlags {
   policyVersion?: string;
   abortOnDisconnect?: boolean;
   keepBillingHeader?: boolean;
+  insecureNoToken?: boolean;
   tokenizer?: string;
   family?: string;
   goldenRate?: number;
@@ -93,6 +97,7 @@ export function register(program: Command): void {
     .option('--policy-version <v>', 'policy version stamped on records until POST /admin/policy_version')
     .option('--abort-on-disconnect', 'abort the engine call when the client disconnects (default: finish and record it)')
     .option('--admin-token <token>', 'bearer token required by /admin/* and GET /sessions/{id}/completions (default: $POLAR_ADMIN_TOKEN; none: admin from loopback callers only)')
+    .option('--insecure-no-token', 'allow a non-loopback --host without an admin token (prints a warning)')
     .addOption(new Option('--engine-stream <setting>', 'streaming clients get a streamed engine call: auto (when the start-up probe finds its capture sound), always, never (synthetic replay)').choices(['auto', 'always', 'never']).default('auto'))
     .option('--keep-billing-header', "keep Claude Code's x-anthropic-billing-header system line (default: strip it)")
     .action(async (flags: ProxyFlags) => {
@@ -106,6 +111,16 @@ export function register(program: Command): void {
       if (flags.goldenRate !== undefined && !(flags.goldenRate >= 0 && flags.goldenRate <= 1)) throw new UsageError(`--golden-rate must be in [0, 1], got ${flags.goldenRate}`);
       const adminToken = flags.adminToken ?? (process.env.POLAR_ADMIN_TOKEN || undefined);
       if (adminToken !== undefined && adminToken.trim() === '') throw new UsageError('--admin-token must not be empty');
+      if (!isLoopbackHost(flags.host) && !adminToken) {
+        if (!flags.insecureNoToken) {
+          throw new UsageError(
+            `polar proxy: refusing to listen on a non-loopback address (--host ${flags.host}) without an admin token: anyone who ` +
+            'can reach it could pause inference and change the policy version. Fix: pass --admin-token (or export ' +
+            'POLAR_ADMIN_TOKEN), or listen on 127.0.0.1; to run unprotected anyway on a trusted, isolated network pass --insecure-no-token.',
+          );
+        }
+        console.error(`WARNING polar proxy: listening on ${flags.host} WITHOUT an admin token (--insecure-no-token): /admin/* answers loopback callers only, but anyone who can reach the port can use the engine through it.`);
+      }
       const defaults: EngineConfig['defaults'] = {};
       if (flags.temperature !== undefined) defaults.temperature = flags.temperature;
       if (flags.topP !== undefined) defaults.topP = flags.topP;
@@ -138,10 +153,11 @@ export function register(program: Command): void {
       if (report?.streamCapture && !report.streamCapture.ok) console.error(`polar proxy: streaming clients get a synthetic stream: the engine's streamed capture is not usable (${report.streamCapture.error})`);
       if (engine.kind === 'openai') console.error('polar proxy: warning: engine kind "openai" captures no token ids; records are not trainable');
       const store = openStore(flags.db);
+      const sessions = adHocSessions();
       const app = createProxyApp({
         engine,
         store,
-        sessions: adHocSessions(),
+        sessions,
         options: {
           keepaliveIntervalMs: flags.keepaliveMs,
           maxBodyBytes: flags.maxBodyBytes,
@@ -155,7 +171,7 @@ export function register(program: Command): void {
       // lifted so the app's limit (--max-body-bytes) always answers, in the caller's error shape, not Bun's empty 413.
       const server = Bun.serve({ port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
       console.log(`polar proxy listening on http://${flags.host}:${server.port} → ${engine.id} (model ${engine.servedModel()}), records in ${flags.db}`);
-      console.error(`polar proxy: admin endpoints ${adminToken ? 'require the admin token' : 'answer loopback callers only (no --admin-token)'}`);
+      console.error(`polar proxy: admin endpoints ${adminToken ? 'require the admin token' : 'answer loopback callers only (no --admin-token)'}; requests without an API key go to session ${sessions.defaultSession}`);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         process.once('SIGINT', stop);

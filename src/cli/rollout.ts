@@ -3,6 +3,7 @@
  * gateway nodes run as `polar gateway` and register themselves. Refuses (exit 2) a non-loopback `rollout.host` without
  * a control-plane token unless `--insecure-no-token`. Runs until SIGINT/SIGTERM.
  */
+import { uploadRootsFromConfig } from './from-config.ts';
 import type { Command } from 'commander';
 import type { PolarConfig } from '../config/schema.ts';
 import { RolloutServer } from '../rollout/server.ts';
@@ -17,6 +18,7 @@ export function startRolloutFromConfig(config: PolarConfig, port?: number): { se
     host: config.rollout.host,
     port: port ?? config.rollout.port,
     controlPlaneToken: config.rollout.control_plane_token,
+    uploadRoots: uploadRootsFromConfig(config.gateway),
     heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000,
     callbackRetries: config.rollout.callback_retries,
     heartbeatIntervalSeconds: config.gateway.heartbeat_interval_s,

@@ -8,11 +8,12 @@
  * 1 otherwise, 2 on bad usage.
  */
 import { Option, type Command } from 'commander';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
+import { assertSandboxAvailable, describeSandbox, parseRuntimeSpec, sandboxLine, type RuntimeSpec } from '../gateway/runtimes/index.ts';
 import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
@@ -27,6 +28,7 @@ interface RunFlags {
   harness: string;
   command?: string;
   samples: number;
+  fresh?: boolean;
   engine?: string;
   engineUrl?: string;
   engineApiKey?: string;
@@ -47,6 +49,13 @@ interface RunFlags {
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
+  runtime?: string;
+  image?: string;
+  runtimeArg: string[];
+  runtimeBinary?: string;
+  network?: string;
+  roPath: string[];
+  sandbox: boolean;
 }
 
 /** A flag whose value is a JSON object; anything else is a usage error naming the flag. */
@@ -98,7 +107,15 @@ export function register(program: Command): void {
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
+    .option('--fresh', 'start over: cancel what the database holds as running and run every task again as a new run (default: resume unfinished sessions)')
     .option('--quiet', 'no live progress')
+    .option('--runtime <kind>', 'run every task in this runtime: local, docker, podman or apptainer (default: the task\'s own, local)')
+    .option('--image <ref>', 'container image for --runtime docker|podman|apptainer')
+    .option('--runtime-arg <arg>', 'extra argument for the container `run` (repeatable, e.g. --runtime-arg=-v --runtime-arg=/usr:/usr:ro)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--runtime-binary <path>', 'container CLI to call (default: the runtime kind\'s name on PATH)')
+    .option('--network <mode>', 'sandbox network: gateway (only the model API, default), none or host')
+    .option('--ro-path <path>', 'host path every sandbox sees read-only (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
@@ -114,6 +131,14 @@ export function register(program: Command): void {
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
       } else if (flags.engineUrl) throw new UsageError('--engine-url needs --engine KIND');
       if (!existsSync(tasksPath)) throw new UsageError(`no such task file or directory: ${tasksPath}`);
+      let runtime: Partial<Omit<RuntimeSpec, 'prepare'>> | undefined;
+      try {
+        runtime = runtimeOverride(flags);
+        if (flags.runtime === undefined || flags.runtime === 'local') assertSandboxAvailable({ kind: 'local', ...(runtime ?? {}) });
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
+      const sandbox = describeSandbox({ kind: 'local', ...(runtime ?? {}) });
       let tasks;
       try {
         tasks = loadTaskDir(tasksPath);
@@ -143,11 +168,34 @@ export function register(program: Command): void {
       const outDir = resolve(flags.out ?? defaultRunDir(process.cwd()));
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
+      checkRunRequest(outDir, {
+        harness: flags.harness, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
+        tasks: tasks.map((t) => t.task.task_id).sort(),
+      }, flags.fresh === true);
+      // SIGINT/SIGTERM: stop dispatching, cancel what runs (its process groups end with the node), write the summary
+      // so far and exit 130; a second signal exits at once.
+      const interrupt = new AbortController();
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (interrupt.signal.aborted) {
+          stopView();
+          process.exit(130);
+        }
+        console.error(`\npolar run: ${signal}: stopping (cancelling running sessions; ${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to force)`);
+        interrupt.abort(signal);
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
       const store = openStore(dbPath);
       const view = flags.quiet ? null : createProgressView({ stream: process.stdout });
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
+      let viewStopped = false;
+      const stopView = () => {
+        if (view && last && !viewStopped) view.stop(last);
+        viewStopped = true;
+      };
       try {
         console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
         const report = await runTasks({
           tasks,
           harness: flags.harness,
@@ -172,24 +220,85 @@ export function register(program: Command): void {
             view?.update(s);
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
+          fresh: flags.fresh === true,
+          signal: interrupt.signal,
           log: (line) => console.error(`polar run: ${line}`),
+          ...(runtime ? { runtime } : {}),
         });
-        if (view && last) view.stop(last);
+        stopView();
         console.log('');
         console.log(formatSummaryTable(report.summary));
         const summaryPath = join(outDir, 'summary.json');
-        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, db: dbPath }, null, 2)}\n`);
+        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, sandbox, db: dbPath }, null, 2)}\n`);
         console.log('');
+        console.log(`sandbox: ${sandboxLine(sandbox)}`);
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);
         console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
-        if (!report.allCompleted) {
+        if (interrupt.signal.aborted) {
+          console.error(`polar run: interrupted by ${String(interrupt.signal.reason)}; unfinished sessions were cancelled (run again with the same --out to start them anew)`);
+          process.exitCode = 130;
+        } else if (!report.allCompleted) {
           const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
           console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);
           process.exitCode = EXIT_FAILED;
         }
       } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        stopView(); // restores the cursor and line wrap, also when the run threw
         store.close();
       }
     });
+}
+
+/** The `runtime` laid over every task from the command line (undefined when no flag says anything). */
+function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>> | undefined {
+  const raw: Record<string, unknown> = {
+    ...(flags.runtime !== undefined ? { kind: flags.runtime } : {}),
+    ...(flags.image !== undefined ? { image: flags.image } : {}),
+    ...(flags.runtimeArg.length > 0 ? { run_args: flags.runtimeArg } : {}),
+    ...(flags.runtimeBinary !== undefined ? { binary: flags.runtimeBinary } : {}),
+    ...(flags.network !== undefined ? { network: flags.network } : {}),
+    ...(flags.roPath.length > 0 ? { read_only_paths: flags.roPath.map((p) => resolve(p)) } : {}),
+    ...(flags.sandbox === false ? { isolation: 'none' } : {}),
+  };
+  if (Object.keys(raw).length === 0) return undefined;
+  if (raw.kind !== undefined && raw.kind !== 'local' && raw.isolation === 'none') throw new Error('--no-sandbox applies to the local runtime only');
+  if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
+  const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
+  return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
+}
+
+/** What a run directory was created for; a later run into it must ask for the same (or pass --fresh). */
+interface RunRequest {
+  harness: string;
+  command: string | null;
+  samples: number;
+  builder: string;
+  model: string;
+  tasks: string[];
+}
+
+/**
+ * Record the request in `<out>/run.json`, or check it against the one recorded there: a different harness, sample
+ * count, builder, model or task set would mix two experiments in one database and report the old results as new.
+ * @throws UsageError (exit 2) saying what differs, unless `fresh`.
+ */
+function checkRunRequest(outDir: string, request: RunRequest, fresh: boolean): void {
+  const file = join(outDir, 'run.json');
+  if (existsSync(file) && !fresh) {
+    let previous: Partial<RunRequest> = {};
+    try {
+      previous = JSON.parse(readFileSync(file, 'utf8')) as Partial<RunRequest>;
+    } catch {
+      // unreadable: treated as a different request below
+    }
+    const differs = (Object.keys(request) as (keyof RunRequest)[]).filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(request[k]));
+    if (differs.length > 0) {
+      const what = differs.map((k) => `${k}: ${JSON.stringify(previous[k])} there, ${JSON.stringify(request[k])} now`).join('; ');
+      throw new UsageError(`${outDir} holds a different run (${what}); use another --out, or --fresh to start over there`);
+    }
+  }
+  writeFileSync(file, `${JSON.stringify(request, null, 2)}\n`);
 }

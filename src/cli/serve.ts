@@ -15,7 +15,8 @@ import { existsSync } from 'node:fs';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal, UsageError } from './common.ts';
-import { engineSpecFromConfig, nodeSettingsFromConfig } from './from-config.ts';
+import { engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
+import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
 
 export function register(program: Command): void {
   program
@@ -37,6 +38,12 @@ export function register(program: Command): void {
         { key: 'gateway.nodes[0].host', host: nodeConfig.host },
         ...(opts.withSim ? [{ key: 'sim.host', host: config.sim.host, unguarded: true }] : []),
       ], { token: config.rollout.control_plane_token, insecure: opts.insecureNoToken === true || config.rollout.insecure_no_token });
+      const nodeSettings = nodeSettingsFromConfig(nodeConfig);
+      try {
+        assertSandboxAvailable(nodeSettings.runtimeDefaults);
+      } catch (error) {
+        throw new UsageError(`polar serve: ${(error as Error).message}`);
+      }
       const store = openStore(config.rollout.db ?? config.store.path);
       const sim = config.sim;
       let stack;
@@ -49,7 +56,7 @@ export function register(program: Command): void {
             host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? tokenizerDir, scriptsDir: sim.scripts ?? undefined,
             prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,
           },
-          node: nodeSettingsFromConfig(nodeConfig),
+          node: { ...nodeSettings, uploadRoots: uploadRootsFromConfig(config.gateway) },
           rollout: {
             host: config.rollout.host, port: opts.port ?? config.rollout.port,
             heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000, callbackRetries: config.rollout.callback_retries,
@@ -64,6 +71,7 @@ export function register(program: Command): void {
         throw error;
       }
       console.log(`polar serve: rollout server on ${stack.server.url}, gateway ${stack.node.nodeId} on ${stack.node.url}${stack.sim ? `, simulator on ${stack.sim.url}` : ''}`);
+      console.log(`polar serve: sandbox: ${sandboxLine(describeSandbox(nodeSettings.runtimeDefaults))}`);
       await untilSignal();
       await stack.stop();
       store.close();

@@ -2,6 +2,7 @@
  * Types of the gateway node (./node.ts): its options, the views it serves, and the per-session record its stages
  * (./session-stages.ts, ./postrun.ts) share.
  */
+import type { GatewayEndpoint, SandboxDescription } from './runtimes/index.ts';
 import type { Clock } from '../core/clock.ts';
 import type { DispatchSpec, NodeCapacity, StageCounts } from '../core/contracts/index.ts';
 import type { CompletionRecord, SessionResult, SessionStatus, TaskRequest } from '../core/records.ts';
@@ -26,8 +27,10 @@ export interface SessionHost {
   get(sessionId: string): SessionView | null;
   /** Every session the node holds (running and finished), in dispatch order. */
   list(): SessionView[];
-  cancel(sessionId: string): boolean;
+  cancel(sessionId: string, reason?: string): boolean;
   engineHealth(): EngineHealth | null;
+  /** How sessions are contained by default (`GET /health` `sandbox`). */
+  sandbox(): SandboxDescription;
   stageCounts(): StageCounts;
 }
 
@@ -94,6 +97,11 @@ export interface GatewayNodeOptions {
    */
   proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
+  /**
+   * Directories an upload `src` may lie in (config `gateway.upload_roots`; `polar run` adds its task directories);
+   * a dispatch naming another source is refused with 400. Undefined: not checked.
+   */
+  uploadRoots?: readonly string[];
   runtimeDefaults?: Partial<RuntimeSpec>;
   runtimeFactory?: RuntimeFactory;
   harnesses?: Readonly<Record<string, HarnessAdapter>>;
@@ -120,7 +128,7 @@ export interface GatewayNodeOptions {
 }
 
 export type Stage = 'queued' | 'init' | 'ready' | 'running' | 'postrun_queued' | 'postrun' | 'done';
-export type EndReason = { kind: 'cancelled' } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
+export type EndReason = { kind: 'cancelled'; reason?: string } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
 
 /** A session the node holds, from dispatch to its result. */
 export interface Session {
@@ -162,6 +170,8 @@ export interface NodeContext {
   stopping(): AbortSignal;
   /** Origin harnesses use as their base URL. */
   gatewayUrl(): string;
+  /** The node as network-isolated sandboxes reach it (its port and Unix socket); null before start. */
+  gatewayEndpoint(): GatewayEndpoint | null;
   setStatus(s: Session, status: SessionStatus): void;
   /** Keep a background job alive until `stop()` awaited it. */
   track(p: Promise<unknown>): void;
@@ -171,6 +181,11 @@ export interface NodeContext {
 
 /** A cancelled/timed-out stage surfaces as this (never reported as an error text). */
 export class StageAborted extends Error {}
+
+/** The error text of a cancelled session: `cancelled`, with the canceller's reason when it gave one. */
+export function cancelledError(end: EndReason | null): string {
+  return end?.kind === 'cancelled' && end.reason ? `cancelled: ${end.reason}` : 'cancelled';
+}
 
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -30,7 +30,7 @@ export async function initSession(ctx: NodeContext, s: Session): Promise<void> {
     installDir = paths.nodeModules;
     s.toolDirs = [paths.binDir];
   }
-  const runtime = ctx.runtimeFactory(s.runtimeSpec, { instanceKey: s.id, workRoot: ctx.opts.workRoot, toolDirs: s.toolDirs });
+  const runtime = ctx.runtimeFactory(s.runtimeSpec, { instanceKey: s.id, workRoot: ctx.opts.workRoot, toolDirs: s.toolDirs, gateway: ctx.gatewayEndpoint() });
   s.runtime = runtime;
   await runtime.start(signal);
   signal.throwIfAborted();
@@ -87,7 +87,7 @@ function keepHarnessLog(ctx: NodeContext, s: Session, run: { exitCode: number | 
 
 /** A second runtime prepared like the session's (prepare actions + baseline), for refresh_runtime evaluators. */
 export async function prepareFreshRuntime(ctx: NodeContext, s: Session): Promise<Runtime> {
-  const runtime = ctx.runtimeFactory(s.runtimeSpec, { instanceKey: `${s.id}:eval`, workRoot: ctx.opts.workRoot, toolDirs: s.toolDirs });
+  const runtime = ctx.runtimeFactory(s.runtimeSpec, { instanceKey: `${s.id}:eval`, workRoot: ctx.opts.workRoot, toolDirs: s.toolDirs, gateway: ctx.gatewayEndpoint() });
   const signal = ctx.stopping();
   try {
     await runtime.start(signal);

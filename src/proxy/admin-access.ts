@@ -6,7 +6,8 @@
  * - with an admin token configured: the caller must send `Authorization: Bearer <token>` (from any address);
  * - without one: `/admin/*` answers only callers whose socket peer is a loopback address (127.0.0.0/8, ::1,
  *   ::ffff:127.x); a caller whose address cannot be determined (the app called without a Bun server) is refused.
- *   `GET /sessions/{id}/completions` stays open without a token: its session id is the secret.
+ * - `GET /sessions/{id}/completions` always needs a credential: the admin token, or the API key of that very session
+ *   (the key the harness used, which attributes its requests to `{id}`). Knowing or guessing an id is not enough.
  *
  * Loopback-only is not a boundary against a harness running on the same host (bwrap/local runtimes, docker with host
  * networking): set a token whenever the agents are untrusted. The gateway passes its control-plane token here.
@@ -53,19 +54,27 @@ export interface ControlRefusal {
  * @param endpoint `admin` for `/admin/*`, `captures` for `GET /sessions/{id}/completions`
  * @param adminToken the configured token (undefined/null/'' = none)
  * @param peer the socket peer lookup (`peerAddressOf(c.env)`); null = unknown, which is refused for admin
+ * @param ownSession for `captures`: true when the key the caller presented belongs to the session it asks for
  */
 export function controlRefusal(
   endpoint: 'admin' | 'captures',
   request: Request,
   adminToken: string | null | undefined,
   peer: PeerAddress | null,
+  ownSession?: () => boolean,
 ): ControlRefusal | null {
+  if (endpoint === 'captures') {
+    if (adminToken && controlTokenMatches(request.headers, adminToken)) return null;
+    if (ownSession?.() === true) return null;
+    return {
+      kind: 'authentication',
+      message: `captured completions need ${adminToken ? 'the admin token or ' : ''}the session's own API key (Authorization: Bearer <key>)`,
+    };
+  }
   if (adminToken) {
     if (controlTokenMatches(request.headers, adminToken)) return null;
-    const what = endpoint === 'admin' ? 'admin endpoints need' : 'captured completions need';
-    return { kind: 'authentication', message: `${what} the admin token (Authorization: Bearer <token>)` };
+    return { kind: 'authentication', message: 'admin endpoints need the admin token (Authorization: Bearer <token>)' };
   }
-  if (endpoint === 'captures') return null;
   const address = peer?.(request) ?? null;
   if (address === null) {
     return { kind: 'permission', message: "admin endpoints without an admin token answer loopback callers only, and this caller's address is unknown" };

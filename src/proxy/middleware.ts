@@ -7,6 +7,7 @@ import { createMiddleware } from 'hono/factory';
 import { GatewayError } from '../core/errors.ts';
 import { controlRefusal, peerAddressOf } from './admin-access.ts';
 import { errorDialect, renderError, type Env, type ProxyRuntime } from './context.ts';
+import { sessionKeyOf } from './sessions.ts';
 import { DEFAULT_MAX_BODY_BYTES } from './types.ts';
 
 /**
@@ -27,10 +28,19 @@ export function bodyLimitGuard(rt: ProxyRuntime) {
   });
 }
 
-/** Refuse a control call per the rule of admin-access.ts (token when configured, else loopback-only admin). */
+/**
+ * Refuse a control call per the rule of admin-access.ts (token when configured, else loopback-only admin; the
+ * completions listing also takes the API key of the session it names, never the `x-polar-session` header alone).
+ */
 export function controlGuard(rt: ProxyRuntime, endpoint: 'admin' | 'captures') {
   return createMiddleware<Env>(async (c, next) => {
-    const refusal = controlRefusal(endpoint, c.req.raw, rt.options.adminToken, peerAddressOf(c.env));
+    const ownSession = () => {
+      const headers = new Headers(c.req.raw.headers);
+      headers.delete('x-polar-session');
+      const key = sessionKeyOf(headers, new URL(c.req.url), undefined);
+      return key !== '' && rt.deps.sessions.resolve(key)?.session_id === c.req.param('id');
+    };
+    const refusal = controlRefusal(endpoint, c.req.raw, rt.options.adminToken, peerAddressOf(c.env), ownSession);
     if (refusal) throw new GatewayError(refusal.kind, refusal.message);
     await next();
   });

@@ -27,12 +27,14 @@ const SAFE_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
  * The directory of `polar proxy`: every key opens (or re-joins) an ad-hoc session, so a harness run by hand is
  * captured without registration. A key that is safe as an id is the session id itself (so
  * `GET /sessions/{key}/completions` finds it); anything else is hashed so a real secret is never stored verbatim.
- * No key → the one session `defaultSession`.
+ * No key → the one session `defaultSession`, by default an id minted at random (`anon-` + 24 hex digits) so it cannot
+ * be guessed.
  */
-export function adHocSessions(opts: { defaultSession?: string; taskId?: string } = {}): SessionDirectory {
-  const defaultSession = opts.defaultSession ?? 'default';
+export function adHocSessions(opts: { defaultSession?: string; taskId?: string } = {}): SessionDirectory & { defaultSession: string } {
+  const defaultSession = opts.defaultSession ?? `anon-${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('hex')}`;
   const cache = new Map<string, ProxySessionInfo>();
   return {
+    defaultSession,
     resolve(key: string): ProxySessionInfo {
       let info = cache.get(key);
       if (!info) {

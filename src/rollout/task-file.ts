@@ -3,6 +3,7 @@
  * give (num_samples, agent, builder), plus `sim_script: <file>`. Relative `src` paths of prepare actions and the
  * sim_script path are resolved against the task file's directory.
  */
+import { uploadSourceProblems } from '../core/upload-roots.ts';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -43,7 +44,7 @@ export interface LoadedTask {
  * task file, or a directory of such task directories (sorted by name).
  * @throws Error naming the file when a path does not exist, a file is invalid, or two tasks share a task_id.
  */
-export function loadTaskDir(path: string): LoadedTask[] {
+export function loadTaskDir(path: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask[] {
   const abs = resolve(path);
   if (!existsSync(abs)) throw new Error(`task path not found: ${path}`);
   let files: string[];
@@ -61,7 +62,7 @@ export function loadTaskDir(path: string): LoadedTask[] {
       if (files.length === 0) throw new Error(`no task.yaml found in ${path} or its subdirectories`);
     }
   }
-  const tasks = files.map(loadTaskFile);
+  const tasks = files.map((file) => loadTaskFile(file, opts));
   const seen = new Map<string, string>();
   for (const t of tasks) {
     const other = seen.get(t.task.task_id);
@@ -76,8 +77,12 @@ function findTaskFile(dir: string): string | null {
   return null;
 }
 
-/** Load and validate one task file. @throws Error naming the file on bad YAML/JSON or schema violations. */
-export function loadTaskFile(file: string): LoadedTask {
+/**
+ * Load and validate one task file. Upload `src` paths resolve against the file's directory and must stay inside it (or
+ * inside one of `opts.uploadRoots`, e.g. `gateway.upload_roots`), symlinks followed.
+ * @throws Error naming the file on bad YAML/JSON, schema violations, or an upload source outside the allowed roots.
+ */
+export function loadTaskFile(file: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask {
   const abs = resolve(file);
   const dir = dirname(abs);
   let raw: unknown;
@@ -97,6 +102,8 @@ export function loadTaskFile(file: string): LoadedTask {
       if ('upload_file' in action) return { upload_file: { ...action.upload_file, src: at(action.upload_file.src) } };
       return action;
     });
+    const outside = uploadSourceProblems(task.runtime.prepare, [dir, ...(opts.uploadRoots ?? [])]);
+    if (outside.length > 0) throw new Error(`${file}: ${outside.join('; ')}`);
     for (const action of task.runtime.prepare) {
       const src = 'upload_dir' in action ? action.upload_dir.src : 'upload_file' in action ? action.upload_file.src : null;
       if (src !== null && !existsSync(src)) throw new Error(`${file}: prepare source not found: ${src}`);

@@ -10,7 +10,7 @@ import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { GatewayNode, type GatewayCapacity } from '../gateway/node.ts';
-import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
+import { describeSandbox, type RuntimeSpec } from '../gateway/runtimes/index.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import type { ProxyOptions } from '../proxy/types.ts';
 import { RolloutServer } from '../rollout/server.ts';
@@ -58,6 +58,8 @@ export interface LocalStackOptions {
     workRoot: string;
     harnessCacheDir?: string;
     runtimeDefaults?: Partial<RuntimeSpec>;
+    /** Where upload sources may lie (checked at submit and at dispatch); undefined = unchecked. */
+    uploadRoots?: readonly string[];
   };
   rollout?: { host?: string; port?: number; heartbeatTimeoutMs?: number; tickMs?: number; callbackRetries?: number };
   /** Node heartbeat interval, ms (default 2000). */
@@ -125,7 +127,8 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,
-      health: () => ({ engine: engineHealth!.state() }), heartbeatIntervalSeconds: (opts.heartbeatIntervalMs ?? 2000) / 1000,
+      health: () => ({ engine: engineHealth!.state(), sandbox: describeSandbox(opts.node.runtimeDefaults ?? {}) }), heartbeatIntervalSeconds: (opts.heartbeatIntervalMs ?? 2000) / 1000,
+      ...(opts.node.uploadRoots ? { uploadRoots: opts.node.uploadRoots } : {}),
     }).start();
     const node = new GatewayNode({
       nodeId: opts.node.nodeId ?? 'local',
@@ -137,6 +140,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       port: opts.node.port ?? 0,
       publicUrl: opts.node.publicUrl,
       runtimeDefaults: opts.node.runtimeDefaults,
+      ...(opts.node.uploadRoots ? { uploadRoots: opts.node.uploadRoots } : {}),
       proxy: (sessions, control) => createProxyApp({
         engine, store: opts.store, sessions, onRecord: opts.onRecord, options: { ...opts.proxyOptions, adminToken: opts.adminToken ?? control.adminToken },
       }),

@@ -11,6 +11,7 @@ import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
 import { toTaskRequest, type LoadedTask } from '../rollout/task-file.ts';
 import type { SimServerOptions } from '../sim/server.ts';
+import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
@@ -44,8 +45,23 @@ export interface RunTasksOptions {
   log?: (line: string) => void;
   /** Wall-clock limit of the whole job, ms (default: none); on expiry unfinished tasks are cancelled. */
   deadlineMs?: number;
+  /**
+   * Start over: tasks the database holds as running are cancelled (their sessions CANCELLED with the reason) and every
+   * task runs again as a new run of its id (the old runs stay stored under `<task_id>@run<n>`). Default false: resume.
+   */
+  fresh?: boolean;
+  /**
+   * Aborting it (SIGINT/SIGTERM in `polar run`) stops the run: unfinished tasks are cancelled with the abort reason,
+   * their harness process groups end with the node, and the report covers what finished.
+   */
+  signal?: AbortSignal;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
+  /**
+   * Runtime settings for every session: `kind`, `image` and `run_args` replace each task's own (its prepare actions
+   * stay); `isolation`, `network`, `limits` and `binary` are the node's. Default: the tasks' own (local, bubblewrap).
+   */
+  runtime?: Partial<Omit<RuntimeSpec, 'prepare'>>;
 }
 
 export interface RunReport {
@@ -64,8 +80,9 @@ export interface RunReport {
  * Run every task × sample through the local stack and summarise.
  * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
  * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
- * with the simulator; the harness CLI is installed first when missing. A task_id already in the store is not run
- * again: its stored sessions are waited for and reported.
+ * with the simulator; the harness CLI is installed first when missing. A task_id the store holds as running (a run
+ * that died) is resumed: its unfinished sessions are adopted or re-dispatched; a finished one is reported as stored.
+ * With `fresh`, both run again as new runs.
  * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
  *   turned into a TaskRequest.
  */
@@ -80,7 +97,10 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
       ...(opts.settings ? { settings: opts.settings } : {}),
     },
     builder: { strategy: opts.builder },
-  }));
+  })).map((request) => {
+    const own = opts.runtime ? Object.fromEntries(Object.entries(opts.runtime).filter(([k]) => k === 'kind' || k === 'image' || k === 'run_args')) : {};
+    return Object.keys(own).length > 0 ? { ...request, runtime: { ...(request.runtime ?? { kind: 'local' as const }), ...own } } : request;
+  });
   if (opts.engine) {
     await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
   }
@@ -97,6 +117,9 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     mode: opts.mode,
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
+      ...(opts.runtime ? { runtimeDefaults: opts.runtime } : {}),
+      // Uploads may come from the task directories this run loaded (and nowhere else).
+      uploadRoots: [...new Set(opts.tasks.map((t) => t.dir))],
       capacity: { max_run_workers: n, init_workers: Math.max(1, Math.min(n, 8)), ready_buffer: Math.min(n, 8), postrun_workers: Math.max(1, Math.min(n, 8)) },
     },
     // Nothing outside this process needs the proxy's admin endpoints during a run, while the harnesses on this host
@@ -111,7 +134,20 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   try {
     const taskIds = requests.map((r) => r.task_id);
     const total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
-    for (const request of requests) stack.server.submit(request);
+    const resumed: string[] = [];
+    for (const request of requests) {
+      const existing = opts.store.tasks.get(request.task_id);
+      if (existing?.status === 'RUNNING') {
+        // Left running by a run that died: the restarted server adopts or re-dispatches its unfinished sessions.
+        if (!opts.fresh) {
+          resumed.push(request.task_id);
+          continue;
+        }
+        await stack.server.cancelTask(request.task_id, { reason: 'superseded by polar run --fresh' });
+      } else if (existing && !opts.fresh) continue; // finished in this database: reported as it is
+      stack.server.submit(request);
+    }
+    if (resumed.length > 0) opts.log?.(`resuming ${resumed.length} unfinished task(s) from the database: ${resumed.join(', ')}`);
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
     // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
     const fromStore = () => {
@@ -144,14 +180,22 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     });
     const finished = () => taskIds.every((id) => opts.store.tasks.get(id)?.status !== 'RUNNING');
     const interval = opts.progressIntervalMs ?? 500;
+    const wake = Promise.withResolvers<void>();
+    opts.signal?.addEventListener('abort', () => wake.resolve(), { once: true });
     while (!finished()) {
-      if (opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs) {
-        opts.log?.(`run deadline of ${opts.deadlineMs} ms reached: cancelling unfinished tasks`);
-        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id);
+      const deadline = opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs;
+      if (deadline || opts.signal?.aborted) {
+        const reason = deadline ? `run deadline of ${opts.deadlineMs} ms reached` : `interrupted: ${String(opts.signal?.reason ?? 'signal')}`;
+        opts.log?.(`${reason}: cancelling unfinished tasks`);
+        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, { reason });
+        // Let the node end the cancelled sessions (process groups killed, results stored) before the summary; the
+        // results it stored itself read CANCELLED like the task.
+        await stack.node.stop();
+        opts.store.results.relabelCancelled();
         break;
       }
       opts.onProgress?.(snapshot());
-      await Bun.sleep(interval);
+      await Promise.race([Bun.sleep(interval), wake.promise]);
     }
     unsubscribe();
     const final = snapshot(fromStore());

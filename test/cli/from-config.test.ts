@@ -45,7 +45,7 @@ test('runtime.binary: the session runtime calls the configured CLI path, not the
     expect(result.status).toBe('ERROR');
     expect(result.error).toContain('recording CLI refuses: run');
     const calls = readFileSync(log, 'utf8').trim().split('\n');
-    expect(calls[0]).toStartWith('run -d --rm --name polar-');
+    expect(calls[0]).toStartWith('run -d --rm --init --name polar-');
     expect(calls[0]).toContain('example/img:1');
   } finally {
     await node.stop();
@@ -53,9 +53,9 @@ test('runtime.binary: the session runtime calls the configured CLI path, not the
 });
 
 test('without runtime.binary the runtime CLI is the kind name; a task cannot name a host binary', () => {
-  expect(runtimeDefaultsFromConfig(runtimeSchema.parse({ kind: 'podman', image: 'i' }))).toEqual({ kind: 'podman', image: 'i', isolation: 'auto' });
-  expect(runtimeDefaultsFromConfig(runtimeSchema.parse({ kind: 'apptainer', image: 'i.sif', binary: '/x/apptainer', bwrap: 'never', extra_args: ['--a'] })))
-    .toEqual({ kind: 'apptainer', image: 'i.sif', isolation: 'none', run_args: ['--a'], binary: '/x/apptainer' });
+  expect(runtimeDefaultsFromConfig(runtimeSchema.parse({ kind: 'podman', image: 'i' }))).toEqual({ kind: 'podman', image: 'i', isolation: 'bwrap', network: 'gateway' });
+  expect(runtimeDefaultsFromConfig(runtimeSchema.parse({ kind: 'apptainer', image: 'i.sif', binary: '/x/apptainer', isolation: 'none', network: 'host', extra_args: ['--a'], limits: { memory: '2g', pids: 64 } })))
+    .toEqual({ kind: 'apptainer', image: 'i.sif', isolation: 'none', network: 'host', run_args: ['--a'], binary: '/x/apptainer', limits: { memory: '2g', pids: 64 } });
   expect(() => parseRuntimeSpec({ kind: 'docker', image: 'i', binary: '/tmp/evil' })).toThrow(/binary: unknown key/);
   // The node default still applies under a task's own section.
   expect(parseRuntimeSpec({ kind: 'docker', image: 'i' }, { binary: '/opt/podman' }).binary).toBe('/opt/podman');

@@ -62,6 +62,7 @@ test('health reports stages and capacity; the session API needs the token', asyn
   const health = await (await fetch(`${node.url}/health`)).json();
   expect(health).toEqual({
     status: 'ok', node_id: 'node-a', ok: true, stages: { queued: 0, init: 0, ready: 0, running: 0, postrun: 0 }, capacity: { init_workers: 2, ready_buffer: 1, max_run_workers: 2, postrun_workers: 2 },
+    sandbox: { kind: 'local', isolation: 'none', network: 'host', limits: null },
     metrics: { init_queue_depth: 0, init_inflight: 0, ready_depth: 0, run_inflight: 0, postrun_queue_depth: 0, postrun_inflight: 0 },
     available_init: 2, available_run: 2, available_postrun: 2,
   });

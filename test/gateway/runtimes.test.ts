@@ -104,17 +104,26 @@ test('local: exec timeout kills the group and reports timedOut; abort signal too
   await rt.stop();
 });
 
-test('local: bubblewrap wrapping when bwrap is present; required bwrap missing fails at start', async () => {
-  const rt = new LocalRuntime({ sessionId: 'bw', workRoot: root, isolation: 'auto', bwrapPath: '/usr/bin/bwrap' });
+test('local: the bubblewrap command line binds only what the module doc lists; required bwrap missing fails at start', async () => {
+  const rt = new LocalRuntime({ sessionId: 'bw', workRoot: root, bwrapPath: '/usr/bin/bwrap', extraPath: ['/opt/h/pkg@1/node_modules/.bin'] });
+  expect(rt.isolation).toBe('bwrap');
   const argv = rt.wrap(['echo', 'hi'], rt.workDir);
-  expect(argv.slice(0, 4)).toEqual(['/usr/bin/bwrap', '--ro-bind', '/', '/']);
-  expect(argv).toContain('--die-with-parent');
-  expect(argv.join(' ')).toContain(`--bind ${rt.root} ${rt.root}`);
+  const line = argv.join(' ');
+  expect(argv[0]).toBe('/usr/bin/bwrap');
+  for (const flag of ['--unshare-user', '--unshare-pid', '--unshare-net', '--die-with-parent', '--new-session', '--cap-drop ALL', '--proc /proc', '--tmpfs /tmp', '--ro-bind /usr /usr']) {
+    expect(line).toContain(flag);
+  }
+  expect(line).not.toMatch(/--ro-bind \/ \//);
+  expect(line).not.toContain(`--bind ${rt.root} `);
+  for (const dir of [rt.workDir, rt.homeDir, rt.tmpDir]) expect(line).toContain(`--bind ${dir} ${dir}`);
+  expect(line).toContain('--ro-bind-try /opt/h/pkg@1 /opt/h/pkg@1');
   expect(argv.slice(-3)).toEqual(['--', 'echo', 'hi']);
+  // network host keeps the host network; isolation none is a plain argv.
+  expect(new LocalRuntime({ sessionId: 'bw', workRoot: root, bwrapPath: '/usr/bin/bwrap', network: 'host' }).wrap(['x'], '/').join(' ')).not.toContain('--unshare-net');
   const off = new LocalRuntime({ sessionId: 'bw', workRoot: root, isolation: 'none', bwrapPath: '/usr/bin/bwrap' });
   expect(off.wrap(['echo'], '/')).toEqual(['echo']);
-  const required = new LocalRuntime({ sessionId: 'bw2', workRoot: root, isolation: 'bwrap', bwrapPath: null });
-  await expect(required.start()).rejects.toThrow(/bwrap is not installed/);
+  const required = new LocalRuntime({ sessionId: 'bw2', workRoot: root, bwrapPath: null });
+  await expect(required.start()).rejects.toThrow(/bwrap\) is not installed.*runtime\.isolation: none/);
 });
 
 test('prepare: upload_dir, upload_file, exec with retries; baseline + diff + apply into a fresh runtime', async () => {
@@ -124,13 +133,13 @@ test('prepare: upload_dir, upload_file, exec with retries; baseline + diff + app
   const note = join(root, 'note.txt');
   writeFileSync(note, 'note\n');
   const spec = parseRuntimeSpec({
-    kind: 'local', isolation: 'none',
+    kind: 'local',
     prepare: [
       { upload_dir: { src, dest: '.' } }, { upload_file: { src: note, dest: 'docs/note.txt' } },
       // Fails on the first try, succeeds on the second.
       { exec: { command: 'if [ -f .tried ]; then echo ok > prepared; else touch .tried; exit 1; fi', retries: 2, backoff_ms: 5 } },
     ],
-  });
+  }, { isolation: 'none' });
   const rt = createRuntime(spec, { instanceKey: 'prep', workRoot: root, toolDirs: [] });
   await rt.start();
   await runPrepare(rt, spec.prepare);
@@ -172,29 +181,53 @@ for (const engine of ['docker', 'podman'] as const) {
     const rt = new ContainerRuntime({ engine, sessionId: 's1', image: 'python:3.12', readOnlyMounts: ['/cache'], runner });
     await rt.start();
     expect(calls[0]).toEqual([
-      engine, 'run', '-d', '--rm', '--name', rt.name, '--network', 'host', '-w', '/workspace', '-e', 'HOME=/polar/home',
-      '-e', 'TMPDIR=/polar/tmp', '-v', '/cache:/cache:ro', 'python:3.12', 'sleep', 'infinity',
+      engine, 'run', '-d', '--rm', '--init', '--name', rt.name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+      '-e', 'HOME=/polar/home', '-e', 'TMPDIR=/polar/tmp', '-v', '/cache:/cache:ro', 'python:3.12', 'sleep', 'infinity',
     ]);
-    expect(calls[1]).toEqual([engine, 'exec', rt.name, 'mkdir', '-p', '/workspace', '/polar/home', '/polar/tmp']);
+    expect(calls[1]).toEqual([engine, 'exec', '--privileged', rt.name, 'mkdir', '-p', '/workspace', '/polar/home', '/polar/tmp']);
     expect(rt.name).not.toContain('s1');
     const r = await rt.exec('pytest -q', { env: { A: '1' }, cwd: 'sub' });
     expect(r.stdout).toBe('out');
-    expect(calls[2]).toEqual([engine, 'exec', '-w', '/workspace/sub', '-e', 'A=1', rt.name, 'setsid', 'sh', '-c', 'echo $$ > "$0"; exec "$@"', '/polar/tmp/exec-1.pgid', 'sh', '-c', 'pytest -q']);
+    expect(calls[2]).toEqual([engine, 'exec', '-w', '/workspace/sub', '-e', 'A=1', rt.name, 'sh', '-c', 'echo $$ > "$0"; exec "$@"', '/polar/tmp/exec-1.pgid', 'sh', '-c', 'pytest -q']);
     const dir = mkdtempSync(join(root, 'up-'));
     await rt.upload(dir, 'repo');
     expect(calls.at(-1)).toEqual([engine, 'cp', `${dir}/.`, `${rt.name}:/workspace/repo`]);
     await rt.download('/workspace/out.txt', '/tmp/x');
     expect(calls.at(-1)).toEqual([engine, 'cp', `${rt.name}:/workspace/out.txt`, '/tmp/x']);
     await rt.stop();
-    expect(calls.at(-1)).toEqual([engine, 'rm', '-f', rt.name]);
+    expect(calls.at(-1)).toEqual(engine === 'podman' ? [engine, 'rm', '-f', '-t', '0', rt.name] : [engine, 'rm', '-f', rt.name]);
   });
 }
+
+test('docker/podman: runtime.binary, limits and network reach the command lines', async () => {
+  const { runner, calls } = recordingRunner();
+  // binary and limits are node settings; a task may not loosen the node's network.
+  const spec = parseRuntimeSpec({ kind: 'podman', image: 'img' }, { binary: '/opt/bin/podman-4', network: 'host', limits: { cpus: 1.5, memory: '512m', pids: 100 } });
+  const rt = createRuntime(spec, { instanceKey: 'lim', workRoot: root, toolDirs: [], runner });
+  await rt.start();
+  const run = calls[0]!;
+  expect(run[0]).toBe('/opt/bin/podman-4');
+  expect(run.join(' ')).toContain('--network host');
+  expect(run.join(' ')).toContain('--cpus 1.5 --memory 536870912b --memory-swap 536870912b --pids-limit 100');
+  expect(calls.every((c) => c[0] === '/opt/bin/podman-4')).toBe(true);
+  const apptainer = createRuntime(parseRuntimeSpec({ kind: 'apptainer', image: 'x.sif' }, { binary: '/opt/apptainer/bin/apptainer' }), { instanceKey: 'a', workRoot: root, toolDirs: [], runner });
+  await apptainer.start();
+  expect(calls.at(-1)![0]).toBe('/opt/apptainer/bin/apptainer');
+  expect(() => parseRuntimeSpec({}, { limits: { memory: 'lots' } })).toThrow(/limits\.memory/);
+  expect(() => parseRuntimeSpec({ kind: 'local', limits: { pids: 1 } })).toThrow(/limits: unknown key/);
+  expect(() => parseRuntimeSpec({ network: 'bridge' })).toThrow(/network/);
+  // A task tightens, never loosens: network none under gateway is fine, host is not; it cannot switch bwrap off.
+  expect(parseRuntimeSpec({ kind: 'local', network: 'none' }, { network: 'gateway' }).network).toBe('none');
+  expect(() => parseRuntimeSpec({ kind: 'local', network: 'host' }, { network: 'gateway' })).toThrow(/may tighten the node's network \(gateway\), not loosen it to host/);
+  expect(() => parseRuntimeSpec({ kind: 'local', isolation: 'none' })).toThrow(/cannot turn the sandbox off/);
+  expect(parseRuntimeSpec({ kind: 'local', isolation: 'none' }, { isolation: 'none' }).isolation).toBe('none');
+});
 
 test('docker: a timed-out exec kills its process group inside the container', async () => {
   const calls: string[][] = [];
   const runner: CommandRunner = (argv, opts) => {
     calls.push(argv);
-    if (argv[1] === 'exec' && argv.includes('setsid')) {
+    if (argv[1] === 'exec' && argv.includes('echo $$ > "$0"; exec "$@"')) {
       return new Promise((resolve) => opts?.signal?.addEventListener('abort', () => resolve({ exitCode: 137, stdout: '', stderr: '', timedOut: false })) ?? setTimeout(() => resolve({ exitCode: 137, stdout: '', stderr: '', timedOut: false }), 200));
     }
     return Promise.resolve({ exitCode: 0, stdout: '', stderr: '', timedOut: false });

@@ -29,7 +29,7 @@ async function messageStart(extra: string[]): Promise<{ inputTokens: number; rec
     });
     const text = await res.text();
     const start = JSON.parse(text.split('\n').find((l) => l.includes('"message_start"'))!.slice(6)) as { message: { usage: { input_tokens: number } } };
-    const listing = (await (await fetch(`${url}/sessions/k/completions`)).json()) as { completions: { prompt_ids: number[] }[] };
+    const listing = (await (await fetch(`${url}/sessions/k/completions`, { headers: { authorization: 'Bearer k' } })).json()) as { completions: { prompt_ids: number[] }[] };
     return { inputTokens: start.message.usage.input_tokens, record: listing.completions[0]! };
   } finally {
     proc.kill('SIGTERM');

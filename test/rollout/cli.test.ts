@@ -5,18 +5,19 @@
 import { expect, test } from 'bun:test';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runPolarSync, startPolar, useScratch } from '../support/polar-cli.ts';
+import { REPO_ROOT, runPolarSync, startPolar, useScratch } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-rollout-cli-');
 
 test('rollout + submit + status over the CLI', async () => {
   const config = join(scratch, 'polar.yaml');
-  writeFileSync(config, `rollout:\n  port: 0\nstore:\n  path: ${join(scratch, 'rollout.db')}\n`);
+  // The example tasks upload their repo/ directories: the server accepts sources under gateway.upload_roots only.
+  writeFileSync(config, `rollout:\n  port: 0\nstore:\n  path: ${join(scratch, 'rollout.db')}\ngateway:\n  upload_roots: [${join(REPO_ROOT, 'examples/tasks')}]\n`);
   const { proc: server, line } = await startPolar(['rollout', '--config', config], procs);
   const url = line.match(/http:\/\/\S+/)?.[0];
   expect(url).toBeDefined();
 
-  const submit = runPolarSync(['submit', 'examples/tasks', '--server', url!, '--harness', 'shell', '--samples', '2']);
+  const submit = runPolarSync(['submit', 'examples/tasks', '--server', url!, '--harness', 'shell', '--command', 'true', '--samples', '2']);
   expect(submit.stderr.toString()).toBe('');
   expect(submit.exitCode).toBe(0);
   const accepted = submit.stdout.toString().trim().split('\n').map((l) => JSON.parse(l) as { task_id: string; sessions: number });

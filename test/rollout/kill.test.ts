@@ -14,6 +14,7 @@ import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
 import { taskRequest } from '../support/tasks.ts';
 import { unusedPort } from '../support/fake-engine.ts';
+import { SHELL_AGENT_RUNTIME_YAML } from '../support/polar-cli.ts';
 
 const root = resolve(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -41,8 +42,8 @@ function writeConfig(name: string, rolloutPort: number): string {
     `  rollout_url: "http://127.0.0.1:${rolloutPort}"`,
     '  heartbeat_interval_s: 0.3',
     '  nodes:',
-    `    - {node_id: gw-1, port: 0, max_run_workers: 2, work_root: ${join(dir, 'work-1')}}`,
-    `    - {node_id: gw-2, port: 0, max_run_workers: 4, work_root: ${join(dir, 'work-2')}}`,
+    `    - {node_id: gw-1, port: 0, max_run_workers: 2, work_root: ${join(dir, 'work-1')}, ${SHELL_AGENT_RUNTIME_YAML}}`,
+    `    - {node_id: gw-2, port: 0, max_run_workers: 4, work_root: ${join(dir, 'work-2')}, ${SHELL_AGENT_RUNTIME_YAML}}`,
     `store: {path: ${join(dir, 'gateways.db')}}`,
     '',
   ].join('\n'));

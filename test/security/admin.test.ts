@@ -61,7 +61,10 @@ describe('admin-access rule', () => {
     expect(controlRefusal('admin', req(), null, from('127.0.0.1'))).toBeNull();
     expect(controlRefusal('admin', req(), '', from('10.0.0.9'))?.message).toContain('this caller is 10.0.0.9');
     expect(controlRefusal('admin', req(), undefined, null)?.kind).toBe('permission');
-    expect(controlRefusal('captures', req(), undefined, from('10.0.0.9'))).toBeNull();
+    // The listing always needs a credential: the admin token or the session's own key; an address is none.
+    expect(controlRefusal('captures', req(), undefined, from('127.0.0.1'))?.kind).toBe('authentication');
+    expect(controlRefusal('captures', req(), undefined, from('10.0.0.9'), () => true)).toBeNull();
+    expect(controlRefusal('captures', req(bearer('t')), 't', from('10.0.0.9'), () => false)).toBeNull();
   });
 });
 
@@ -102,11 +105,17 @@ describe('proxy app', () => {
     expect(((await listed.json()) as { completions: unknown[] }).completions.length).toBe(1);
   });
 
-  test('without a token: loopback callers (IPv4) may use admin, the listing is open', async () => {
+  test('without a token: loopback callers (IPv4) may use admin; the listing needs the session\'s own key', async () => {
     expect((await post(`${open.url}/admin/policy_version`, {}, { policy_version: 'v2' })).status).toBe(200);
     expect(open.app.gate.policyVersion).toBe('v2');
     await chat(open.url, 'captured-2');
-    expect((await fetch(`${open.url}/sessions/captured-2/completions`)).status).toBe(200);
+    expect((await fetch(`${open.url}/sessions/captured-2/completions`)).status).toBe(401);
+    // Naming the session is not a credential; another session's key is not either.
+    expect((await fetch(`${open.url}/sessions/captured-2/completions`, { headers: { 'x-polar-session': 'captured-2' } })).status).toBe(401);
+    expect((await fetch(`${open.url}/sessions/captured-2/completions`, { headers: bearer('someone-else') })).status).toBe(401);
+    const own = await fetch(`${open.url}/sessions/captured-2/completions`, { headers: bearer('captured-2') });
+    expect(own.status).toBe(200);
+    expect(((await own.json()) as { completions: unknown[] }).completions.length).toBe(1);
   });
 
   test('without a token: a non-loopback peer or an unknown peer gets 403 and changes nothing', async () => {
@@ -259,5 +268,42 @@ describe('polar proxy --admin-token', () => {
     const empty = Bun.spawnSync([process.execPath, 'src/main.ts', 'proxy', '--port', '0', '--engine', 'vllm', '--engine-url', engine.url, '--admin-token', ' '], { cwd: REPO_ROOT, stderr: 'pipe' });
     expect(empty.exitCode).toBe(2);
     expect(empty.stderr.toString()).toContain('--admin-token must not be empty');
+  });
+
+  test('a non-loopback --host needs an admin token (exit 2 naming the fix) unless --insecure-no-token, which warns', async () => {
+    const refused = Bun.spawnSync([process.execPath, 'src/main.ts', 'proxy', '--port', '0', '--host', '0.0.0.0', '--engine', 'vllm', '--engine-url', engine.url], {
+      cwd: REPO_ROOT, stderr: 'pipe', env: { ...process.env, POLAR_ADMIN_TOKEN: '' },
+    });
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr.toString()).toMatch(/refusing to listen on a non-loopback address \(--host 0\.0\.0\.0\) without an admin token.*--admin-token/);
+    const dir = mkdtempSync(join(scratch, 'cli-'));
+    const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'proxy', '--port', '0', '--host', '0.0.0.0', '--insecure-no-token', '--engine', 'vllm', '--engine-url', engine.url, '--db', join(dir, 'p.db')], {
+      cwd: dir, env: { ...process.env, POLAR_ADMIN_TOKEN: '' }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
+    });
+    stopAll.push(() => (proc.kill('SIGTERM'), proc.exited));
+    expect(await firstLine(proc.stdout)).toContain('listening on http://0.0.0.0:');
+    proc.kill('SIGTERM');
+    await proc.exited;
+    expect(await new Response(proc.stderr).text()).toMatch(/WARNING polar proxy: listening on 0\.0\.0\.0 WITHOUT an admin token/);
+  });
+
+  test('requests without a key land in a session with an unguessable id, minted anew at each start', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const dir = mkdtempSync(join(scratch, 'cli-'));
+      const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'proxy', '--port', '0', '--admin-token', 'a-tok', '--engine', 'vllm', '--engine-url', engine.url, '--db', join(dir, 'p.db')], {
+        cwd: dir, env: process.env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
+      });
+      stopAll.push(() => (proc.kill('SIGTERM'), proc.exited));
+      const url = /listening on (http:\/\/\S+)/.exec(await firstLine(proc.stdout))![1]!;
+      const reply = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+      expect(reply.status).toBe(200);
+      proc.kill('SIGTERM');
+      await proc.exited;
+      const id = /requests without an API key go to session (anon-[0-9a-f]{24})/.exec(await new Response(proc.stderr).text())?.[1];
+      expect(id).toBeDefined();
+      ids.push(id!);
+    }
+    expect(ids[0]).not.toBe(ids[1]);
   });
 });

@@ -3,8 +3,8 @@
  * runtime; the local runtime also against symlinks), and `polar serve` / `polar rollout` / `polar gateway` refuse to
  * listen on a non-loopback address without a control-plane token unless told `--insecure-no-token` (which warns).
  */
-import { afterAll, expect, test } from 'bun:test';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { afterAll, describe, expect, test } from 'bun:test';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { checkListenSecurity, isLoopbackHost } from '../../src/cli/common.ts';
@@ -15,6 +15,11 @@ import { confineDest, parseRuntimeSpec } from '../../src/gateway/runtimes/index.
 import { LocalRuntime } from '../../src/gateway/runtimes/local.ts';
 import type { CommandRunner } from '../../src/gateway/runtimes/types.ts';
 import { loadTaskFile } from '../../src/rollout/task-file.ts';
+import { uploadSourceProblems } from '../../src/core/upload-roots.ts';
+import { GatewayNode } from '../../src/gateway/node.ts';
+import { RolloutServer } from '../../src/rollout/server.ts';
+import { openStore } from '../../src/store/index.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 const repo = resolve(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -166,4 +171,52 @@ test('polar serve / rollout / gateway exit 2 on a non-loopback address without a
   const checked = polar(['config', 'check', 'examples/config/single-box.yaml']);
   expect(checked.exitCode).toBe(0);
   expect(checked.stdout.toString()).toMatch(/rollout:\n {2}host: 127\.0\.0\.1/);
+});
+
+describe('upload sources', () => {
+  const taskDir = join(scratch, 'upload-task');
+  const inside = join(taskDir, 'repo');
+  mkdirSync(inside, { recursive: true });
+  writeFileSync(join(inside, 'a.txt'), 'a\n');
+  symlinkSync('/etc', join(taskDir, 'etc-link'));
+  const taskFile = (src: string) => {
+    writeFileSync(join(taskDir, 'task.yaml'), ['task_id: up', 'instruction: x', 'timeout_seconds: 10', `runtime: {kind: local, prepare: [{upload_dir: {src: ${src}, dest: .}}]}`, ''].join('\n'));
+    return join(taskDir, 'task.yaml');
+  };
+
+  test('a task file resolves src against its directory and refuses anything outside it (symlinks followed) unless in an upload root', () => {
+    expect(loadTaskFile(taskFile('repo')).task.runtime?.prepare?.[0]).toEqual({ upload_dir: { src: inside, dest: '.' } });
+    expect(() => loadTaskFile(taskFile('/etc'))).toThrow(/runtime\.prepare\[0\]\.upload_dir\.src: \/etc is outside the allowed upload roots/);
+    expect(() => loadTaskFile(taskFile('../payload-dir'))).toThrow(/outside the allowed upload roots/);
+    expect(() => loadTaskFile(taskFile('etc-link'))).toThrow(/outside the allowed upload roots/);
+    expect(loadTaskFile(taskFile('/etc'), { uploadRoots: ['/etc'] }).task.runtime?.prepare?.[0]).toEqual({ upload_dir: { src: '/etc', dest: '.' } });
+  });
+
+  test('uploadSourceProblems names each offending path; relative sources are refused over the wire', () => {
+    expect(uploadSourceProblems([{ upload_file: { src: inside + '/a.txt', dest: 'a' } }, { exec: { command: 'true' } }], [taskDir])).toEqual([]);
+    expect(uploadSourceProblems([{ upload_file: { src: '/etc/shadow', dest: 'x' } }], [taskDir])[0]).toMatch(/^runtime\.prepare\[0\]\.upload_file\.src: \/etc\/shadow is outside/);
+    expect(uploadSourceProblems([{ upload_file: { src: 'a.txt', dest: 'x' } }], [taskDir])[0]).toMatch(/must be absolute/);
+    expect(uploadSourceProblems([{ upload_file: { src: '/etc/shadow', dest: 'x' } }], [])[0]).toMatch(/none configured \(set gateway\.upload_roots\)/);
+  });
+
+  test('the rollout server refuses an upload from outside its roots with 400 at submit, naming the field; the node refuses it at dispatch', async () => {
+    const store = openStore(':memory:');
+    const server = new RolloutServer({ store, uploadRoots: [taskDir] }).start();
+    const node = new GatewayNode({ nodeId: 'up', store, workRoot: join(scratch, 'up-work'), uploadRoots: [taskDir], runtimeDefaults: { isolation: 'none' } });
+    await node.start();
+    try {
+      const task = (src: string) => taskRequest(`t-${src.length}`, { runtime: { kind: 'local', prepare: [{ upload_file: { src, dest: 'x' } }] } });
+      const refused = await fetch(`${server.url}/rollout/task/submit`, { method: 'POST', body: JSON.stringify(task('/etc/shadow')) });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: string }).error).toMatch(/runtime\.prepare\[0\]\.upload_file\.src: \/etc\/shadow is outside the allowed upload roots/);
+      expect(store.tasks.list()).toEqual([]);
+      const accepted = await fetch(`${server.url}/rollout/task/submit`, { method: 'POST', body: JSON.stringify(task(join(inside, 'a.txt'))) });
+      expect(accepted.status).toBe(200);
+      expect(() => node.dispatch({ session_id: 's-up', sample_index: 0, task: task('/etc/shadow') })).toThrow(/outside the allowed upload roots/);
+    } finally {
+      await node.stop();
+      await server.stop();
+      store.close();
+    }
+  });
 });

@@ -15,7 +15,7 @@ import { rewardOf } from '../../src/trace/groups.ts';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
 import { chooseVariant, parseBehaviourScript } from '../../src/sim/script.ts';
 import { openStore } from '../../src/store/index.ts';
-import { runPolar, SHELL_AGENT_COMMAND as agent, writeSimTask } from '../support/polar-cli.ts';
+import { runPolar, SHELL_AGENT_COMMAND as agent, SHELL_AGENT_PATHS, SHELL_AGENT_RUN_FLAGS, writeSimTask } from '../support/polar-cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-run-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -42,7 +42,7 @@ test('runTasks: every task × sample runs through rollout server + gateway + pro
   try {
     const report = await runTasks({
       tasks, harness: 'shell', command: agent, samples: 3, modelName: 'polar-sim', builder: 'prefix_merging', store,
-      concurrency: 4, workRoot: join(scratch, 'inproc-work'), progressIntervalMs: 100, onProgress: (s) => snapshots.push(s),
+      concurrency: 4, workRoot: join(scratch, 'inproc-work'), runtime: { read_only_paths: SHELL_AGENT_PATHS }, progressIntervalMs: 100, onProgress: (s) => snapshots.push(s),
     });
     expect(report.allCompleted).toBe(true);
     expect(report.statuses).toEqual({ COMPLETED: 6 });
@@ -100,7 +100,7 @@ test('runTasks: every task × sample runs through rollout server + gateway + pro
 test('polar run CLI: exit 0, results file, summary.json, export; a timed-out session or a failed harness CLI exits 1; bad usage exits 2', async () => {
   const tasksDir = writeTasks(join(scratch, 'cli-tasks'));
   const out = join(scratch, 'cli-out');
-  const ok = await polar(['run', tasksDir, '--harness', 'shell', '--command', agent, '--samples', '2', '--out', out]);
+  const ok = await polar(['run', tasksDir, '--harness', 'shell', '--command', agent, '--samples', '2', '--out', out, ...SHELL_AGENT_RUN_FLAGS]);
   if (ok.code !== 0) console.error(ok.stdout, ok.stderr);
   expect(ok.code).toBe(0);
   const db = join(out, 'results.db');

@@ -13,7 +13,7 @@ import { loadTaskDir, toTaskRequest } from '../../src/rollout/task-file.ts';
 import { chooseVariant, parseBehaviourScript } from '../../src/sim/script.ts';
 import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
-import { runPolarSync, SHELL_AGENT_COMMAND as agent, startPolar, useScratch, writeSimTask } from '../support/polar-cli.ts';
+import { runPolarSync, SHELL_AGENT_COMMAND as agent, SHELL_AGENT_PATHS, SHELL_AGENT_RUNTIME_YAML, startPolar, useScratch, writeSimTask } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-serve-sim-');
 
@@ -38,7 +38,7 @@ test('polar serve --with-sim + polar submit <task dir>: sessions follow the task
   writeFileSync(config, [
     'sim: {port: 0}',
     'rollout: {port: 0}',
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}, ${SHELL_AGENT_RUNTIME_YAML}}]}`,
     `store: {path: ${join(scratch, 'polar.db')}}`, '',
   ].join('\n'));
   const { proc: serve, line } = await startPolar(['serve', '--config', config, '--with-sim'], procs);
@@ -85,7 +85,7 @@ test('a stack on an external simulator registers each task\'s script once, over 
   };
   const store = openStore(join(scratch, 'external.db'));
   const stack = await startLocalStack({
-    store, engine: { kind: 'sim', url: sim.url }, node: { workRoot: join(scratch, 'external-work'), capacity: { max_run_workers: 3 } },
+    store, engine: { kind: 'sim', url: sim.url }, node: { workRoot: join(scratch, 'external-work'), capacity: { max_run_workers: 3 }, runtimeDefaults: { read_only_paths: SHELL_AGENT_PATHS } },
     heartbeatIntervalMs: 200,
   });
   try {

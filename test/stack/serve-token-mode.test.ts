@@ -11,7 +11,7 @@ import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
 import { loadTokenizer } from '../../src/tokenization/tokenizer.ts';
 import { modelDir } from '../support/model-dirs.ts';
-import { REPO_ROOT, SHELL_AGENT_COMMAND, startPolar, useScratch, writeSimTask } from '../support/polar-cli.ts';
+import { REPO_ROOT, SHELL_AGENT_COMMAND, SHELL_AGENT_RUN_FLAGS, SHELL_AGENT_RUNTIME_YAML, startPolar, useScratch, writeSimTask } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-serve-token-');
 let qwenSim: SimServer;
@@ -32,7 +32,7 @@ test('polar serve: engine.mode token + engine.tokenizer (Llama 3.1) — the sess
     `engine: {mode: token, tokenizer: ${modelDir('llama-3.1')}}`,
     `sim: {port: 0, scripts: ${scripts}}`,
     'rollout: {port: 0}',
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}, ${SHELL_AGENT_RUNTIME_YAML}}]}`,
     `store: {path: ${db}}`, '',
   ].join('\n'));
   const { proc: serve, line } = await startPolar(['serve', '--config', config, '--with-sim'], procs);
@@ -97,7 +97,7 @@ test('polar run --engine … --mode token --tokenizer DIR: a golden mismatch exi
   const tasks = writeSimTask(join(scratch, 'run-tasks'), 'run-task', 'variants:\n  solve: {weight: 1, steps: [{shell: "echo ok > out.txt"}, {say: "done"}]}\n');
   const run = async (extra: string[], out: string) => {
     const proc = Bun.spawn([process.execPath, 'src/main.ts', 'run', tasks, '--harness', 'shell', '--command', SHELL_AGENT_COMMAND, '--engine', 'sim', '--engine-url', qwenSim.url,
-      '--mode', 'token', '--tokenizer', modelDir('llama-3.1'), '--out', join(scratch, out), '--quiet', ...extra], { cwd: REPO_ROOT, stdout: 'pipe', stderr: 'pipe' });
+      '--mode', 'token', '--tokenizer', modelDir('llama-3.1'), '--out', join(scratch, out), '--quiet', ...SHELL_AGENT_RUN_FLAGS, '--ro-path', scratch, ...extra], { cwd: REPO_ROOT, stdout: 'pipe', stderr: 'pipe' });
     const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
     return { stdout, stderr, code };
   };

@@ -6,7 +6,7 @@
 import { expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runPolarSync, SHELL_AGENT_COMMAND, startPolar, useScratch } from '../support/polar-cli.ts';
+import { runPolarSync, SHELL_AGENT_COMMAND, SHELL_AGENT_RUNTIME_YAML, startPolar, useScratch } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-serve-');
 
@@ -18,7 +18,7 @@ test('polar serve: submit → sessions on the local gateway → evaluated group 
   writeFileSync(config, [
     `sim: {port: 0, scripts: ${scripts}}`,
     'rollout: {port: 0}',
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: box-0, port: 0, work_root: ${join(scratch, 'work')}, ${SHELL_AGENT_RUNTIME_YAML}}]}`,
     `store: {path: ${join(scratch, 'polar.db')}}`,
     '',
   ].join('\n'));

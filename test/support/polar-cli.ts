@@ -5,14 +5,23 @@
  * script for the simulator.
  */
 import { afterAll } from 'bun:test';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 export const REPO_ROOT = resolve(import.meta.dir, '../..');
 
 /** `polar run`/`submit --command` agent: test/support/run-shell-agent.ts, which makes real model calls and runs shell steps. */
 export const SHELL_AGENT_COMMAND = `${process.execPath} ${join(REPO_ROOT, 'test/support/run-shell-agent.ts')} {{INSTRUCTION}}`;
+
+/** What a sandbox must see read-only to run SHELL_AGENT_COMMAND: the Bun binary's directory and test/support. */
+export const SHELL_AGENT_PATHS = [dirname(realpathSync(process.execPath)), dirname(process.execPath), join(REPO_ROOT, 'test/support')];
+
+/** `polar run` flags that let its sandboxes run SHELL_AGENT_COMMAND. */
+export const SHELL_AGENT_RUN_FLAGS = SHELL_AGENT_PATHS.flatMap((p) => ['--ro-path', p]);
+
+/** The same as a node `runtime` config line (YAML flow mapping), for `polar serve` / `polar gateway` configs. */
+export const SHELL_AGENT_RUNTIME_YAML = `runtime: {read_only_paths: [${SHELL_AGENT_PATHS.join(', ')}]}`;
 
 export interface PolarResult {
   code: number;

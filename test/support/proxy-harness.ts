@@ -88,7 +88,7 @@ export function scenarioByMarker(scenarios: Record<string, FakeReply>): (body: R
 
 /** The completion records the proxy captured for a session (`GET /sessions/:id/completions`), in order. */
 export async function sessionRecords(proxy: TestProxy, session: string): Promise<CompletionRecord[]> {
-  const response = await fetch(`${proxy.url}/sessions/${session}/completions`);
+  const response = await fetch(`${proxy.url}/sessions/${session}/completions`, { headers: { authorization: `Bearer ${session}` } });
   expect(response.status).toBe(200);
   return ((await response.json()) as { completions: CompletionRecord[] }).completions;
 }

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
 import { buildTrajectory } from '../../src/trace/index.ts';
-import { REPO_ROOT as root, runPolarSync, SHELL_AGENT_COMMAND as agent, writeSimTask } from '../support/polar-cli.ts';
+import { REPO_ROOT as root, runPolarSync, SHELL_AGENT_COMMAND as agent, SHELL_AGENT_RUN_FLAGS, writeSimTask } from '../support/polar-cli.ts';
 
 const bun = process.execPath;
 // Under the repository (git-ignored out/), not /tmp: a bwrap-isolated harness sees a private /tmp, and the agents
@@ -41,7 +41,7 @@ function writeTask(dir: string): string {
 }
 
 function polarRun(tasks: string, db: string, out: string) {
-  const proc = Bun.spawn([bun, 'src/main.ts', 'run', tasks, '--harness', 'shell', '--command', agent, '--samples', '2', '--db', db, '--out', out, '--quiet'], {
+  const proc = Bun.spawn([bun, 'src/main.ts', 'run', tasks, '--harness', 'shell', '--command', agent, '--samples', '2', '--db', db, '--out', out, '--quiet', ...SHELL_AGENT_RUN_FLAGS, '--ro-path', scratch], {
     cwd: root, stdout: 'pipe', stderr: 'pipe', timeout: 45_000, killSignal: 'SIGKILL',
   });
   procs.add(proc);

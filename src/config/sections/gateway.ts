@@ -10,8 +10,21 @@ export const runtimeSchema = z
     image: z.string().min(1).nullable().default(null).describe('Default container image (docker/podman) or SIF file (apptainer) when a task names none.'),
     /** Path or name of the runtime CLI; null = the kind's own name on PATH. */
     binary: z.string().min(1).nullable().default(null).describe('Runtime CLI to call; null uses the kind name (docker, podman, apptainer) from PATH.'),
-    /** local only: use bubblewrap isolation. */
-    bwrap: z.enum(['auto', 'always', 'never']).default('auto').describe('local only: bubblewrap isolation; auto uses it when `bwrap` is on PATH.'),
+    /** local only: the sandbox. */
+    isolation: z.enum(['bwrap', 'none']).default('bwrap').describe('local only: bwrap runs each session in a bubblewrap sandbox (own work dir, read-only /usr and harness installs, own PID/network namespaces; refused when bwrap is missing); none runs harnesses as plain host processes (trusted tasks only).'),
+    /** Network of every sandbox. */
+    network: z.enum(['none', 'gateway', 'host']).default('gateway').describe('Sandbox network: gateway = loopback only plus a tunnel to this node\'s model API; none = loopback only; host = the host\'s network. A task may tighten it, never loosen it.'),
+    /** Host paths every sandbox sees read-only. */
+    read_only_paths: z.array(z.string().min(1)).default([]).describe('Host paths every sandbox sees read-only at the same path (a tool, a dataset); the harness installs are always there.'),
+    /** Resource limits per sandbox. */
+    limits: z
+      .strictObject({
+        cpus: z.number().positive().nullable().default(null).describe('CPUs a sandbox may use (fractions allowed); null = unlimited.'),
+        memory: z.union([z.number().int().positive(), z.string().min(1)]).nullable().default(null).describe('Memory a sandbox may use (bytes, or 512m / 2g); null = unlimited. Beyond it the kernel kills the biggest process of the sandbox.'),
+        pids: z.number().int().positive().nullable().default(null).describe('Processes and threads a sandbox may run at once; null = unlimited.'),
+      })
+      .prefault({})
+      .describe('Resource limits of each sandbox (cgroups for local, --cpus/--memory/--pids-limit for docker and podman; apptainer ignores them).'),
     /** Extra CLI arguments for `run`/`exec` of container runtimes. */
     extra_args: z.array(z.string()).default([]).describe('Extra arguments passed to the container CLI when a sandbox starts.'),
   })
@@ -38,9 +51,9 @@ export const gatewayNodeSchema = z
     postrun_workers: z.number().int().positive().default(4).describe('Sessions finished at once in POSTRUN (build, evaluate, callback, teardown).'),
     runtime: runtimeSchema.prefault({}),
     /** npm install prefix for pinned harness CLIs (`<dir>/<pkg>@<version>`). */
-    harness_cache_dir: z.string().min(1).default('.polar/harnesses').describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each.'),
+    harness_cache_dir: z.string().min(1).nullable().default(null).describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each; null uses $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses (the cache every polar command shares). A relative path resolves against the directory polar starts in, never a session\'s work directory.'),
     /** Parent of per-session work directories and HOMEs. */
-    work_root: z.string().min(1).default('.polar/work').describe('Parent directory of the per-session work directories and HOMEs.'),
+    work_root: z.string().min(1).default('.polar/work').describe('Parent directory of the per-session work directories and HOMEs; a relative path resolves against the directory polar starts in. A gateway starting here removes what a dead one left (its process groups and directories).'),
   })
   .describe('One gateway node.');
 
@@ -62,6 +75,8 @@ export const gatewaySchema = z
       .describe('Gateway nodes of this topology; `polar serve` runs the first, `polar gateway --node-id` the named one.'),
     /** Rollout server a node registers with; null = none (in-process use by `polar serve`/`polar run`). */
     rollout_url: z.url().nullable().default(null).describe('Rollout server a standalone node registers with and heartbeats to; null for none (`polar serve` wires the local node in-process).'),
+    /** Where prepare uploads may read from, besides a task file's own directory. */
+    upload_roots: z.array(z.string().min(1)).default([]).describe('Host directories a TaskRequest\'s upload_file/upload_dir src may lie in (symlinks resolved); a task loaded from a file may also use its own directory. Anything else is refused with 400 at submit.'),
     /** Seconds between heartbeats to the rollout server. */
     heartbeat_interval_s: z.number().positive().default(5).describe('Seconds between a node\'s heartbeats to the rollout server.'),
   })

@@ -10,8 +10,16 @@ import { destProblem } from './paths.ts';
 export const RUNTIME_KINDS = ['local', 'docker', 'podman', 'apptainer'] as const;
 export type RuntimeKind = (typeof RUNTIME_KINDS)[number];
 
-/** Isolation of the local runtime: bubblewrap when present (auto), always, or never. */
-export const ISOLATIONS = ['auto', 'bwrap', 'none'] as const;
+/** Isolation of the local runtime: a bubblewrap sandbox (the default; refused when bwrap is missing), or none. */
+export const ISOLATIONS = ['bwrap', 'none'] as const;
+export type Isolation = (typeof ISOLATIONS)[number];
+
+/**
+ * Network of a sandbox, from the strictest: `none` (loopback only), `gateway` (loopback plus a tunnel to the gateway
+ * node's model API; the default), `host` (the host's network).
+ */
+export const NETWORKS = ['none', 'gateway', 'host'] as const;
+export type NetworkMode = (typeof NETWORKS)[number];
 
 /** An upload `dest`: relative to the runtime's work directory and never leaving it (paths.ts `confineDest`). */
 const confinedDestSchema = z.string().min(1).superRefine((dest, ctx) => {
@@ -39,7 +47,9 @@ export const taskRuntimeSchema = z.strictObject({
   kind: z.enum(RUNTIME_KINDS),
   /** Container image (docker/podman) or SIF file (apptainer). */
   image: z.string().min(1).optional(),
-  network: z.string().min(1).optional(),
+  /** A task may tighten the node's network (e.g. `none`), never loosen it. */
+  network: z.enum(NETWORKS).optional(),
+  /** A task may ask for the sandbox (`bwrap`), never turn off the node's. */
   isolation: z.enum(ISOLATIONS).optional(),
   work_dir: z.string().min(1).optional(),
   run_args: z.array(z.string()).optional(),

@@ -6,16 +6,13 @@
  * Source: SWE-bench evaluation (https://github.com/SWE-bench/SWE-bench, harness/grading.py): resolved = all F2P and P2P pass.
  */
 import { z } from 'zod';
+import { swebenchHarnessConfigSchema } from '../../core/contracts/index.ts';
 import { applyDiff } from '../prepare.ts';
 import { shellQuote } from '../harnesses/types.ts';
 import type { Evaluator } from './types.ts';
 
-const ConfigSchema = z.object({
-  FAIL_TO_PASS: z.array(z.string().min(1)),
-  PASS_TO_PASS: z.array(z.string().min(1)).default([]),
-  test_command: z.string().min(1).optional(),
-  timeout_s: z.number().positive().default(900),
-}).passthrough();
+/** The config contract (strict: a misspelt key is an error), shared with the rollout server's submit check. */
+const ConfigSchema = swebenchHarnessConfigSchema;
 
 export const swebenchHarnessEvaluator: Evaluator = {
   name: 'swebench_harness',

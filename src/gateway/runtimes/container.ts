@@ -1,41 +1,58 @@
 /**
  * `docker` and `podman` runtimes through their CLIs (identical command lines). One long-lived container per session:
- * `run -d … sleep infinity`, then `exec` per command, `cp` for files, `rm -f` on stop.
+ * `run -d --init … sleep infinity`, then `exec` per command, `cp` for files, `rm -f` on stop.
  *
- * Networking: the container uses `--network host` by default, so the harness reaches this gateway at the same
- * 127.0.0.1 URL as a local one (set `network` to use another network and `gatewayUrl` for the address the container
- * sees). Process-group kill: every command runs as `setsid sh -c 'echo $$ > PIDFILE; exec "$@"'`, so `kill -KILL -PGID`
- * inside the container reaches the whole tree (the image needs `sh` and `setsid`, e.g. util-linux or busybox).
- * Sources: https://docs.docker.com/reference/cli/docker/container/run/ , https://docs.podman.io/en/latest/markdown/podman-run.1.html
+ * - The container's PID 1 is an init (`--init`: tini / catatonit) that reaps orphans and ends on SIGTERM, so `rm -f`
+ *   (with `-t 0` on podman) is immediate.
+ * - The work dir is created with `mkdir -p` (`exec --privileged`, the only privileged step) before any command uses
+ *   it (podman does not create a missing `-w`).
+ * - A process started by `exec` already leads its own session and process group, so commands run as
+ *   `sh -c 'echo $$ > PIDFILE; exec "$@"'` (no `setsid`, which would fork and return 0 at once): the exit status is
+ *   the command's own, and `kill -KILL -PGID` inside the container reaches its whole tree.
+ * - Network (`network`): `host` shares the host's network; `none` gives only `lo`; `gateway` (default) is `--network
+ *   none` plus a `polar tunnel` the host runs inside the container's network namespace (`nsenter -n`), listening on
+ *   127.0.0.1:<gateway port> and forwarding to the gateway node's Unix socket, so the harness uses the same base URL
+ *   as a local one and reaches nothing else. Any image works (the tunnel runs from the host's filesystem).
+ * - Limits: `--cpus`, `--memory` (+ `--memory-swap` equal: no swap), `--pids-limit`.
+ * - All capabilities are dropped (`--cap-drop ALL`) and `no-new-privileges` is set.
+ * Sources: https://docs.docker.com/reference/cli/docker/container/run/ , https://docs.podman.io/en/latest/markdown/podman-run.1.html ,
+ * nsenter(1) https://man7.org/linux/man-pages/man1/nsenter.1.html
  */
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, posix } from 'node:path';
 import { createHash } from 'node:crypto';
+import type { ResourceLimits } from './limits.ts';
+import type { GatewayEndpoint, NetworkMode } from './local.ts';
 import { hostCommandRunner, spawnProcessGroup } from './process.ts';
+import { hostTunnelCommand } from './tunnel.ts';
 import type { CommandRunner, ExecOptions, ExecResult, ProcessSpawner, Runtime, RuntimeProcess, SpawnOptions } from './types.ts';
 
 export interface ContainerRuntimeOptions {
   engine: 'docker' | 'podman';
   sessionId: string;
   image: string;
-  /** Default 'host' (see module doc). */
-  network?: string;
+  /** Default 'gateway' (see module doc). */
+  network?: NetworkMode;
+  /** The gateway node for `network: gateway`; without one, `gateway` is `none`. */
+  gateway?: GatewayEndpoint | null;
   /** Default /workspace. */
   workDir?: string;
   /** Default /polar/home. */
   homeDir?: string;
   /** Host paths mounted read-only at the same path (e.g. the harness cache). */
   readOnlyMounts?: string[];
-  /** Extra `run` flags (e.g. ['--cpus', '2']). */
+  /** Extra `run` flags (e.g. ['-v', '/usr:/usr:ro']). */
   runArgs?: string[];
+  /** cpus / memory / pids limits. */
+  limits?: ResourceLimits;
   /** CLI path; defaults to the engine name. */
   cli?: string;
   runner?: CommandRunner;
   spawner?: ProcessSpawner;
 }
 
-/** Shell wrapper that records the process-group id (= the session leader's pid) before exec'ing the command. */
+/** Shell wrapper that records the process-group id (= the exec'd session leader's pid) before exec'ing the command. */
 const PGID_WRAPPER = 'echo $$ > "$0"; exec "$@"';
 
 export class ContainerRuntime implements Runtime {
@@ -44,9 +61,11 @@ export class ContainerRuntime implements Runtime {
   readonly workDir: string;
   readonly homeDir: string;
   readonly tmpDir: string;
+  readonly network: NetworkMode;
   private readonly cli: string;
   private readonly runner: CommandRunner;
   private readonly spawner: ProcessSpawner;
+  private tunnel: RuntimeProcess | null = null;
   private seq = 0;
 
   constructor(private readonly opts: ContainerRuntimeOptions) {
@@ -55,6 +74,7 @@ export class ContainerRuntime implements Runtime {
     this.workDir = opts.workDir ?? '/workspace';
     this.homeDir = opts.homeDir ?? '/polar/home';
     this.tmpDir = '/polar/tmp';
+    this.network = opts.network ?? 'gateway';
     this.cli = opts.cli ?? opts.engine;
     this.runner = opts.runner ?? hostCommandRunner;
     this.spawner = opts.spawner ?? spawnProcessGroup;
@@ -69,9 +89,14 @@ export class ContainerRuntime implements Runtime {
   /** The `run` command line that creates the session container. */
   runCommand(): string[] {
     const mounts = (this.opts.readOnlyMounts ?? []).flatMap((p) => ['-v', `${p}:${p}:ro`]);
+    const limits = this.opts.limits ?? {};
     return [
-      this.cli, 'run', '-d', '--rm', '--name', this.name, '--network', this.opts.network ?? 'host',
-      '-w', this.workDir, '-e', `HOME=${this.homeDir}`, '-e', `TMPDIR=${this.tmpDir}`,
+      this.cli, 'run', '-d', '--rm', '--init', '--name', this.name, '--network', this.network === 'host' ? 'host' : 'none',
+      '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+      ...(limits.cpus !== undefined ? ['--cpus', String(limits.cpus)] : []),
+      ...(limits.memoryBytes !== undefined ? ['--memory', `${limits.memoryBytes}b`, '--memory-swap', `${limits.memoryBytes}b`] : []),
+      ...(limits.pids !== undefined ? ['--pids-limit', String(limits.pids)] : []),
+      '-e', `HOME=${this.homeDir}`, '-e', `TMPDIR=${this.tmpDir}`,
       ...mounts, ...(this.opts.runArgs ?? []), this.opts.image, 'sleep', 'infinity',
     ];
   }
@@ -80,25 +105,58 @@ export class ContainerRuntime implements Runtime {
   execCommand(argv: string[], opts: { env?: Record<string, string>; cwd?: string; pidFile?: string; interactive?: boolean } = {}): string[] {
     const env = Object.entries(opts.env ?? {}).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
     const cwd = opts.cwd === undefined ? this.workDir : this.path(opts.cwd);
-    const inner = opts.pidFile === undefined ? argv : ['setsid', 'sh', '-c', PGID_WRAPPER, opts.pidFile, ...argv];
+    const inner = opts.pidFile === undefined ? argv : ['sh', '-c', PGID_WRAPPER, opts.pidFile, ...argv];
     return [this.cli, 'exec', ...(opts.interactive ? ['-i'] : []), '-w', cwd, ...env, this.name, ...inner];
+  }
+
+  /** The `rm` command line: immediate (`-t 0` on podman; docker's `rm -f` kills at once). */
+  removeCommand(): string[] {
+    return [this.cli, 'rm', '-f', ...(this.kind === 'podman' ? ['-t', '0'] : []), this.name];
+  }
+
+  /** The host command that runs the gateway tunnel inside the container's network namespace (pid of its PID 1). */
+  tunnelCommand(pid: number): string[] {
+    const gw = this.opts.gateway!;
+    return ['nsenter', '-t', String(pid), '-n', '--', ...hostTunnelCommand(), '--port', String(gw.port), '--socket', gw.socket];
   }
 
   private path(p: string): string {
     return isAbsolute(p) ? p : posix.join(this.workDir, p);
   }
 
-  private killCommand(pidFile: string): string[] {
+  killCommand(pidFile: string): string[] {
     return [this.cli, 'exec', this.name, 'sh', '-c', `kill -KILL -"$(cat ${pidFile})" 2>/dev/null; rm -f ${pidFile}`];
   }
 
   async start(signal?: AbortSignal): Promise<void> {
     await this.must(this.runCommand(), 'run', signal);
-    await this.must([this.cli, 'exec', this.name, 'mkdir', '-p', this.workDir, this.homeDir, this.tmpDir], 'mkdir', signal);
+    // The one privileged step: the image's `/` may be read-only to a root with no capabilities (e.g. mode 0555).
+    await this.must([this.cli, 'exec', '--privileged', this.name, 'mkdir', '-p', this.workDir, this.homeDir, this.tmpDir], 'mkdir', signal);
+    if (this.network === 'gateway' && this.opts.gateway) await this.startTunnel(signal);
+  }
+
+  private async startTunnel(signal?: AbortSignal): Promise<void> {
+    const inspect = await this.must([this.cli, 'inspect', '--format', '{{.State.Pid}}', this.name], 'inspect', signal);
+    const pid = Number(inspect.stdout.trim());
+    if (!Number.isInteger(pid) || pid <= 0) throw new Error(`${this.kind} inspect: no pid for ${this.name} (${inspect.stdout.trim()})`);
+    // A minimal environment: the tunnel needs nothing of this process's (tokens included).
+    const tunnel = this.spawner(this.tunnelCommand(pid), { env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } });
+    this.tunnel = tunnel;
+    // Ready once it printed `listening`; an early exit is an error.
+    const deadline = Date.now() + 15_000;
+    let exited = false;
+    void tunnel.exited.then(() => { exited = true; });
+    while (!tunnel.stdout().includes('listening')) {
+      if (exited) throw new Error(`gateway tunnel into ${this.name} exited: ${tunnel.stderr().trim().slice(-500)}`);
+      if (Date.now() > deadline) throw new Error(`gateway tunnel into ${this.name} did not start within 15 s`);
+      await Bun.sleep(10);
+    }
   }
 
   async stop(): Promise<void> {
-    await this.runner([this.cli, 'rm', '-f', this.name]);
+    await this.tunnel?.kill();
+    this.tunnel = null;
+    await this.runner(this.removeCommand());
   }
 
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {

@@ -1,0 +1,60 @@
+/**
+ * `polar run examples/tasks --harness pi --runtime podman`: the same example tasks as test/e2e/run-pi.test.ts, each
+ * session in a podman container (the local busybox test image with the host's `/usr` bound read-only for node and
+ * python3; network gateway: the container has no network but the tunnel to the gateway). The rewards follow the
+ * sessions' scripted variants exactly as on the local runtime: solve → 1, wrong_fix / give_up → 0.
+ * Runs only inside a loopback-only network namespace (`npm test`) and with podman installed.
+ */
+import { afterAll, expect, test } from 'bun:test';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { rewardOf } from '../../src/rollout/server.ts';
+import { loadTaskDir } from '../../src/rollout/task-file.ts';
+import { chooseVariant, parseBehaviourScript } from '../../src/sim/script.ts';
+import { openStore } from '../../src/store/index.ts';
+import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
+import { HOST_USR, PODMAN_SKIP, podmanReady, TEST_IMAGE } from '../support/podman.ts';
+
+const root = resolve(import.meta.dir, '../..');
+const out = mkdtempSync(join(tmpdir(), 'polar-run-pi-podman-'));
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+const skipReason = !networkIsolated() ? NEEDS_ISOLATION : !podmanReady() ? PODMAN_SKIP : null;
+const SAMPLES = 2;
+
+test.skipIf(skipReason !== null)(`polar run --runtime podman: every session completes and rewards follow the variants as on local ${skipReason ?? ''}`.trim(), async () => {
+  const args = ['run', 'examples/tasks', '--harness', 'pi', '--samples', String(SAMPLES), '--out', out, '--quiet',
+    '--runtime', 'podman', '--image', TEST_IMAGE, ...HOST_USR.map((a) => `--runtime-arg=${a}`)];
+  const proc = Bun.spawn([process.execPath, 'src/main.ts', ...args], { cwd: root, env: { ...process.env }, stdout: 'pipe', stderr: 'pipe', timeout: 400_000, killSignal: 'SIGKILL' });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) console.error(stdout.slice(-3000), stderr.slice(-3000));
+  expect(code).toBe(0);
+  expect(stdout).toContain('sandbox: podman container, network gateway');
+  const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as { all_completed: boolean; sandbox: unknown };
+  expect(summary.all_completed).toBe(true);
+  expect(summary.sandbox).toEqual({ kind: 'podman', isolation: 'podman', network: 'gateway', limits: null });
+
+  const tasks = loadTaskDir(join(root, 'examples/tasks'));
+  const store = openStore(join(out, 'results.db'));
+  try {
+    const rewards = new Set<number>();
+    for (const t of tasks) {
+      const script = parseBehaviourScript(t.simScript);
+      const rows = store.sessions.listByTask(t.task.task_id);
+      expect(rows).toHaveLength(SAMPLES);
+      for (const s of rows) {
+        const result = store.results.get(s.session_id);
+        expect(result?.status).toBe('COMPLETED');
+        const variant = chooseVariant(script, s.session_id);
+        const reward = rewardOf(result!);
+        rewards.add(reward!);
+        expect({ task: t.task.task_id, variant, reward }).toEqual({ task: t.task.task_id, variant, reward: variant === 'solve' ? 1 : 0 });
+        expect(store.completions.listBySession(s.session_id).length).toBeGreaterThanOrEqual(2);
+      }
+    }
+    // Both outcomes occurred (10 sessions, solve weight 0.5), so a runtime that scored everything alike would fail.
+    expect([...rewards].sort()).toEqual([0, 1]);
+  } finally {
+    store.close();
+  }
+}, 420_000);
