@@ -91,6 +91,13 @@ test('no node on PATH: a JavaScript bin runs on this process\'s Bun through the 
   const r = await runProcess([bin], { env: { PATH: `${shim}:${bare}` } });
   expect(r.stderr).toBe('');
   expect(r.stdout).toStartWith('tool ran on bun payload ');
+  // The CLI's children do not inherit BUN_BE_BUN (it would turn a Bun-compiled child into bun), and its
+  // process.execPath is the shim, so re-spawning it runs the runtime again.
+  const script = join(dir, 'child.js');
+  writeFileSync(script, `const cp = require('node:child_process');\nconsole.log(JSON.stringify({ execPath: process.execPath, env: cp.execFileSync('sh', ['-c', 'echo "[$BUN_BE_BUN]"']).toString().trim(), again: cp.execFileSync(process.execPath, ['-e', 'console.log(40 + 2)']).toString().trim() }));\n`);
+  const child = await runProcess([join(shim, 'node'), script], { env: { PATH: `${shim}:${bare}` } });
+  expect(child.stderr).toBe('');
+  expect(JSON.parse(child.stdout)).toEqual({ execPath: join(shim, 'node'), env: '[]', again: '42' });
 });
 
 test('installer choice: an npm path wins, `bun` forces the built-in one, and a harness already installed runs nothing', async () => {

@@ -127,20 +127,27 @@ export function harnessRuntime(pkg: HarnessPackage, hostPath = process.env.PATH 
 
 /**
  * A directory holding a `node` that runs this process's Bun (BUN_BE_BUN=1), for JavaScript CLIs on a host without
- * node. It lives in the harness cache (not /tmp, which a bubblewrap session replaces), one per Bun executable.
- * Returns null when the CLI does not need it (native, node present, or a `runtime` package).
+ * node. A preload then drops BUN_BE_BUN from the environment and points process.execPath at the shim: the CLI's own
+ * children must not inherit it (a Bun-compiled binary such as Kilo's would act as bun), while a CLI that re-spawns
+ * process.execPath (as Gemini CLI does) gets the shim again. It lives in the harness cache (not /tmp, which a
+ * bubblewrap session replaces), one per Bun executable. Returns null when the CLI does not need it (native, node
+ * present, or a `runtime` package); throws Error when the adapter says the CLI does not run on Bun and there is no node.
  */
 export function nodeShimDir(cacheDir: string, pkg: HarnessPackage, hostPath = process.env.PATH ?? ''): string | null {
   const { runtime, reason } = harnessRuntime(pkg, hostPath);
   if (runtime === 'node required') throw new Error(`harness ${pkg.name} needs node on PATH: it does not run on Bun (${reason})`);
   if (runtime !== 'bun') return null;
   const bun = ownBun();
-  const dir = join(cacheDir, '.node-on-bun', createHash('sha256').update(bun.argv0).digest('hex').slice(0, 16));
+  const dir = join(cacheDir, '.node-on-bun', createHash('sha256').update(`v2\0${bun.argv0}`).digest('hex').slice(0, 16));
   const shim = join(dir, 'node');
   if (!existsSync(shim)) {
     mkdirSync(dir, { recursive: true });
+    const q = (v: string) => `'${v.replaceAll("'", `'\\''`)}'`;
+    const preload = join(dir, 'preload.cjs');
+    writeFileSync(`${preload}.${process.pid}`, `delete process.env.BUN_BE_BUN;\nprocess.execPath = ${JSON.stringify(shim)};\n`);
+    renameSync(`${preload}.${process.pid}`, preload);
     const tmp = `${shim}.${process.pid}`;
-    writeFileSync(tmp, `#!/bin/sh\n# node for JavaScript harness CLIs on a host without it: polar's own Bun.\nBUN_BE_BUN=1 exec '${bun.argv0.replaceAll("'", `'\\''`)}' "$@"\n`, { mode: 0o755 });
+    writeFileSync(tmp, `#!/bin/sh\n# node for JavaScript harness CLIs on a host without it: polar's own Bun.\nBUN_BE_BUN=1 exec ${q(bun.argv0)} --preload ${q(preload)} "$@"\n`, { mode: 0o755 });
     renameSync(tmp, shim);
   }
   return dir;
