@@ -8,7 +8,7 @@
  * https://bun.com/docs/bundler/executables (BUN_BE_BUN).
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, linkSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { runProcess } from '../runtimes/process.ts';
@@ -127,27 +127,39 @@ export function harnessRuntime(pkg: HarnessPackage, hostPath = process.env.PATH 
 
 /**
  * A directory holding a `node` that runs this process's Bun (BUN_BE_BUN=1), for JavaScript CLIs on a host without
- * node. A preload then drops BUN_BE_BUN from the environment and points process.execPath at the shim: the CLI's own
- * children must not inherit it (a Bun-compiled binary such as Kilo's would act as bun), while a CLI that re-spawns
- * process.execPath (as Gemini CLI does) gets the shim again. It lives in the harness cache (not /tmp, which a
- * bubblewrap session replaces), one per Bun executable. Returns null when the CLI does not need it (native, node
- * present, or a `runtime` package); throws Error when the adapter says the CLI does not run on Bun and there is no node.
+ * node. The directory also holds that Bun executable itself (a hard link, or a copy across file systems): a sandbox
+ * binds the harness's tool dirs read-only but not the host path the binary was started from. A preload then drops
+ * BUN_BE_BUN from the environment and points process.execPath at the shim: the CLI's own children must not inherit
+ * it (a Bun-compiled binary such as Kilo's would act as bun), while a CLI that re-spawns process.execPath (as Gemini
+ * CLI does) gets the shim again. It lives in the harness cache (not /tmp, which a sandbox replaces), one per Bun
+ * executable (path, size and mtime). Returns null when the CLI does not need it (native, node present, or a `runtime`
+ * package); throws Error when the adapter says the CLI does not run on Bun and there is no node.
  */
 export function nodeShimDir(cacheDir: string, pkg: HarnessPackage, hostPath = process.env.PATH ?? ''): string | null {
   const { runtime, reason } = harnessRuntime(pkg, hostPath);
   if (runtime === 'node required') throw new Error(`harness ${pkg.name} needs node on PATH: it does not run on Bun (${reason})`);
   if (runtime !== 'bun') return null;
   const bun = ownBun();
-  const dir = join(cacheDir, '.node-on-bun', createHash('sha256').update(`v2\0${bun.argv0}`).digest('hex').slice(0, 16));
+  const st = statSync(bun.argv0);
+  const dir = join(cacheDir, '.node-on-bun', createHash('sha256').update(`v3\0${bun.argv0}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 16));
   const shim = join(dir, 'node');
   if (!existsSync(shim)) {
     mkdirSync(dir, { recursive: true });
+    const exe = join(dir, 'bun');
+    const tmpExe = `${exe}.${process.pid}`;
+    try {
+      linkSync(bun.argv0, tmpExe);
+    } catch {
+      copyFileSync(bun.argv0, tmpExe);
+      chmodSync(tmpExe, 0o755);
+    }
+    renameSync(tmpExe, exe);
     const q = (v: string) => `'${v.replaceAll("'", `'\\''`)}'`;
     const preload = join(dir, 'preload.cjs');
     writeFileSync(`${preload}.${process.pid}`, `delete process.env.BUN_BE_BUN;\nprocess.execPath = ${JSON.stringify(shim)};\n`);
     renameSync(`${preload}.${process.pid}`, preload);
     const tmp = `${shim}.${process.pid}`;
-    writeFileSync(tmp, `#!/bin/sh\n# node for JavaScript harness CLIs on a host without it: polar's own Bun.\nBUN_BE_BUN=1 exec ${q(bun.argv0)} --preload ${q(preload)} "$@"\n`, { mode: 0o755 });
+    writeFileSync(tmp, `#!/bin/sh\n# node for JavaScript harness CLIs on a host without it: polar's own Bun.\nBUN_BE_BUN=1 exec ${q(exe)} --preload ${q(preload)} "$@"\n`, { mode: 0o755 });
     renameSync(tmp, shim);
   }
   return dir;
