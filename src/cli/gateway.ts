@@ -9,8 +9,9 @@
  * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
  */
 import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
-import { createEngineClient } from '../engines/index.ts';
+import { createEngineClient, GoldenMismatchError } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
@@ -28,12 +29,16 @@ export function register(program: Command): void {
     .requiredOption('-c, --config <file>', 'topology file (YAML or JSON)')
     .option('--node-id <id>', 'which gateway.nodes entry to run (may be left out when there is one)')
     .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
-    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean }) => {
+    .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
+    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
       const config = loadConfigForCli(opts.config);
       if (opts.nodeId === undefined) {
         if (config.gateway.nodes.length !== 1) throw new UsageError(`${opts.config} has ${config.gateway.nodes.length} gateway nodes; pass --node-id (one of ${config.gateway.nodes.map((n) => n.node_id).join(', ')})`);
         opts.nodeId = config.gateway.nodes[0]!.node_id;
       }
+      const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
+      if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const index = config.gateway.nodes.findIndex((n) => n.node_id === opts.nodeId);
       const nodeConfig = config.gateway.nodes[index];
       if (!nodeConfig) {
@@ -44,6 +49,8 @@ export function register(program: Command): void {
       });
       const store = openStore(config.store.path);
       const spec = engineSpecFromConfig(config.engine);
+      if (tokenizerDir !== undefined) spec.tokenizerDir = tokenizerDir;
+      if (opts.allowGoldenMismatch === true) spec.allowGoldenMismatch = true;
       const engine = createEngineClient({ ...spec, mode: spec.mode ?? 'chat' });
       const log = (line: string) => console.error(`polar gateway: ${line}`);
       const engineHealth = new EngineHealthMonitor({
@@ -52,7 +59,13 @@ export function register(program: Command): void {
       });
       // Probe now when the engine is up: otherwise the first wave of harness calls waits for the probe inside
       // complete(), and that wait shows up as proxy time (bench/scale.ts gateway variant: p99 449 ms).
-      if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
+      // A token-mode golden mismatch refuses to start (exit 1): every call would train on other tokens than were sampled.
+      if ((await engineHealth.start()).ok) {
+        await engine.probe().catch((error: unknown) => {
+          if (error instanceof GoldenMismatchError) throw error;
+          log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
+        });
+      }
       try {
         assertSandboxAvailable(nodeSettingsFromConfig(nodeConfig).runtimeDefaults);
       } catch (error) {

@@ -1,26 +1,68 @@
 /**
- * `polar harness install NAME [--cache DIR]`: install a harness adapter's pinned npm package once into the harness
- * cache (`<cache>/<pkg>@<version>`, default ~/.cache/polar/harnesses or $POLAR_HARNESS_CACHE).
+ * `polar harness install NAME [--cache DIR] [--installer npm|bun]`: install a harness adapter's pinned npm package
+ * once into the harness cache (`<cache>/<pkg>@<version>`, default ~/.cache/polar/harnesses or $POLAR_HARNESS_CACHE),
+ * with npm when on PATH, else with the Bun built into this binary.
+ * `polar harness install --from FILE`: install every harness in a pack (checksums verified), no network needed.
+ * `polar harness pack NAME... --out FILE`: write installed harnesses (installing them first) to a `.tar.zst` pack.
  */
 import type { Command } from 'commander';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
-import { defaultHarnessCache, harnessPaths, installHarness } from '../gateway/harnesses/install.ts';
+import { defaultHarnessCache, harnessPaths, harnessRuntime, installHarness } from '../gateway/harnesses/install.ts';
+import { installPack, packHarnesses } from '../gateway/harnesses/pack.ts';
+import type { HarnessPackage } from '../gateway/harnesses/types.ts';
 import { UsageError } from './common.ts';
+
+function harnessPackage(name: string): { adapter: string; pkg: HarnessPackage } {
+  const adapter = HARNESS_ADAPTERS[name.replaceAll('-', '_')];
+  if (!adapter) throw new UsageError(`unknown harness ${JSON.stringify(name)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
+  if (!adapter.package) throw new UsageError(`harness ${adapter.name} has no package to install`);
+  return { adapter: adapter.name, pkg: adapter.package };
+}
+
+function parseInstaller(value: string | undefined): 'npm' | 'bun' | undefined {
+  if (value === undefined || value === 'npm' || value === 'bun') return value;
+  throw new UsageError(`--installer must be npm or bun, got ${JSON.stringify(value)}`);
+}
 
 export function register(program: Command): void {
   const harness = program.command('harness').description('harness CLIs (pinned npm packages)');
+  const packaged = Object.keys(HARNESS_ADAPTERS).filter((n) => HARNESS_ADAPTERS[n]!.package).join(', ');
   harness
     .command('install')
-    .description('install a harness CLI into the harness cache (no-op when already installed)')
-    .argument('<name>', `harness: ${Object.keys(HARNESS_ADAPTERS).filter((n) => HARNESS_ADAPTERS[n]!.package).join(', ')}`)
+    .description('install harness CLIs into the harness cache (no-op when already installed), from the registry or --from a pack')
+    .argument('[names...]', `harnesses: ${packaged}`)
     .option('--cache <dir>', 'cache directory (default: $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses)')
-    .action(async (name: string, opts: { cache?: string }) => {
-      const adapter = HARNESS_ADAPTERS[name.replaceAll('-', '_')];
-      if (!adapter) throw new UsageError(`unknown harness ${JSON.stringify(name)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
-      if (!adapter.package) throw new UsageError(`harness ${adapter.name} has no package to install`);
+    .option('--installer <kind>', 'npm or bun (default: npm when on PATH, else the Bun built into polar)')
+    .option('--from <file>', 'install from a pack written by `polar harness pack` (offline; checksums verified)')
+    .action(async (names: string[], opts: { cache?: string; installer?: string; from?: string }) => {
       const cacheDir = opts.cache ?? defaultHarnessCache();
-      const already = harnessPaths(cacheDir, adapter.package).installed;
-      const bin = await installHarness(adapter.package, { cacheDir, log: (line) => console.error(line) });
-      console.log(`${already ? 'already installed' : 'installed'}: ${adapter.package.name}@${adapter.package.version} → ${bin}`);
+      const installer = parseInstaller(opts.installer);
+      if (opts.from) {
+        if (names.length) throw new UsageError('give either harness names or --from, not both');
+        for (const r of await installPack(opts.from, cacheDir)) console.log(`${r.status}: ${r.name}@${r.version} (from ${opts.from})`);
+        return;
+      }
+      if (!names.length) throw new UsageError('name a harness to install, or --from a pack');
+      for (const name of names) {
+        const { pkg } = harnessPackage(name);
+        const already = harnessPaths(cacheDir, pkg).installed;
+        const bin = await installHarness(pkg, { cacheDir, installer, log: (line) => console.error(line) });
+        console.log(`${already ? 'already installed' : 'installed'}: ${pkg.name}@${pkg.version} → ${bin} (runs on ${harnessRuntime(pkg).runtime})`);
+      }
+    });
+  harness
+    .command('pack')
+    .description('write harness installs (installed first when missing) to one .tar.zst for `polar harness install --from`')
+    .argument('<names...>', `harnesses: ${packaged}`)
+    .requiredOption('--out <file>', 'output file, e.g. harnesses.tar.zst')
+    .option('--cache <dir>', 'cache directory (default: $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses)')
+    .option('--installer <kind>', 'npm or bun, for harnesses not yet installed')
+    .action(async (names: string[], opts: { out: string; cache?: string; installer?: string }) => {
+      const cacheDir = opts.cache ?? defaultHarnessCache();
+      const installer = parseInstaller(opts.installer);
+      const pkgs = names.map((n) => harnessPackage(n).pkg);
+      for (const pkg of pkgs) await installHarness(pkg, { cacheDir, installer, log: (line) => console.error(line) });
+      const manifest = await packHarnesses(pkgs, cacheDir, opts.out);
+      console.log(`packed ${manifest.packages.map((p) => `${p.name}@${p.version}`).join(', ')} (${Object.keys(manifest.files).length} files) → ${opts.out}`);
     });
 }

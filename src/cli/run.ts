@@ -1,5 +1,5 @@
 /**
- * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--db FILE] [--out DIR]
+ * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
  * [--builder prefix_merging] [--concurrency N]`: the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
@@ -8,7 +8,7 @@
  * 1 otherwise, 2 on bad usage.
  */
 import { Option, type Command } from 'commander';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
@@ -30,12 +30,15 @@ interface RunFlags extends DatasetFlags {
   harness: string;
   command?: string;
   samples: number;
+  fresh?: boolean;
   engine?: string;
   engineUrl?: string;
   engineApiKey?: string;
   servedModel?: string;
   systemMessages: SystemMessagePlacement;
   mode: string;
+  tokenizer?: string;
+  allowGoldenMismatch?: boolean;
   db?: string;
   out?: string;
   builder: string;
@@ -102,6 +105,8 @@ export function register(program: Command): void {
     .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
     .addOption(new Option('--system-messages <placement>', 'with --engine: merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
+    .option('--tokenizer <dir>', 'Hugging Face directory of the model (tokenizer.json + chat template): token mode renders with it, and the built-in simulator serves it (default: embedded Qwen3)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse)')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
@@ -113,6 +118,7 @@ export function register(program: Command): void {
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
+    .option('--fresh', 'start over: cancel what the database holds as running and run every task again as a new run (default: resume unfinished sessions)')
     .option('--quiet', 'no live progress')
     .option('--max-retries <n>', 'rounds of re-running sessions that failed for infrastructure reasons (status ERROR); never policy failures', parseNonNegativeInt('--max-retries'), 0)
     .option('--accept <expr>', "write the traces of accepted sessions to <out>/accepted.jsonl, e.g. 'reward>0' or 'reward>=0.5 && reward<1'")
@@ -131,6 +137,8 @@ export function register(program: Command): void {
         throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
       }
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (flags.mode !== 'token' && flags.engine !== undefined && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token (or to the built-in simulator)');
+      if (flags.tokenizer !== undefined && !existsSync(flags.tokenizer)) throw new UsageError(`--tokenizer ${flags.tokenizer} does not exist`);
       if (flags.engine !== undefined) {
         if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
@@ -160,6 +168,7 @@ export function register(program: Command): void {
         ? {
             kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
             servedModel: flags.servedModel, systemMessages: flags.systemMessages,
+            tokenizerDir: flags.tokenizer, allowGoldenMismatch: flags.allowGoldenMismatch === true,
           }
         : null;
       if (engine) {
@@ -177,9 +186,31 @@ export function register(program: Command): void {
       const outDir = resolve(flags.out ?? defaultRunDir(process.cwd()));
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
+      checkRunRequest(outDir, {
+        harness: flags.harness, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
+        tasks: tasks.map((t) => t.task.task_id).sort(),
+      }, flags.fresh === true);
+      // SIGINT/SIGTERM: stop dispatching, cancel what runs (its process groups end with the node), write the summary
+      // so far and exit 130; a second signal exits at once.
+      const interrupt = new AbortController();
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (interrupt.signal.aborted) {
+          stopView();
+          process.exit(130);
+        }
+        console.error(`\npolar run: ${signal}: stopping (cancelling running sessions; ${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to force)`);
+        interrupt.abort(signal);
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
       const store = openStore(dbPath);
       const view = flags.quiet ? null : createProgressView({ stream: process.stdout });
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
+      let viewStopped = false;
+      const stopView = () => {
+        if (view && last && !viewStopped) view.stop(last);
+        viewStopped = true;
+      };
       try {
         console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
         console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
@@ -195,6 +226,7 @@ export function register(program: Command): void {
           engine,
           engineWaitMs: flags.engineWaitS * 1000,
           sim: {
+            ...(flags.tokenizer !== undefined ? { tokenizerDir: flags.tokenizer } : {}),
             ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
             ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
           },
@@ -206,11 +238,13 @@ export function register(program: Command): void {
             view?.update(s);
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
+          fresh: flags.fresh === true,
+          signal: interrupt.signal,
           log: (line) => console.error(`polar run: ${line}`),
           maxRetries: flags.maxRetries,
           ...(runtime ? { runtime } : {}),
         });
-        if (view && last) view.stop(last);
+        stopView();
         console.log('');
         console.log(formatSummaryTable(report.summary));
         const splits = summarizeSplits(store, report.taskIds);
@@ -232,12 +266,18 @@ export function register(program: Command): void {
         console.log(`results: ${dbPath}`);
         console.log(`summary: ${summaryPath}`);
         console.log(`export:  polar export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
-        if (!report.allCompleted) {
+        if (interrupt.signal.aborted) {
+          console.error(`polar run: interrupted by ${String(interrupt.signal.reason)}; unfinished sessions were cancelled (run again with the same --out to start them anew)`);
+          process.exitCode = 130;
+        } else if (!report.allCompleted) {
           const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
           console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);
           process.exitCode = EXIT_FAILED;
         }
       } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        stopView(); // restores the cursor and line wrap, also when the run threw
         store.close();
       }
     });
@@ -259,4 +299,37 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
   if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
   const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
   return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
+}
+
+/** What a run directory was created for; a later run into it must ask for the same (or pass --fresh). */
+interface RunRequest {
+  harness: string;
+  command: string | null;
+  samples: number;
+  builder: string;
+  model: string;
+  tasks: string[];
+}
+
+/**
+ * Record the request in `<out>/run.json`, or check it against the one recorded there: a different harness, sample
+ * count, builder, model or task set would mix two experiments in one database and report the old results as new.
+ * @throws UsageError (exit 2) saying what differs, unless `fresh`.
+ */
+function checkRunRequest(outDir: string, request: RunRequest, fresh: boolean): void {
+  const file = join(outDir, 'run.json');
+  if (existsSync(file) && !fresh) {
+    let previous: Partial<RunRequest> = {};
+    try {
+      previous = JSON.parse(readFileSync(file, 'utf8')) as Partial<RunRequest>;
+    } catch {
+      // unreadable: treated as a different request below
+    }
+    const differs = (Object.keys(request) as (keyof RunRequest)[]).filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(request[k]));
+    if (differs.length > 0) {
+      const what = differs.map((k) => `${k}: ${JSON.stringify(previous[k])} there, ${JSON.stringify(request[k])} now`).join('; ');
+      throw new UsageError(`${outDir} holds a different run (${what}); use another --out, or --fresh to start over there`);
+    }
+  }
+  writeFileSync(file, `${JSON.stringify(request, null, 2)}\n`);
 }

@@ -100,9 +100,10 @@ export function register(program: Command): void {
     .option('--rebuild', 'build from the records even when a SessionResult is stored')
     .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated (default: detected from the records)')
     .option('--rescore <mode>', 'auto|on|off: re-score mask-1 logprobs with the simulator policy (auto: when records come from sim@)', 'auto')
+    .option('--accept-rerendered', 'accept joins whose next prompt held a re-rendered version of the sampled answer (chat mode) instead of reporting them as context_mismatch; their tokens are re-scored in the engine\'s own context')
     .option('--sim-policy <file|url>', "the simulator's learnable variant policy (GET /sim/policy export, or the simulator's URL): re-score each session's variant choice too")
     .option('--json', 'print the reports as JSON')
-    .action(async (opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; simPolicy?: string; json?: boolean }) => {
+    .action(async (opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; acceptRerendered?: boolean; simPolicy?: string; json?: boolean }) => {
       if (Boolean(opts.session) === Boolean(opts.all)) throw new UsageError('give exactly one of --session ID or --all');
       if (!['auto', 'on', 'off'].includes(opts.rescore)) throw new UsageError(`--rescore must be auto|on|off, got ${JSON.stringify(opts.rescore)}`);
       parseBuilder(opts.builder);
@@ -134,7 +135,9 @@ export function register(program: Command): void {
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
           const taskId = store.results.get(sessionId)?.task_id ?? (trajectory.traces[0]?.metadata.task_id || null);
           const scorer = policy ? sessionRescorer(policy, taskId, sessionId, records) : scoreLogprob;
-          const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}) });
+          const report = verifyTraces(records, trajectory, {
+            ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}), acceptRerenderedJoins: opts.acceptRerendered === true,
+          });
           if (report.skipped) skipped++;
           else if (!report.ok) {
             failed++;

@@ -140,4 +140,6 @@ export interface SessionResult {
   timing: SessionTiming;
   node_id: string;
   error: string | null;
+  /** The dispatch attempt that produced this result (absent in results stored before attempts = 0). */
+  attempt?: number;
 }

@@ -20,7 +20,7 @@ import type { TokenBufferOptions } from '../tokenization/token-buffer.ts';
 export type { EngineClient, EngineKind, CaptureMode, EngineCompletion, EngineCallContext, TokenCapture, EngineProbeReport } from './types.ts';
 export { DEFAULT_SAMPLING, type SamplingDefaults, type ReasoningField } from './chat-request.ts';
 export { ChatModeEngine } from './chat-engine.ts';
-export { TokenModeEngine, type TokenEngineOptions, type TokenEngineStats } from './token-engine.ts';
+export { TokenModeEngine, GoldenMismatchError, type TokenEngineOptions, type TokenEngineStats } from './token-engine.ts';
 export type { GoldenStats } from './golden-check.ts';
 
 export const ENGINE_KINDS: readonly EngineKind[] = ['sim', 'vllm', 'sglang', 'llamacpp', 'openai'];
@@ -49,8 +49,10 @@ export interface EngineConfig {
   newId?: IdGenerator;
   /** Token mode: Hugging Face directory of the served model's tokenizer and chat template (absent = embedded Qwen3). */
   tokenizerDir?: string;
-  /** Token mode: model family override (`qwen3`, `qwen3.5`); default detected from the chat template. */
+  /** Token mode: model family override (a name in tokenization/families.ts); default detected from the chat template. */
   family?: string;
+  /** Token mode: serve even when the start-up golden check finds a rendering mismatch (default false: refuse). */
+  allowGoldenMismatch?: boolean;
   /** Token mode: fraction of turns golden-checked against the engine's own rendering, in [0, 1] (default 0.02). */
   goldenRate?: number;
   /** Token mode: bounds of the per-session token buffers. */
@@ -96,6 +98,7 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
       ...(config.kind === 'sim' ? { idPrefix: 'sim' } : {}),
       tokenizerDir: config.tokenizerDir,
       family: config.family,
+      allowGoldenMismatch: config.allowGoldenMismatch,
       goldenRate: config.goldenRate,
       buffers: config.tokenBuffers,
       log: config.log,

@@ -2,8 +2,9 @@
  * Token mode (beyond Polar): the proxy renders the chat template and tokenises itself, keeps each session's exact
  * token buffer, sends token ids to the engine's token endpoint and parses tool calls and reasoning from the sampled
  * text. The engine then sees exactly the tokens that will be trained on, and `prefix_merging` keeps every
- * append-only conversation in one chain. A golden check (at start-up and on a sample of turns) compares our full
- * rendering with the engine's own; a mismatch is logged and counted, never fatal.
+ * append-only conversation in one chain. A golden check (golden-check.ts) compares our full rendering with the
+ * engine's own: at start-up a mismatch refuses to serve (unless `allowGoldenMismatch`), on a sample of later turns it
+ * is logged and counted.
  * Streaming clients are served from the engine's streamed token endpoint (token-backends.ts `TokenStreaming`).
  * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
@@ -27,7 +28,7 @@ import type {
   CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting, TokenCapture,
 } from './types.ts';
 import type { LogprobSemantics } from '../core/records.ts';
-import { GOLDEN_CONVERSATION, GoldenChecker, type GoldenStats } from './golden-check.ts';
+import { GOLDEN_CONVERSATION, GOLDEN_TEXT_ONLY, GoldenChecker, type GoldenStats } from './golden-check.ts';
 
 export interface TokenEngineOptions {
   url: string;
@@ -39,8 +40,13 @@ export interface TokenEngineOptions {
   defaults: SamplingDefaults;
   /** Hugging Face model directory of the served model (tokenizer.json, tokenizer_config.json / chat_template.jinja); absent = embedded Qwen3. */
   tokenizerDir?: string;
-  /** Model family override (`qwen3`, `qwen3.5`); default: detected from the chat template. */
+  /** Model family override (a `MODEL_FAMILIES` name); default: detected from the chat template. */
   family?: string;
+  /**
+   * Serve even when the start-up golden check finds our rendering differs from the engine's (the mismatch is still
+   * logged and counted). Default false: the probe fails with `GoldenMismatchError` and every call keeps failing.
+   */
+  allowGoldenMismatch?: boolean;
   /**
    * Fraction of turns, in [0, 1], whose full rendering is compared with the engine's own (off the hot path).
    * Deterministic: every 1/rate-th turn. Default 0.02. The start-up check always runs.
@@ -76,6 +82,18 @@ export type TokenEngineStats = {
   token_buffer: TokenBufferStats | null;
   golden: GoldenStats;
 };
+
+/**
+ * The start-up golden check found that our rendering of the fixed conversation differs from the engine's: token mode
+ * would train on other tokens than the engine sampled from. Fix `engine.tokenizer` / `--tokenizer` (the served model's
+ * own directory) or accept it knowingly with `allowGoldenMismatch`.
+ */
+export class GoldenMismatchError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GoldenMismatchError';
+  }
+}
 
 export class TokenModeEngine implements EngineClient {
   readonly kind: EngineKind;
@@ -183,7 +201,15 @@ export class TokenModeEngine implements EngineClient {
       captureError: probeResult.problems.length > 0 ? probeResult.problems.join('; ') : null,
       streamCapture: await this.probeStream(promptIds),
     };
-    await this.golden.check(tokenizer, this.served, GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
+    const golden = family.toolCallFormat === 'none' ? GOLDEN_TEXT_ONLY : GOLDEN_CONVERSATION;
+    const mismatchesBefore = this.golden.stats().mismatches;
+    await this.golden.check(tokenizer, family, this.served, golden.messages, { tools: golden.tools }, true);
+    if (this.golden.stats().mismatches > mismatchesBefore && this.opts.allowGoldenMismatch !== true) {
+      throw new GoldenMismatchError(
+        `token mode refuses to start: our ${family.name} chat template rendering (tokenizer ${tokenizer.dir ?? 'embedded Qwen3'}) differs from engine ${this.id}'s at ${this.golden.stats().lastMismatch}; ` +
+          'point engine.tokenizer / --tokenizer at the served model\'s directory, or accept it knowingly with engine.allow_golden_mismatch / --allow-golden-mismatch',
+      );
+    }
   }
 
   /** `engine.stream: auto`: one streamed 1-token generation; streaming is used when its capture is sound. */
@@ -234,6 +260,7 @@ export class TokenModeEngine implements EngineClient {
     if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type !== 'text'))) {
       warnings.push({ code: 'token-mode-image-dropped', message: 'token mode renders text only: images in the messages were left out of the prompt' });
     }
+    // The chat encoder states the thinking switch as vLLM's `enable_thinking`; the family maps it to its own kwarg.
     const kwargs = body.chat_template_kwargs as { enable_thinking?: boolean } | undefined;
     const settings: RenderSettings = { tools: (body.tools as ChatTool[] | undefined) ?? [] };
     if (kwargs?.enable_thinking !== undefined) settings.enableThinking = kwargs.enable_thinking;
@@ -257,8 +284,13 @@ export class TokenModeEngine implements EngineClient {
     return this.finishTurn(request, turn, raw, this.now() - started);
   }
 
+  /**
+   * Whether streaming clients get a streamed engine call. The incremental reasoning/content split (token-stream.ts)
+   * reads the Qwen3/Qwen3.5 output shape only; other families' streaming clients get the synthetic stream of the
+   * whole parsed answer.
+   */
   streams(): boolean {
-    return this.streamOk;
+    return this.streamOk && (this.family?.toolCallFormat === 'hermes-json' || this.family?.toolCallFormat === 'qwen-xml');
   }
 
   /**
@@ -369,7 +401,8 @@ export class TokenModeEngine implements EngineClient {
         inputTokens: plan.promptIds.length,
         outputTokens: result.responseIds.length,
         cachedInputTokens: result.cachedTokens,
-        reasoningTokens: reasoning === null ? 0 : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
+        // Families without a think block in text (gpt-oss's analysis channel): the reasoning text's own token count.
+        reasoningTokens: reasoning === null ? 0 : this.family!.thinkClose === null ? this.tokenizer!.encode(reasoning).length : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
       },
       warnings: [],
       createdAt: this.now(),
@@ -391,7 +424,7 @@ export class TokenModeEngine implements EngineClient {
       logprobSemantics: this.semantics,
       captureError: result.problems.length > 0 ? result.problems.join('; ') : null,
     };
-    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.served, turn.messages, settings, false));
+    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.family!, this.served, turn.messages, settings, false));
     return { response, capture, policyVersion: result.weightVersion, warnings, engineMs, ...(invalid ? { recordToolCalls: calls } : {}) };
   }
 
@@ -403,7 +436,7 @@ export class TokenModeEngine implements EngineClient {
     await this.probe();
     const { messages, settings } = this.chatInput(request, []);
     try {
-      return this.tokenizer!.renderChatIds(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true }).length;
+      return this.tokenizer!.renderChatIds(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family: this.family }).length;
     } catch (thrown) {
       throw new GatewayError('invalid-request', `the chat template rejected the messages: ${thrown instanceof Error ? thrown.message : String(thrown)}`, { cause: thrown });
     }

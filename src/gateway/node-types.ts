@@ -27,7 +27,7 @@ export interface SessionHost {
   get(sessionId: string): SessionView | null;
   /** Every session the node holds (running and finished), in dispatch order. */
   list(): SessionView[];
-  cancel(sessionId: string): boolean;
+  cancel(sessionId: string, reason?: string): boolean;
   engineHealth(): EngineHealth | null;
   /** How sessions are contained by default (`GET /health` `sandbox`). */
   sandbox(): SandboxDescription;
@@ -128,7 +128,7 @@ export interface GatewayNodeOptions {
 }
 
 export type Stage = 'queued' | 'init' | 'ready' | 'running' | 'postrun_queued' | 'postrun' | 'done';
-export type EndReason = { kind: 'cancelled' } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
+export type EndReason = { kind: 'cancelled'; reason?: string } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
 
 /** A session the node holds, from dispatch to its result. */
 export interface Session {
@@ -181,6 +181,11 @@ export interface NodeContext {
 
 /** A cancelled/timed-out stage surfaces as this (never reported as an error text). */
 export class StageAborted extends Error {}
+
+/** The error text of a cancelled session: `cancelled`, with the canceller's reason when it gave one. */
+export function cancelledError(end: EndReason | null): string {
+  return end?.kind === 'cancelled' && end.reason ? `cancelled: ${end.reason}` : 'cancelled';
+}
 
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -7,7 +7,7 @@
  * Wire shapes (DispatchSpec, SessionResult, heartbeats): src/core/contracts/.
  */
 import { systemClock, type Clock } from '../core/clock.ts';
-import { DispatchError, dispatchSpecSchema, formatIssues, type DispatchSpec, type StageCounts } from '../core/contracts/index.ts';
+import { DispatchError, dispatchSpecSchema, formatIssues, formatProblems, runnableProblems, type DispatchSpec, type StageCounts } from '../core/contracts/index.ts';
 import type { SessionResult, SessionStatus } from '../core/records.ts';
 import type { EngineHealth } from '../engines/health.ts';
 import { EventHub } from '../observe/events.ts';
@@ -25,6 +25,7 @@ import { startRegistration } from './registration.ts';
 import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
 import { uploadSourceProblems } from '../core/upload-roots.ts';
+import { reapOrphanSessions } from './runtimes/local.ts';
 import { startSessionServer } from './session-api.ts';
 import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
 
@@ -110,6 +111,10 @@ export class GatewayNode {
   async start(): Promise<void> {
     if (this.server) return;
     this.stopping = new AbortController();
+    // Sandboxes a dead predecessor on this work root left (its process was killed): end their process groups and
+    // remove their directories, so a restart leaks nothing; the rollout server re-dispatches those sessions.
+    const reaped = reapOrphanSessions(this.opts.workRoot);
+    if (reaped.dirs > 0) this.opts.log?.(`removed ${reaped.dirs} session director${reaped.dirs === 1 ? 'y' : 'ies'} and ${reaped.groups} process group(s) a previous gateway process left in ${this.opts.workRoot}`);
     const proxy = this.opts.proxy?.(this.directory, { adminToken: this.opts.controlPlaneToken ?? null });
     this.server = startSessionServer(this, {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
@@ -133,7 +138,7 @@ export class GatewayNode {
     this.stopHeartbeats?.();
     this.stopHeartbeats = null;
     const pending = [...this.sessions.values()].filter((s) => s.stage !== 'done');
-    for (const s of pending) this.cancel(s.id);
+    for (const s of pending) this.cancel(s.id, 'gateway stopping');
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);
     this.server?.stop(true);
@@ -150,17 +155,19 @@ export class GatewayNode {
     const parsed = dispatchSpecSchema.safeParse(raw);
     if (!parsed.success) throw new DispatchError(`invalid session spec: ${formatIssues(parsed.error)}`, 400);
     const spec = parsed.data;
-    if (this.sessions.has(spec.session_id)) throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409);
+    const held = this.sessions.get(spec.session_id);
+    if (held) {
+      // The rollout server adopts what the node holds (it never dispatches a session twice): say which attempt it is.
+      throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409, {
+        session_id: held.id, attempt: held.spec.attempt ?? 0, status: held.status,
+      });
+    }
     if (this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
     const task = spec.task;
-    const harnessName = task.agent.harness ?? 'shell';
-    const adapter = this.harnesses[harnessName.replaceAll('-', '_')];
-    if (!adapter) throw new DispatchError(`unknown harness ${JSON.stringify(harnessName)}; known: ${Object.keys(this.harnesses).join(', ')}`, 400);
-    if (adapter.name === 'shell' && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
-      throw new DispatchError('agent needs a harness or a command', 400);
-    }
-    const evaluator = task.evaluator ? this.evaluators[task.evaluator.strategy] : this.evaluators.session_completed;
-    if (evaluator === undefined) throw new DispatchError(`unknown evaluator ${JSON.stringify(task.evaluator?.strategy)}; known: ${Object.keys(this.evaluators).join(', ')}`, 400);
+    const problems = runnableProblems(task, { harnesses: Object.keys(this.harnesses), evaluators: Object.keys(this.evaluators) });
+    if (problems.length > 0) throw new DispatchError(formatProblems(problems), 400);
+    const adapter = this.harnesses[(task.agent.harness ?? 'shell').replaceAll('-', '_')]!;
+    const evaluator = task.evaluator ? this.evaluators[task.evaluator.strategy]! : this.evaluators.session_completed;
     let runtimeSpec: RuntimeSpec;
     try {
       runtimeSpec = parseRuntimeSpec(task.runtime, this.opts.runtimeDefaults);
@@ -192,11 +199,11 @@ export class GatewayNode {
    * Cancel a session at any stage: the running stage is aborted (harness process group killed), cleanup still runs,
    * and the final status is ERROR with error "cancelled". Returns false for unknown or finished sessions.
    */
-  cancel(sessionId: string): boolean {
+  cancel(sessionId: string, reason?: string): boolean {
     const s = this.sessions.get(sessionId);
     if (!s || s.stage === 'done') return false;
     if (s.end?.kind === 'cancelled') return true;
-    s.end = { kind: 'cancelled' };
+    s.end = { kind: 'cancelled', ...(reason ? { reason } : {}) };
     s.abort.abort(new StageAborted('cancelled'));
     if (s.stage === 'queued') {
       this.initQueue = this.initQueue.filter((x) => x !== s);

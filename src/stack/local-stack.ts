@@ -4,7 +4,7 @@
  * through the callback route, so the single-box path is the multi-host path. Without an engine the built-in simulator is
  * started too, and the node gets the hook that registers each task's behaviour script with it (./sim-scripts.ts).
  */
-import { createEngineClient, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
+import { createEngineClient, GoldenMismatchError, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
 import type { EngineStreamSetting } from '../engines/types.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
@@ -26,6 +26,10 @@ export interface EngineSpec {
   mode?: CaptureMode;
   /** Token mode: Hugging Face directory of the served model's tokenizer + chat template (default: embedded Qwen3). */
   tokenizerDir?: string;
+  /** Token mode: model family override (default: detected from the chat template). */
+  family?: string;
+  /** Token mode: serve despite a start-up golden-check mismatch (default false: refuse to start). */
+  allowGoldenMismatch?: boolean;
   apiKey?: string;
   servedModel?: string;
   /** Per-call timeout, ms (default 600 000). */
@@ -101,10 +105,11 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const sim = opts.engine ? null : await SimServer.start({ port: 0, ...opts.sim });
   let engineHealth: EngineHealthMonitor | null = null;
   try {
-    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: 'in-place' };
+    // The embedded Qwen3 template renders later system messages in place; another model's template may reject them.
+    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: opts.sim?.tokenizerDir ? 'merge' : 'in-place' };
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
-      servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
+      family: engineSpec.family, allowGoldenMismatch: engineSpec.allowGoldenMismatch, servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
       systemMessages: engineSpec.systemMessages, stream: engineSpec.stream,
     });
     engineHealth = new EngineHealthMonitor({
@@ -112,7 +117,13 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       intervalMs: opts.engineCheckIntervalMs, log: opts.log,
     });
     // Probe before serving when the engine is up, so the first calls do not wait for it (see src/cli/gateway.ts).
-    if ((await engineHealth.start()).ok) await engine.probe().catch((error: unknown) => opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`));
+    // A token-mode golden mismatch refuses to start (every call would train on other tokens than were sampled).
+    if ((await engineHealth.start()).ok) {
+      await engine.probe().catch((error: unknown) => {
+        if (error instanceof GoldenMismatchError) throw error;
+        opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
+      });
+    }
     const server = new RolloutServer({
       store: opts.store, host: opts.rollout?.host ?? '127.0.0.1', port: opts.rollout?.port ?? 0, controlPlaneToken: opts.controlPlaneToken ?? null,
       heartbeatTimeoutMs: opts.rollout?.heartbeatTimeoutMs, tickMs: opts.rollout?.tickMs ?? 250, callbackRetries: opts.rollout?.callbackRetries,

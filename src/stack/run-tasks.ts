@@ -46,6 +46,16 @@ export interface RunTasksOptions {
   log?: (line: string) => void;
   /** Wall-clock limit of the whole job, ms (default: none); on expiry unfinished tasks are cancelled. */
   deadlineMs?: number;
+  /**
+   * Start over: tasks the database holds as running are cancelled (their sessions CANCELLED with the reason) and every
+   * task runs again as a new run of its id (the old runs stay stored under `<task_id>@run<n>`). Default false: resume.
+   */
+  fresh?: boolean;
+  /**
+   * Aborting it (SIGINT/SIGTERM in `polar run`) stops the run: unfinished tasks are cancelled with the abort reason,
+   * their harness process groups end with the node, and the report covers what finished.
+   */
+  signal?: AbortSignal;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
   /** Rounds of re-running sessions that failed for infrastructure reasons (src/stack/run-retries.ts; default 0). */
@@ -76,8 +86,9 @@ export interface RunReport {
  * Run every task × sample through the local stack and summarise.
  * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
  * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
- * with the simulator; the harness CLI is installed first when missing. A task_id already in the store is not run
- * again: its stored sessions are waited for and reported.
+ * with the simulator; the harness CLI is installed first when missing. A task_id the store holds as running (a run
+ * that died) is resumed: its unfinished sessions are adopted or re-dispatched; a finished one is reported as stored.
+ * With `fresh`, both run again as new runs.
  * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
  *   turned into a TaskRequest.
  */
@@ -129,7 +140,20 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   try {
     const taskIds = requests.map((r) => r.task_id);
     let total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
-    for (const request of requests) stack.server.submit(request);
+    const resumed: string[] = [];
+    for (const request of requests) {
+      const existing = opts.store.tasks.get(request.task_id);
+      if (existing?.status === 'RUNNING') {
+        // Left running by a run that died: the restarted server adopts or re-dispatches its unfinished sessions.
+        if (!opts.fresh) {
+          resumed.push(request.task_id);
+          continue;
+        }
+        await stack.server.cancelTask(request.task_id, { reason: 'superseded by polar run --fresh' });
+      } else if (existing && !opts.fresh) continue; // finished in this database: reported as it is
+      stack.server.submit(request);
+    }
+    if (resumed.length > 0) opts.log?.(`resuming ${resumed.length} unfinished task(s) from the database: ${resumed.join(', ')}`);
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
     // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
     const fromStore = () => {
@@ -162,12 +186,14 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     });
     const finished = () => taskIds.every((id) => opts.store.tasks.get(id)?.status !== 'RUNNING');
     const interval = opts.progressIntervalMs ?? 500;
+    const wake = Promise.withResolvers<void>();
+    opts.signal?.addEventListener('abort', () => wake.resolve(), { once: true });
     let round = 0;
     let latest = requests;
     let retriedSessions = 0;
     for (;;) {
       if (finished()) {
-        const again = round < (opts.maxRetries ?? 0) ? retryRequests(opts.store, latest, round + 1) : [];
+        const again = round < (opts.maxRetries ?? 0) && !opts.signal?.aborted ? retryRequests(opts.store, latest, round + 1) : [];
         if (again.length === 0) break;
         round++;
         latest = again;
@@ -180,13 +206,19 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
           retriedSessions += r.num_samples;
         }
       }
-      if (opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs) {
-        opts.log?.(`run deadline of ${opts.deadlineMs} ms reached: cancelling unfinished tasks`);
-        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id);
+      const deadline = opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs;
+      if (deadline || opts.signal?.aborted) {
+        const reason = deadline ? `run deadline of ${opts.deadlineMs} ms reached` : `interrupted: ${String(opts.signal?.reason ?? 'signal')}`;
+        opts.log?.(`${reason}: cancelling unfinished tasks`);
+        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, { reason });
+        // Let the node end the cancelled sessions (process groups killed, results stored) before the summary; the
+        // results it stored itself read CANCELLED like the task.
+        await stack.node.stop();
+        opts.store.results.relabelCancelled();
         break;
       }
       opts.onProgress?.(snapshot());
-      await Bun.sleep(interval);
+      await Promise.race([Bun.sleep(interval), wake.promise]);
     }
     unsubscribe();
     const final = snapshot(fromStore());

@@ -8,7 +8,7 @@
  * Pure computation: no I/O. Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#prefix-breakers.
  */
 import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
-import { resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
+import { promptThinking, resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
 import type { LoadedTokenizer } from './tokenizer.ts';
 
 /** Template settings that must stay the same for a request to extend a buffer. */
@@ -154,7 +154,7 @@ export class SessionTokenBuffers {
       this.counters.incremental++;
       return this.plan(sessionId, messages, settingsKey, promptIds, suffix.ids.length, null, suffix.openedThinking, { context, version: context.version, repeat: false });
     }
-    const text = this.tokenizer.renderChat(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true });
+    const text = this.tokenizer.renderChat(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family: this.family });
     const promptIds = this.tokenizer.encode(text);
     this.counters.full++;
     this.counters.fullByReason[reason]++;
@@ -227,26 +227,30 @@ export class SessionTokenBuffers {
    * [anchor] alone. (The assistant turn itself is not cut from a rendering where it is the last message: templates
    * render the last turn differently, e.g. Qwen3 adds an empty think block.) The anchor user turn keeps templates that
    * look for the last user query (reasoning placement) or reject a conversation without one working on the minimal
-   * context. Null when the rendering does not have that shape.
+   * context. The assistant turn ends at the family's end-of-turn token (or `historyEnd` of the message: gpt-oss closes
+   * a tool call with `<|call|>`); for templates that render one tool call per turn only the first call is rendered
+   * (the sampled ids keep them all). Null when the rendering does not have that shape.
    */
   private renderSuffix(assistant: ChatMessage, newMessages: readonly ChatMessage[], settings: RenderSettings, settingsKey: string): { ids: number[]; openedThinking: boolean } | null {
-    const options = { tools: settings.tools, enableThinking: settings.enableThinking };
+    const options = { tools: settings.tools, enableThinking: settings.enableThinking, family: this.family };
     let head = this.anchorRenders.get(settingsKey);
     if (head === undefined) {
       head = this.tokenizer.renderChat([ANCHOR], { ...options, addGenerationPrompt: false });
       this.anchorRenders.set(settingsKey, head);
       if (this.anchorRenders.size > 16) this.anchorRenders.delete(this.anchorRenders.keys().next().value!);
     }
-    const extended = this.tokenizer.renderChat([ANCHOR, assistant, ...newMessages], { ...options, addGenerationPrompt: true });
+    const echoed = this.family.singleToolCall && (assistant.tool_calls?.length ?? 0) > 1 ? { ...assistant, tool_calls: assistant.tool_calls!.slice(0, 1) } : assistant;
+    const extended = this.tokenizer.renderChat([ANCHOR, echoed, ...newMessages], { ...options, addGenerationPrompt: true });
     if (!extended.startsWith(head)) return null;
-    const eot = extended.indexOf(this.family.endOfTurn, head.length);
+    const end = this.family.historyEnd?.(echoed) ?? this.family.endOfTurn;
+    const eot = extended.indexOf(end, head.length);
     if (eot < 0) return null;
-    const suffix = extended.slice(eot + this.family.endOfTurn.length);
+    const suffix = extended.slice(eot + end.length);
     return { ids: this.tokenizer.encode(suffix), openedThinking: this.textOpensThinking(suffix) };
   }
 
   private textOpensThinking(text: string): boolean {
-    return text.trimEnd().endsWith(this.family.thinkOpen);
+    return promptThinking(this.family, text) === 'opened';
   }
 
   private openedThinking(ids: readonly number[], promptLength: number): boolean {

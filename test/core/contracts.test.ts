@@ -40,3 +40,11 @@ test('the dispatch body carries the same TaskRequest contract', () => {
   expect(formatIssues(bad.error!)).toContain('task.agent: agent needs a harness or a command');
   expect(dispatchSpecSchema.shape.task).toBe(taskRequestSchema);
 });
+
+test('the names the rollout server checks at submit are the gateway\'s registries', async () => {
+  const { HARNESS_NAMES, EVALUATOR_NAMES } = await import('../../src/core/contracts/index.ts');
+  const { HARNESS_ADAPTERS } = await import('../../src/gateway/harnesses/index.ts');
+  const { EVALUATORS } = await import('../../src/gateway/evaluators/index.ts');
+  expect([...HARNESS_NAMES].sort() as string[]).toEqual(Object.keys(HARNESS_ADAPTERS).sort());
+  expect([...EVALUATOR_NAMES].sort() as string[]).toEqual(Object.keys(EVALUATORS).sort());
+});

@@ -70,3 +70,16 @@ test('swebench_harness: the diff applied in a fresh runtime; every F2P must pass
   const untouched = await prepared(files);
   expect((await e.evaluate(ctx(untouched, config, () => prepared(files)))).outcome_reward).toBe(0);
 });
+
+test('test_on_output: a command that cannot run, is killed or times out is an error (the session ends ERROR), never reward 0', async () => {
+  const e = getEvaluator('test_on_output');
+  const rt = await prepared({});
+  const fresh = () => Promise.reject(new Error('unused'));
+  await expect(e.evaluate(ctx(rt, { command: 'no-such-python3 -m unittest' }, fresh))).rejects.toThrow(/could not run \(exit 127: command not found\)/);
+  await expect(e.evaluate(ctx(rt, { command: 'sleep 5', timeout_s: 0.2 }, fresh))).rejects.toThrow(/timed out after 0.2 s/);
+  await expect(e.evaluate(ctx(rt, { command: 'kill -9 $$' }, fresh))).rejects.toThrow(/killed by a signal/);
+  // A test that asks for exit 127 on purpose still scores it.
+  expect((await e.evaluate(ctx(rt, { command: 'exit 127', expect_exit_code: 127 }, fresh))).outcome_reward).toBe(1);
+  // Misspelt keys are refused (the same contract the rollout server checks at submit).
+  await expect(e.evaluate(ctx(rt, { command: 'true', expect_exit_cod: 0 }, fresh))).rejects.toThrow(/expect_exit_cod/);
+});

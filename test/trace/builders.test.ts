@@ -227,7 +227,14 @@ describe('properties (seeded)', () => {
         expect(t.response_logprobs!.filter((_, i) => t.loss_mask[i] === 1)).toEqual(records.flatMap((r) => r.logprobs));
         expect(t.response_logprobs!.filter((_, i) => t.loss_mask[i] === 0).every((v) => v === 0)).toBe(true);
         expect(traj.metadata.reconstruction_stats.merged).toBe(records.length);
-        expect(verifyTraces(records, traj).violations).toEqual([]);
+        // Re-tokenized canonical copies are re-rendered joins: reported unless accepted, then counted.
+        const rerendered = traj.metadata.reconstruction_stats.rerender_mismatches ?? 0;
+        const strict = verifyTraces(records, traj);
+        expect(strict.violations.every((v) => v.kind === 'context_mismatch')).toBe(true);
+        expect(strict.ok).toBe(rerendered === 0);
+        const accepted = verifyTraces(records, traj, { acceptRerenderedJoins: true });
+        expect(accepted.violations).toEqual([]);
+        expect(accepted.accepted_context_mismatches > 0).toBe(rerendered > 0);
       }
     }
   });
@@ -245,7 +252,7 @@ describe('properties (seeded)', () => {
       const nBreaks = Object.values(stats.breaks).reduce((a, b) => a + b, 0);
       expect(stats.chains).toBe(nBreaks + 1);
       totalBreaks += nBreaks;
-      expect(verifyTraces(records, traj).violations).toEqual([]);
+      expect(verifyTraces(records, traj, { acceptRerenderedJoins: true }).violations).toEqual([]);
     }
     expect(totalBreaks).toBeGreaterThan(100); // the generator really exercises breaks
   });

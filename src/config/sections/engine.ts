@@ -40,6 +40,18 @@ export const engineSchema = z
       .enum(['merge', 'in_place'])
       .default('merge')
       .describe('merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
+    /** Token mode: the served model's Hugging Face directory; null = the Qwen3 files embedded in the binary. */
+    tokenizer: z
+      .string()
+      .min(1)
+      .nullable()
+      .default(null)
+      .describe('Token mode: the served model\'s Hugging Face directory (tokenizer.json, tokenizer_config.json or chat_template.jinja, generation_config.json); null uses the Qwen3 tokenizer embedded in the binary.'),
+    /** Token mode: serve although the start-up golden check found a rendering mismatch. */
+    allow_golden_mismatch: z
+      .boolean()
+      .default(false)
+      .describe('Token mode: start even when the start-up golden check finds that our chat template rendering differs from the engine\'s own (/tokenize); false refuses to start.'),
     /** Streamed engine calls for streaming clients (engines/types.ts EngineStreamSetting). */
     stream: z
       .enum(['auto', 'always', 'never'])

@@ -24,12 +24,8 @@ export const agentSpecSchema = z
 
 export const builderSpecSchema = z.strictObject({ strategy: builderNameSchema, config: z.record(z.string(), z.unknown()).optional() });
 
-/** Evaluators every gateway knows (src/gateway/evaluators/index.ts); a gateway may register more by name. */
-export const EVALUATOR_STRATEGIES = ['session_completed', 'test_on_output', 'swebench_harness', 'harbor'] as const;
-export type EvaluatorStrategy = (typeof EVALUATOR_STRATEGIES)[number];
-
 export const evaluatorSpecSchema = z.strictObject({
-  /** An evaluator name, one of EVALUATOR_STRATEGIES on a stock gateway. */
+  /** An evaluator name (EVALUATOR_NAMES in runnable.ts on a stock gateway). */
   strategy: z.string().min(1),
   config: z.record(z.string(), z.unknown()).optional(),
   /** Evaluate in a fresh runtime prepared like the session's, with the session's diff applied. */

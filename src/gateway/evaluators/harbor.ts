@@ -21,16 +21,13 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { z } from 'zod';
+import { harborConfigSchema } from '../../core/contracts/index.ts';
 import { applyDiff } from '../prepare.ts';
 import type { Runtime } from '../runtimes/types.ts';
 import type { Evaluator } from './types.ts';
 
-const ConfigSchema = z.strictObject({
-  tests_dir: z.string().min(1),
-  timeout_s: z.number().positive().default(600),
-  env: z.record(z.string(), z.string()).default({}),
-  workdir: z.string().min(1).optional(),
-});
+/** The config contract, shared with the rollout server's submit check. */
+const ConfigSchema = harborConfigSchema;
 
 const OUTPUT_TAIL = 4000;
 /** Files larger than this are uploaded as they are, never rewritten. */

@@ -1,5 +1,5 @@
 /** The evaluator registry: names as TaskRequest.evaluator.strategy spells them. */
-import type { EvaluatorStrategy } from '../../core/contracts/index.ts';
+import type { EVALUATOR_CONFIG_SCHEMAS } from '../../core/contracts/index.ts';
 import { harborEvaluator } from './harbor.ts';
 import { sessionCompletedEvaluator } from './session-completed.ts';
 import { swebenchHarnessEvaluator } from './swebench-harness.ts';
@@ -7,7 +7,7 @@ import { testOnOutputEvaluator } from './test-on-output.ts';
 import type { Evaluator } from './types.ts';
 
 // Typed by the contract's list, so a name the TaskRequest contract documents cannot be missing here.
-const STOCK: Readonly<Record<EvaluatorStrategy, Evaluator>> = {
+const STOCK: Readonly<Record<keyof typeof EVALUATOR_CONFIG_SCHEMAS, Evaluator>> = {
   session_completed: sessionCompletedEvaluator,
   test_on_output: testOnOutputEvaluator,
   swebench_harness: swebenchHarnessEvaluator,

@@ -15,21 +15,14 @@
  * Source: SWE-bench evaluation (https://github.com/SWE-bench/SWE-bench, harness/grading.py): resolved = all F2P and P2P pass.
  */
 import { z } from 'zod';
+import { swebenchHarnessConfigSchema } from '../../core/contracts/index.ts';
 import { applyDiff } from '../prepare.ts';
 import { shellQuote } from '../harnesses/types.ts';
 import { TEST_LOG_PARSERS, parseTestLog, testPassed } from './test-logs.ts';
 import type { Evaluator } from './types.ts';
 
-const ConfigSchema = z.object({
-  FAIL_TO_PASS: z.array(z.string().min(1)),
-  PASS_TO_PASS: z.array(z.string().min(1)).default([]),
-  test_command: z.string().min(1).optional(),
-  test_patch: z.string().optional(),
-  eval_prepare: z.array(z.string().min(1)).default([]),
-  log_parser: z.enum(TEST_LOG_PARSERS).optional(),
-  run_command: z.string().min(1).optional(),
-  timeout_s: z.number().positive().default(900),
-}).passthrough();
+/** The config contract (strict: a misspelt key is an error), shared with the rollout server's submit check. */
+const ConfigSchema = swebenchHarnessConfigSchema;
 
 const DEFAULT_RUN: Record<(typeof TEST_LOG_PARSERS)[number], string> = {
   pytest: 'python3 -m pytest -rA {{TESTS}}',
