@@ -12,6 +12,7 @@ import { IR_VERSION } from '../../core/ir.ts';
 import { GatewayError } from '../../core/errors.ts';
 import type { z } from 'zod';
 import { cleanToolSchema } from '../shared/json-schema.ts';
+import { decodeAnthropicOutputFormat } from '../shared/response-format.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { decodeAssistantBlock, type AssistantParts } from './content.ts';
@@ -67,9 +68,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   if (wire.context_management !== undefined) {
     warnings.push({ code: 'unsupported-field', message: 'context_management is accepted but not applied (history is sent as given)' });
   }
-  if (wire.output_config !== undefined) {
-    warnings.push({ code: 'unsupported-field', message: 'output_config is accepted but not applied' });
-  }
+  const responseFormat = decodeOutputConfig(wire.output_config, warnings);
 
   const messages: IRMessage[] = [];
   const system = decodeSystem(wire.system, ctx.options?.stripBillingHeader !== false, warnings);
@@ -116,6 +115,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   }
   const user = wire.metadata?.user_id;
   if (typeof user === 'string') request.user = user;
+  if (responseFormat) request.responseFormat = responseFormat;
   if (!messages.some((m) => m.role !== 'system')) {
     // Without this an engine gets an empty conversation and answers with an error that hides the cause.
     const dropped = warnings.filter((w) => w.code === 'unsupported-content').map((w) => w.message);
@@ -292,4 +292,20 @@ function decodeToolChoice(
   }
   if (choice.disable_parallel_tool_use !== undefined) out.parallelToolCalls = !choice.disable_parallel_tool_use;
   return out;
+}
+
+/**
+ * `output_config`: `format` (structured outputs, `{type: "json_schema", schema}`) becomes the IR response format;
+ * `effort` has no engine equivalent and is reported. Other keys are reported as unknown.
+ * @throws GatewayError('invalid-request') naming `output_config…` for a malformed value.
+ */
+function decodeOutputConfig(value: unknown, warnings: Warning[]): IRRequest['responseFormat'] {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new GatewayError('invalid-request', 'output_config: must be an object', { param: 'output_config' });
+  }
+  const config = value as Record<string, unknown>;
+  warnings.push(...unknownFieldWarnings(config, new Set(['format', 'effort']), 'output_config'));
+  if (config.effort != null) warnings.push({ code: 'unsupported-field', message: `output_config.effort "${String(config.effort)}" has no engine equivalent and was ignored` });
+  return decodeAnthropicOutputFormat(config.format);
 }
