@@ -16,18 +16,15 @@
  * chains too; zero gives them 0). Dropped traces are counted in `reconstruction_stats.dropped_traces`; their
  * completions stay stored.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
+import { builderConfigSchema } from '../core/contracts/task.ts';
 import type { CompletionRecord, Trace } from '../core/records.ts';
 
 export type ChainRole = 'main' | 'side' | 'retry' | 'compaction';
 export const CHAIN_ROLES: readonly ChainRole[] = ['main', 'side', 'retry', 'compaction'];
 
-export const builderConfigSchema = z.strictObject({
-  side: z.enum(['keep', 'drop']).default('keep'),
-  retries: z.enum(['keep', 'drop_duplicates', 'drop']).default('drop_duplicates'),
-  side_reward: z.enum(['outcome', 'zero']).default('outcome'),
-});
-export type BuilderConfig = z.output<typeof builderConfigSchema>;
+export type BuilderConfig = Required<z.output<typeof builderConfigSchema>>;
+const DEFAULTS: BuilderConfig = { side: 'keep', retries: 'drop_duplicates', side_reward: 'outcome' };
 
 /**
  * Validate a TaskRequest's `builder.config`.
@@ -35,7 +32,7 @@ export type BuilderConfig = z.output<typeof builderConfigSchema>;
  */
 export function parseBuilderConfig(config: unknown): BuilderConfig {
   const result = builderConfigSchema.safeParse(config ?? {});
-  if (result.success) return result.data;
+  if (result.success) return { ...DEFAULTS, ...result.data };
   const issue = result.error.issues[0]!;
   const keys = issue.code === 'unrecognized_keys' ? (issue as { keys: string[] }).keys : [];
   const path = ['builder', 'config', ...issue.path.map(String), ...(keys.length > 0 ? [keys[0]!] : [])].join('.');

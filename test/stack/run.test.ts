@@ -81,6 +81,8 @@ test('runTasks: every task × sample runs through rollout server + gateway + pro
     expect(shell!.traces.per_request).toBe(expectedCompletions);
     // Each session is one chain: one merged trace, sharing the prompt of its first call.
     expect(shell!.traces.prefix_merging).toBe(6);
+    expect(shell!.chain_roles).toEqual({ main: 6, side: 0, retry: 0, compaction: 0 });
+    expect(shell!.sessions_with_one_main_chain).toBe(6);
     if (expectedPasses > 0) expect(shell!.trainer_tokens.prefix_merging).toBeLessThan(shell!.trainer_tokens.per_request);
     const recordTokens = store.completions.listSessionIds().flatMap((id) => store.completions.listBySession(id)).reduce((n, r) => n + r.prompt_ids.length + r.response_ids.length, 0);
     expect(shell!.trainer_tokens.per_request).toBe(recordTokens);
