@@ -42,6 +42,7 @@ interface RunFlags {
   model: string;
   piApi?: string;
   agentSettings?: Record<string, unknown>;
+  restoreReasoning?: boolean;
   decodeTps?: number;
   prefillTps?: number;
   timeoutS?: number;
@@ -93,6 +94,7 @@ export function register(program: Command): void {
     .addOption(new Option('--system-messages <placement>', 'with --engine: merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)').choices(['merge', 'in-place']).default('merge'))
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
+    .option('--restore-reasoning', "chat mode: restore reasoning a harness dropped from its history (from the session's own answers) before the engine renders it")
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
     .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')}`, 'prefix_merging')
@@ -214,6 +216,7 @@ export function register(program: Command): void {
             ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
           },
           mode: flags.mode,
+          ...(flags.restoreReasoning ? { restoreReasoning: true } : {}),
           concurrency: flags.concurrency,
           workRoot: join(outDir, 'work'),
           onProgress: (s) => {

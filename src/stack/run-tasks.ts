@@ -39,6 +39,8 @@ export interface RunTasksOptions {
   sim?: SimServerOptions;
   /** Capture mode with the in-process simulator (default chat). */
   mode?: CaptureMode;
+  /** Chat mode: restore reasoning a harness dropped from its history (ProxyOptions.restoreReasoning). */
+  restoreReasoning?: boolean;
   /** Harness runs at once (max_run_workers); INIT and POSTRUN scale with it. */
   concurrency: number;
   workRoot: string;
@@ -122,6 +124,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     engine: opts.engine,
     sim: opts.sim,
     mode: opts.mode,
+    ...(opts.restoreReasoning ? { proxyOptions: { restoreReasoning: true } } : {}),
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
       ...(opts.runtime ? { runtimeDefaults: opts.runtime } : {}),
