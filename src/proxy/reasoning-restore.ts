@@ -4,7 +4,8 @@
  * template renders an earlier assistant turn without its think block: the engine is then conditioned on tokens that
  * differ from the sampled ones and `prefix_merging` counts a re-rendered join. The proxy remembers, per session, the
  * reasoning of every answer it returned (keyed by the answer's text and tool calls, never by ids, which clients
- * re-mint) and restores it on an assistant message that comes back without reasoning. Only the session's own
+ * re-mint; answers with the same key are kept in the order they were given, and the n-th such message of a history
+ * gets the n-th reasoning) and restores it on an assistant message that comes back without reasoning. Only the session's own
  * records are used. In token mode the token buffers already keep the sampled ids, so this is not needed there.
  * Source: docs/architecture.md#chat-mode-and-token-mode.
  */
@@ -42,7 +43,7 @@ function textOf(message: { content: readonly { type: string; text?: string }[] }
 }
 
 export class ReasoningMemory {
-  private readonly sessions = new Map<string, Map<string, string>>();
+  private readonly sessions = new Map<string, { answers: Map<string, string[]>; count: number }>();
   private readonly maxSessions: number;
   private readonly maxAnswers: number;
 
@@ -55,13 +56,18 @@ export class ReasoningMemory {
   remember(sessionId: string, response: IRResponse): void {
     const text = response.reasoning?.text;
     if (!text) return;
-    let answers = this.sessions.get(sessionId);
-    if (answers) this.sessions.delete(sessionId);
-    else answers = new Map();
-    this.sessions.set(sessionId, answers);
+    let memory = this.sessions.get(sessionId);
+    if (memory) this.sessions.delete(sessionId);
+    else memory = { answers: new Map(), count: 0 };
+    this.sessions.set(sessionId, memory);
     if (this.sessions.size > this.maxSessions) this.sessions.delete(this.sessions.keys().next().value!);
-    answers.set(answerKey(textOf(response), response.toolCalls), text);
-    if (answers.size > this.maxAnswers) answers.delete(answers.keys().next().value!);
+    // Past the bound the session stops remembering (restoring from a truncated list would misalign repeats).
+    if (memory.count >= this.maxAnswers) return;
+    const key = answerKey(textOf(response), response.toolCalls);
+    const list = memory.answers.get(key);
+    if (list) list.push(text);
+    else memory.answers.set(key, [text]);
+    memory.count++;
   }
 
   /**
@@ -70,12 +76,17 @@ export class ReasoningMemory {
    * @returns the request and how many assistant messages got their reasoning back.
    */
   restore(sessionId: string, request: IRRequest): { request: IRRequest; restored: number } {
-    const answers = this.sessions.get(sessionId);
-    if (!answers || answers.size === 0) return { request, restored: 0 };
+    const memory = this.sessions.get(sessionId);
+    if (!memory || memory.count === 0) return { request, restored: 0 };
     let restored = 0;
+    const seen = new Map<string, number>();
     const messages = request.messages.map((message): IRMessage => {
-      if (message.role !== 'assistant' || (message.reasoning && (message.reasoning.text !== '' || message.reasoning.redacted))) return message;
-      const text = answers.get(answerKey(textOf(message), message.toolCalls ?? []));
+      if (message.role !== 'assistant') return message;
+      const key = answerKey(textOf(message), message.toolCalls ?? []);
+      const nth = seen.get(key) ?? 0;
+      seen.set(key, nth + 1);
+      if (message.reasoning && (message.reasoning.text !== '' || message.reasoning.redacted)) return message;
+      const text = memory.answers.get(key)?.[nth];
       if (text === undefined) return message;
       restored++;
       return { ...message, reasoning: { ...message.reasoning, text } };

@@ -5,6 +5,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { ReasoningMemory } from '../../src/proxy/reasoning-restore.ts';
 import { staticSessions } from '../../src/proxy/sessions.ts';
 import { SimServer } from '../../src/sim/server.ts';
 import { buildTrajectory } from '../../src/trace/index.ts';
@@ -54,4 +55,20 @@ test('not restored (option off): the same history is a re-rendered join', async 
   expect(records[1]!.warnings.join(' ')).not.toMatch(/reasoning-restored/);
   expect(sim.tokenizer.decode(records[1]!.prompt_ids)).not.toContain('List the files first.');
   expect(trajectory.metadata.reconstruction_stats.rerender_mismatches).toBe(1);
+});
+
+test('answers that look alike keep their own reasoning, in the order they were given', () => {
+  const memory = new ReasoningMemory();
+  const answer = (reasoning: string) => ({
+    id: 'r', model: 'm', content: [], reasoning: { text: reasoning }, toolCalls: [{ id: 'x', name: 'bash', arguments: '{"command": "cat a.py"}' }],
+    finishReason: { unified: 'tool-calls' as const }, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }, warnings: [], createdAt: 0,
+  });
+  memory.remember('s', answer('first look'));
+  memory.remember('s', answer('second look'));
+  const call = (id: string) => ({ role: 'assistant' as const, content: [], toolCalls: [{ id, name: 'bash', arguments: '{"command":"cat a.py"}' }] });
+  const request = { version: 1 as const, model: 'm', messages: [call('a'), { role: 'tool' as const, toolCallId: 'a', content: [] }, call('b')], tools: [], sampling: {}, stream: false, warnings: [] };
+  const { request: out, restored } = memory.restore('s', request);
+  expect(restored).toBe(2);
+  expect(out.messages.map((m) => (m.role === 'assistant' ? m.reasoning?.text : null))).toEqual(['first look', null, 'second look']);
+  expect(memory.restore('other', request).restored).toBe(0);
 });
