@@ -71,7 +71,8 @@ async function stack(mode: 'chat' | 'token') {
     engine.close();
     store.close();
   };
-  return { engine, store, registry, turn, close };
+  const admin = (path: string, body?: unknown) => fetch(base + path, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { engine, store, registry, turn, close, admin };
 }
 
 const start = () => [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'What is in this project?' }];
@@ -88,9 +89,11 @@ describe('engine replicas', () => {
       // Affinity: the second turn goes where the first went.
       await s.turn('sess-a', messages, 1);
       expect(s.store.completions.listBySession('sess-a')[1]!.engine_id).toBe(first.engine_id);
-      // Drain that replica: the third turn moves.
-      const drained = s.engine.setDraining(firstUrl, true);
-      expect(drained).toMatchObject({ url: firstUrl, draining: true, sessions: 1 });
+      // Drain that replica through the proxy's admin endpoint: the third turn moves.
+      const drainResponse = await s.admin('/admin/engine/replicas/drain', { url: firstUrl });
+      expect(drainResponse.status).toBe(200);
+      expect(((await drainResponse.json()) as any).replica).toMatchObject({ url: firstUrl, draining: true, sessions: 1 });
+      expect((await s.admin('/admin/engine/replicas/drain', { url: 42 })).status).toBe(400);
       const { text } = await s.turn('sess-a', messages, 2);
       expect(text).toContain('The project has one file');
       const records = s.store.completions.listBySession('sess-a');
@@ -129,6 +132,8 @@ describe('engine replicas', () => {
       s.engine.setDraining(aUrl, true);
       await s.turn('c-a', a, 1);
       const recs = s.store.completions.listBySession('c-a');
+      const listed = (await (await s.admin('/admin/engine/replicas')).json()) as any;
+      expect(listed.replicas.map((r: any) => [r.url, r.draining])).toEqual(sims.map((x) => [x.url, x.url === aUrl]));
       expect(recs[1]!.engine_id).toBe(ids[1]!);
       for (const rec of recs) {
         expect(rec.mode).toBe('chat');
@@ -165,4 +170,17 @@ describe('engine replicas', () => {
       engine.close();
     }
   });
+});
+
+test('config: engine.urls reaches the engine client as replicas', async () => {
+  const { engineSchema } = await import('../../src/config/sections/engine.ts');
+  const { engineSpecFromConfig } = await import('../../src/cli/from-config.ts');
+  const config = engineSchema.parse({ kind: 'sim', urls: sims.map((s) => s.url) });
+  const spec = engineSpecFromConfig(config);
+  expect(spec.urls).toEqual(sims.map((s) => s.url));
+  const engine = createEngineClient({ ...spec, mode: 'chat', replicas: { healthIntervalMs: 0, metrics: replicaMetrics(new Registry()) } });
+  expect(engine).toBeInstanceOf(ReplicaRouter);
+  expect(engine.id).toBe(`sim@${sims.map((s) => s.url).join(',')}`);
+  expect(() => engineSchema.parse({ urls: ['not a url'] })).toThrow();
+  expect(createEngineClient({ ...engineSpecFromConfig(engineSchema.parse({ kind: 'sim' })), mode: 'chat' })).not.toBeInstanceOf(ReplicaRouter);
 });
