@@ -37,6 +37,11 @@ export interface ReplicaRouterOptions {
   check?: (url: string) => EngineCheck;
   /** Health check period in ms (default 5000; 0 = no periodic checks). */
   healthIntervalMs?: number;
+  /**
+   * Session affinity (default true). False routes every call by least outstanding requests alone, so a session's turns
+   * land wherever there is room and its prefix is recomputed elsewhere (bench/replicas.ts measures the difference).
+   */
+  affinity?: boolean;
   /** Metrics sink (default: replica metrics on prom-client's default registry). */
   metrics?: ReplicaMetrics;
   log?: (line: string) => void;
@@ -174,7 +179,7 @@ export class ReplicaRouter implements EngineClient {
   #pick(sessionId: string): Replica {
     const usable = (r: Replica) => r.healthy && !r.draining;
     const held = this.#affinity.get(sessionId);
-    if (held && usable(held)) {
+    if (held && usable(held) && this.opts.affinity !== false) {
       this.#metrics.routed.inc({ replica: held.url, reason: 'hit' });
       return held;
     }
@@ -185,7 +190,7 @@ export class ReplicaRouter implements EngineClient {
       throw new GatewayError('upstream', `no engine replica is usable (${why})`);
     }
     this.#affinity.set(sessionId, best);
-    this.#metrics.routed.inc({ replica: best.url, reason: held ? 'moved' : 'new' });
+    this.#metrics.routed.inc({ replica: best.url, reason: held === undefined ? 'new' : held === best ? 'hit' : 'moved' });
     return best;
   }
 

@@ -184,3 +184,21 @@ test('config: engine.urls reaches the engine client as replicas', async () => {
   expect(() => engineSchema.parse({ urls: ['not a url'] })).toThrow();
   expect(createEngineClient({ ...engineSpecFromConfig(engineSchema.parse({ kind: 'sim' })), mode: 'chat' })).not.toBeInstanceOf(ReplicaRouter);
 });
+
+test('affinity: false routes each call by least outstanding requests alone (a session moves to the idle replica)', async () => {
+  for (const affinity of [true, false]) {
+    const engine = createEngineClient({
+      kind: 'sim', url: 'http://127.0.0.1:1', urls: sims.map((s) => s.url), mode: 'chat', timeoutMs: 10_000, log: () => {},
+      replicas: { healthIntervalMs: 0, affinity, metrics: replicaMetrics(new Registry()) },
+    }) as ReplicaRouter;
+    await engine.probe();
+    const request = (text: string) => ({ model: 'm', messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text }] }], tools: [], sampling: { maxTokens: 4 }, warnings: [], stream: false }) as never;
+    // Session x goes to replica 0 first; then replica 0 is busy with another session's call while x calls again.
+    await engine.complete(request('hi'), { sessionId: 'x', requestId: 'r1' });
+    const busy = engine.complete(request('hold'), { sessionId: 'y', requestId: 'r2' });
+    const second = await engine.complete(request('again'), { sessionId: 'x', requestId: 'r3' });
+    await busy;
+    expect(second.engineId).toBe(`sim@${sims[affinity ? 0 : 1]!.url}`);
+    engine.close();
+  }
+});
