@@ -53,6 +53,11 @@ export interface TokenEngineOptions {
    */
   goldenRate?: number;
   buffers?: TokenBufferOptions;
+  /**
+   * A slot shared by several clients (engine replicas, replicas.ts): the first to probe fills it with its per-session
+   * token buffers and every client uses those, so a session that moves replicas keeps its exact token history.
+   */
+  sharedBuffers?: { buffers: SessionTokenBuffers | null };
   logprobSemantics?: LogprobSemantics;
   /** Placement of later system messages (default merge into the leading one). */
   systemMessages?: SystemMessagePlacement;
@@ -179,7 +184,9 @@ export class TokenModeEngine implements EngineClient {
     this.familyIds = resolveFamilyIds(tokenizer, family);
     this.tokenizer = tokenizer;
     this.family = family;
-    this.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
+    const shared = this.opts.sharedBuffers;
+    if (shared) this.buffers = shared.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
+    else this.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
     this.maxModelLen = tokenizer.modelMaxLength;
 
     const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers() };
