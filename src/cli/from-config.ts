@@ -17,7 +17,7 @@ import type { EngineSpec } from '../stack/local-stack.ts';
 export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeoutMs: number } {
   const d = engine.default_sampling;
   return {
-    kind: engine.kind, url: engine.url, mode: engine.mode, apiKey: engine.api_key ?? undefined,
+    kind: engine.kind, url: engine.url, ...(engine.urls.length > 0 ? { urls: engine.urls } : {}), mode: engine.mode, apiKey: engine.api_key ?? undefined,
     servedModel: engine.served_model ?? undefined, timeoutMs: engine.timeout_s * 1000,
     systemMessages: engine.system_messages === 'in_place' ? 'in-place' : 'merge', stream: engine.stream,
     ...(engine.tokenizer !== null ? { tokenizerDir: engine.tokenizer } : {}),

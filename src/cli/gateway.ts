@@ -10,7 +10,7 @@
  */
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
-import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
+import { EngineHealthMonitor, engineReplicasLivenessCheck } from '../engines/health.ts';
 import { createEngineClient, GoldenMismatchError } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
@@ -54,8 +54,8 @@ export function register(program: Command): void {
       const engine = createEngineClient({ ...spec, mode: spec.mode ?? 'chat' });
       const log = (line: string) => console.error(`polar gateway: ${line}`);
       const engineHealth = new EngineHealthMonitor({
-        check: engineLivenessCheck({ kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined }),
-        describe: `engine ${config.engine.kind} at ${config.engine.url}`, log,
+        check: engineReplicasLivenessCheck({ kind: config.engine.kind, url: config.engine.url, urls: config.engine.urls, apiKey: config.engine.api_key ?? undefined }),
+        describe: `engine ${config.engine.kind} at ${config.engine.urls.length > 0 ? config.engine.urls.join(', ') : config.engine.url}`, log,
       });
       // Probe now when the engine is up: otherwise the first wave of harness calls waits for the probe inside
       // complete(), and that wait shows up as proxy time (bench/scale.ts gateway variant: p99 449 ms).

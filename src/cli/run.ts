@@ -1,5 +1,5 @@
 /**
- * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
+ * `polar run TASKS [--harness NAME] [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
  * [--builder prefix_merging] [--concurrency N]`: the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
@@ -27,7 +27,7 @@ import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 interface RunFlags extends DatasetFlags {
-  harness: string;
+  harness?: string;
   command?: string;
   samples: number;
   fresh?: boolean;
@@ -46,6 +46,7 @@ interface RunFlags extends DatasetFlags {
   model: string;
   piApi?: string;
   agentSettings?: Record<string, unknown>;
+  restoreReasoning?: boolean;
   decodeTps?: number;
   prefillTps?: number;
   timeoutS?: number;
@@ -96,7 +97,7 @@ export function register(program: Command): void {
   addDatasetFlags(program.command('run'))
     .description('one-shot job: run every task × sample through a local gateway (simulator unless --engine), print a summary, write results')
     .argument('<tasks>', 'task.yaml, a task directory (ours or Harbor\'s), a directory of them (e.g. examples/tasks), or a dataset file with --dataset-format')
-    .requiredOption('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`)
+    .option('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')} (default: each task file's agent block; with it, the file's agent.env and agent.settings are kept)`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
     .option('--samples <n>', 'num_samples: sessions per task', parsePositiveInt('--samples'), 1)
     .option('--engine <kind>', `inference engine: ${ENGINE_KINDS.join(', ')} (default: start the simulator in-process)`)
@@ -108,6 +109,7 @@ export function register(program: Command): void {
     .option('--tokenizer <dir>', 'Hugging Face directory of the model (tokenizer.json + chat template): token mode renders with it, and the built-in simulator serves it (default: embedded Qwen3)')
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse)')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
+    .option('--restore-reasoning', "chat mode: restore reasoning a harness dropped from its history (from the session's own answers) before the engine renders it")
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
     .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')}`, 'prefix_merging')
@@ -131,8 +133,7 @@ export function register(program: Command): void {
     .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
-      if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
-      if (flags.harness === 'shell' && !flags.command) throw new UsageError('--harness shell needs --command');
+      if (flags.harness !== undefined && !HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'custom' && !flags.command && typeof flags.agentSettings?.command !== 'string') {
         throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
       }
@@ -163,6 +164,16 @@ export function register(program: Command): void {
       const taskRuntime = (flags.runtime === 'docker' || flags.runtime === 'podman') && flags.image === undefined ? flags.runtime : 'local';
       const tasks = await loadTasksArg(tasksPath, { ...flags, taskRuntime });
       printTaskNotes(tasks, (line) => console.error(`polar run: ${line}`));
+      for (const task of tasks) {
+        const agent = task.task.agent;
+        if (flags.harness === undefined && agent === undefined) {
+          throw new UsageError(`${task.file}: no agent to run task ${JSON.stringify(task.task.task_id)}: pass --harness NAME (e.g. --harness pi) or give \`agent: {harness: NAME, model_name: MODEL}\` in the task file`);
+        }
+        if (flags.harness === 'shell' && !flags.command && agent?.command === undefined) throw new UsageError('--harness shell needs --command (or a task file agent.command)');
+        if (flags.harness === undefined && agent?.harness !== undefined && !HARNESS_ADAPTERS[agent.harness.replaceAll('-', '_')]) {
+          throw new UsageError(`${task.file}: agent.harness: unknown harness ${JSON.stringify(agent.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
+        }
+      }
 
       const engine = flags.engine
         ? {
@@ -187,7 +198,7 @@ export function register(program: Command): void {
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
       checkRunRequest(outDir, {
-        harness: flags.harness, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
+        harness: flags.harness ?? null, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
         tasks: tasks.map((t) => t.task.task_id).sort(),
       }, flags.fresh === true);
       // SIGINT/SIGTERM: stop dispatching, cancel what runs (its process groups end with the node), write the summary
@@ -212,7 +223,7 @@ export function register(program: Command): void {
         viewStopped = true;
       };
       try {
-        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness ?? 'from each task file'} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
         console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
         const report = await runTasks({
           tasks,
@@ -231,6 +242,7 @@ export function register(program: Command): void {
             ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
           },
           mode: flags.mode,
+          ...(flags.restoreReasoning ? { restoreReasoning: true } : {}),
           concurrency: flags.concurrency,
           workRoot: join(outDir, 'work'),
           onProgress: (s) => {
@@ -303,7 +315,8 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
 
 /** What a run directory was created for; a later run into it must ask for the same (or pass --fresh). */
 interface RunRequest {
-  harness: string;
+  /** null: each task file's own agent block. */
+  harness: string | null;
   command: string | null;
   samples: number;
   builder: string;

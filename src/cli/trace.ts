@@ -201,6 +201,7 @@ export function register(program: Command): void {
         console.log(
           `session ${opts.session} [${source}${attemptNote(records, attempt)}]: status ${trajectory.status}, ${trajectory.traces.length} trace(s) from ` +
             `${stats.completions} completion(s); breaks ${JSON.stringify(stats.breaks)}; ` +
+            (stats.chain_roles ? `chains by role ${JSON.stringify(stats.chain_roles)}; dropped ${JSON.stringify(stats.dropped_traces ?? {})}; ` : '') +
             `filter ${JSON.stringify(trajectory.metadata.training_filter)}`,
         );
         trajectory.traces.forEach((t, i) => {

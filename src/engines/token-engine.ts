@@ -53,6 +53,11 @@ export interface TokenEngineOptions {
    */
   goldenRate?: number;
   buffers?: TokenBufferOptions;
+  /**
+   * A slot shared by several clients (engine replicas, replicas.ts): the first to probe fills it with its per-session
+   * token buffers and every client uses those, so a session that moves replicas keeps its exact token history.
+   */
+  sharedBuffers?: { buffers: SessionTokenBuffers | null };
   logprobSemantics?: LogprobSemantics;
   /** Placement of later system messages (default merge into the leading one). */
   systemMessages?: SystemMessagePlacement;
@@ -179,7 +184,9 @@ export class TokenModeEngine implements EngineClient {
     this.familyIds = resolveFamilyIds(tokenizer, family);
     this.tokenizer = tokenizer;
     this.family = family;
-    this.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
+    const shared = this.opts.sharedBuffers;
+    if (shared) this.buffers = shared.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
+    else this.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
     this.maxModelLen = tokenizer.modelMaxLength;
 
     const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers() };
@@ -228,8 +235,8 @@ export class TokenModeEngine implements EngineClient {
     }
   }
 
-  private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext): Promise<unknown> {
-    const body = this.backend.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx });
+  private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): Promise<unknown> {
+    const body = this.backend.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) });
     const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
     return engineFetchJson(`${this.url}${this.backend.path}`, { method: 'POST', body }, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, `engine ${this.id}`);
   }
@@ -264,6 +271,12 @@ export class TokenModeEngine implements EngineClient {
     const kwargs = body.chat_template_kwargs as { enable_thinking?: boolean } | undefined;
     const settings: RenderSettings = { tools: (body.tools as ChatTool[] | undefined) ?? [] };
     if (kwargs?.enable_thinking !== undefined) settings.enableThinking = kwargs.enable_thinking;
+    if (request.responseFormat && settings.enableThinking !== false && this.familyIds?.thinkClose !== undefined) {
+      // The token endpoints apply the grammar from the first sampled token, so a think block could never be sampled:
+      // render the turn with thinking off (the template closes an empty think block) and say so.
+      settings.enableThinking = false;
+      warnings.push({ code: 'structured-output-thinking-off', message: 'token mode: a structured-output request is rendered with thinking off, because the engine applies the JSON grammar from the first sampled token' });
+    }
     return { messages, settings };
   }
 
@@ -280,7 +293,7 @@ export class TokenModeEngine implements EngineClient {
     await this.probe();
     const turn = this.prepareTurn(request, ctx);
     const started = this.now();
-    const raw = await this.post(turn.plan.promptIds, turn.sampling, ctx);
+    const raw = await this.post(turn.plan.promptIds, turn.sampling, ctx, request.responseFormat);
     return this.finishTurn(request, turn, raw, this.now() - started);
   }
 
@@ -305,7 +318,7 @@ export class TokenModeEngine implements EngineClient {
     onEvent({ type: 'prompt', inputTokens: turn.plan.promptIds.length });
     const started = this.now();
     const emitter = new DeltaEmitter(onEvent, { trimLeadingNewlines: true, stops: request.sampling.stop ?? [] });
-    const raw = await this.streamPost(turn.plan.promptIds, turn.sampling, ctx, emitter, turn.plan.promptOpenedThinking, () => onEvent({ type: 'answered' }));
+    const raw = await this.streamPost(turn.plan.promptIds, turn.sampling, ctx, emitter, turn.plan.promptOpenedThinking, () => onEvent({ type: 'answered' }), request.responseFormat);
     const done = this.finishTurn(request, turn, raw, this.now() - started);
     done.warnings.push(...emitter.finish(done.response));
     return done;
@@ -314,9 +327,10 @@ export class TokenModeEngine implements EngineClient {
   /** POST the streaming body and read the chunks; returns what `backend.read` takes. */
   private async streamPost(
     promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, emitter: DeltaEmitter, promptOpenedThinking: boolean, onAnswered: () => void = () => {},
+    responseFormat?: IRRequest['responseFormat'],
   ): Promise<unknown> {
     const streaming = tokenStreamingFor(this.backend);
-    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx });
+    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) });
     const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
     const what = `engine ${this.id}`;
     const { response, timedOut } = await engineFetchStream(`${this.url}${this.backend.path}`, body, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, what);

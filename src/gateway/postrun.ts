@@ -23,7 +23,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     const buildStart = ctx.clock();
     const records = ctx.opts.store.completions.listBySession(s.id);
     trajectory = buildTrajectory(records, {
-      strategy: task.builder.strategy, eotIds: ctx.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
+      strategy: task.builder.strategy, config: task.builder.config, eotIds: ctx.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
       status, ...(s.end?.kind === 'timeout' ? { timeoutKind: s.end.timeoutKind } : {}),
       // Only this dispatch's calls: a killed or re-dispatched earlier attempt of the same session id left its own.
       attempt: s.spec.attempt ?? 0,

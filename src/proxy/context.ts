@@ -12,6 +12,7 @@ import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import { dialectForPath, type DialectRoute } from './dialect-table.ts';
 import { InferenceGate } from './inference-gate.ts';
+import { ReasoningMemory } from './reasoning-restore.ts';
 import { Recorder } from './recorder.ts';
 import { sessionKeyOf } from './sessions.ts';
 import { newProxyCounters, type ProxyCounters, type ProxyDeps, type ProxyOptions, type ProxySessionInfo } from './types.ts';
@@ -29,6 +30,8 @@ export interface ProxyRuntime {
   recorder: Recorder;
   codecCtx: CodecContext;
   routes: DialectRoute[];
+  /** Reasoning of the answers returned per session, when `options.restoreReasoning` is on in chat mode. */
+  reasoning: ReasoningMemory | null;
 }
 
 export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): ProxyRuntime {
@@ -41,6 +44,7 @@ export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): Pro
     gate: new InferenceGate(options.initialPolicyVersion ?? null),
     recorder: new Recorder(deps.store, deps.engine, clock, counters, deps.onRecord),
     codecCtx: { now: clock, newId, options: options.dialectOptions },
+    reasoning: options.restoreReasoning && deps.engine.mode === 'chat' ? new ReasoningMemory() : null,
   };
 }
 

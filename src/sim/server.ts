@@ -18,6 +18,7 @@ import { detectModelFamily, promptThinking, resolveFamilyIds, type ModelFamily }
 import { toolsFromPromptText } from './prompt-tools.ts';
 import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { generate, type Generation } from './generate.ts';
+import { jsonForSchema } from './guided.ts';
 import { SimCounters, type SimMetrics } from './metrics.ts';
 import { scoreLogprob } from './policy.ts';
 import { parseBehaviourScript, planTurn, type BehaviourScript, type ThinkingState, type TurnPlan } from './script.ts';
@@ -311,6 +312,8 @@ export class SimServer {
       ignoreEos?: boolean;
       /** Streaming callers pace decode themselves and release the slot when done. */
       holdSlot?: boolean;
+      /** Guided decoding: the JSON Schema the answer must match (see guided.ts); the script's text is replaced. */
+      guided?: Record<string, unknown> | null;
     },
   ): Promise<Started> {
     const facts = input.facts ?? this.promptFactsFromIds(input.promptIds);
@@ -323,7 +326,11 @@ export class SimServer {
       // Plan after the pause gate, so a variant choice is drawn under the weights this sample reports.
       const script = this.scriptFor(taskId);
       const drawn = script && taskId ? this.policy.choose(taskId, script, sessionId, weightVersion) : null;
-      const plan = planTurn({ script, sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking, variant: drawn?.choice.variant, family: this.family });
+      let plan = planTurn({ script, sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking, variant: drawn?.choice.variant, family: this.family });
+      if (input.guided) {
+        const answer = JSON.stringify(jsonForSchema(input.guided));
+        plan = { ...plan, text: facts.thinking === 'opened' ? `\n</think>\n\n${answer}` : answer, kind: 'say' };
+      }
       const cachedTokens = this.cachedPrefix(sessionId, input.promptIds);
       const gen = generate(this.tokenizer, { promptIds: input.promptIds, text: plan.text, endTokenId: plan.end === undefined ? undefined : this.tokenizer.tokenToId(plan.end), maxTokens: input.maxTokens, stop: input.stop, stopTokenIds: input.stopTokenIds, ignoreEos: input.ignoreEos });
       // The session's first sample carries the choice: log π(variant) joins its first token's logprob.

@@ -7,7 +7,7 @@
 import { createEngineClient, GoldenMismatchError, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
 import type { EngineStreamSetting } from '../engines/types.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
-import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
+import { EngineHealthMonitor, engineReplicasLivenessCheck } from '../engines/health.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { GatewayNode, type GatewayCapacity } from '../gateway/node.ts';
 import { describeSandbox, type RuntimeSpec } from '../gateway/runtimes/index.ts';
@@ -23,6 +23,8 @@ export interface EngineSpec {
   kind: EngineKind;
   /** Base URL without /v1. */
   url: string;
+  /** Replicas of the engine (two or more: routed with session affinity, engines/replicas.ts; `url` is then ignored). */
+  urls?: string[];
   mode?: CaptureMode;
   /** Token mode: Hugging Face directory of the served model's tokenizer + chat template (default: embedded Qwen3). */
   tokenizerDir?: string;
@@ -108,12 +110,12 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     // The embedded Qwen3 template renders later system messages in place; another model's template may reject them.
     const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: opts.sim?.tokenizerDir ? 'merge' : 'in-place' };
     const engine = createEngineClient({
-      kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
+      kind: engineSpec.kind, url: engineSpec.url, urls: engineSpec.urls, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       family: engineSpec.family, allowGoldenMismatch: engineSpec.allowGoldenMismatch, servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
       systemMessages: engineSpec.systemMessages, stream: engineSpec.stream,
     });
     engineHealth = new EngineHealthMonitor({
-      check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,
+      check: engineReplicasLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.urls && engineSpec.urls.length > 0 ? engineSpec.urls.join(', ') : engineSpec.url}`,
       intervalMs: opts.engineCheckIntervalMs, log: opts.log,
     });
     // Probe before serving when the engine is up, so the first calls do not wait for it (see src/cli/gateway.ts).
@@ -172,4 +174,5 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     throw error;
   }
 }
+
 

@@ -5,7 +5,7 @@
  */
 import type { BuilderName, SessionResult, SessionTiming } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
-import { buildTrajectory } from '../trace/index.ts';
+import { buildTrajectory, CHAIN_ROLES, type ChainRole } from '../trace/index.ts';
 import { rewardOf } from '../trace/groups.ts';
 
 /** A reward at or above this counts as a pass (test_on_output and session_completed give 0 or 1). */
@@ -53,6 +53,13 @@ export interface HarnessSummary {
    * 0 in token mode.
    */
   rerender_mismatches: number;
+  /**
+   * prefix_merging chains by role (src/trace/roles.ts): `main` (the agent conversation; 1 per session when it never
+   * split), `side`, `retry`, `compaction`, counted before builder.config drops any.
+   */
+  chain_roles: Record<ChainRole, number>;
+  /** Sessions whose prefix_merging build has exactly one main chain. */
+  sessions_with_one_main_chain: number;
   /** Groups (tasks) whose rewards are not all equal: the ones GRPO learns from. */
   groups_with_reward_variance: number;
   p50: StageMedians;
@@ -100,6 +107,8 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
   let variance = 0;
   let harnessFailures = 0;
   let rerenderMismatches = 0;
+  const chainRoles: Record<ChainRole, number> = { main: 0, side: 0, retry: 0, compaction: 0 };
+  let oneMain = 0;
   const failureReasons = new Set<string>();
   for (const taskId of taskIds) {
     const rows = store.sessions.listByTask(taskId);
@@ -128,7 +137,12 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
           strategy, eotIds, session_id: s.session_id, task_id: taskId, harness, status: trajectoryStatus(result),
         });
         traces[strategy] += built.traces.length;
-        if (strategy === 'prefix_merging') rerenderMismatches += built.metadata.reconstruction_stats.rerender_mismatches ?? 0;
+        if (strategy === 'prefix_merging') {
+          const stats = built.metadata.reconstruction_stats;
+          rerenderMismatches += stats.rerender_mismatches ?? 0;
+          for (const role of CHAIN_ROLES) chainRoles[role] += stats.chain_roles?.[role] ?? 0;
+          if (stats.chain_roles?.main === 1) oneMain++;
+        }
         for (const t of built.traces) trainerTokens[strategy] += t.prompt_ids.length + t.response_ids.length;
       }
     }
@@ -151,6 +165,8 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
     traces,
     trainer_tokens: trainerTokens,
     rerender_mismatches: rerenderMismatches,
+    chain_roles: chainRoles,
+    sessions_with_one_main_chain: oneMain,
     groups_with_reward_variance: variance,
     p50: { init_ms: median('init_ms'), ready_queue_ms: median('ready_queue_ms'), run_ms: median('run_ms'), postrun_ms: median('postrun_ms'), e2e_ms: median('e2e_ms') },
   };
@@ -170,7 +186,7 @@ export function p50(values: readonly number[]): number | null {
 
 /** The summary as a fixed-width text table (one row per harness) plus the engine line. */
 export function formatSummaryTable(summary: RunSummary): string {
-  const header = ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'mean turns', 'completions', 'traces per_req', 'traces prefix', 'tokens per_req', 'tokens prefix', 're-rendered', 'p50 init', 'p50 run', 'p50 postrun', 'p50 e2e'];
+  const header = ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'mean turns', 'completions', 'traces per_req', 'traces prefix', 'tokens per_req', 'tokens prefix', 'main chains', 'side/retry/compact', 're-rendered', 'p50 init', 'p50 run', 'p50 postrun', 'p50 e2e'];
   const ms = (v: number | null) => (v === null ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(0)}s` : v >= 1000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
   const rows = summary.harnesses.map((h) => [
     h.harness,
@@ -184,6 +200,8 @@ export function formatSummaryTable(summary: RunSummary): string {
     String(h.traces.prefix_merging),
     String(h.trainer_tokens.per_request),
     String(h.trainer_tokens.prefix_merging),
+    `${h.chain_roles.main} (${h.sessions_with_one_main_chain}/${h.sessions} one)`,
+    `${h.chain_roles.side}/${h.chain_roles.retry}/${h.chain_roles.compaction}`,
     String(h.rerender_mismatches),
     ms(h.p50.init_ms),
     ms(h.p50.run_ms),
@@ -197,6 +215,7 @@ export function formatSummaryTable(summary: RunSummary): string {
   for (const h of summary.harnesses) for (const reason of h.harness_failure_reasons) out.push(`${h.harness}: harness failure: ${reason}`);
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
   out.push('trainer tokens = Σ over traces of len(prompt_ids) + len(response_ids): what a trainer processes per builder');
+  out.push('main chains = prefix_merging chains of the agent conversation (one per session when it never split); side/retry/compact = other chains by role');
   out.push('re-rendered = prefix_merging joins whose next prompt held a re-rendered version of the sampled answer (chat mode only)');
   return out.join('\n');
 }

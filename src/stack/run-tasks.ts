@@ -20,8 +20,12 @@ import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
   tasks: readonly LoadedTask[];
-  /** Harness adapter name (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell). */
-  harness: string;
+  /**
+   * Harness adapter name (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell). Absent: each task file's
+   * own `agent` block (harness or command, model_name, env, settings) is run as written. Given: it replaces the file's
+   * harness and model name; the file's `agent.env` and `agent.settings` are kept (flag settings win per key).
+   */
+  harness?: string;
   /** Shell harness: the command line (`{{INSTRUCTION}}` is replaced). */
   command?: string;
   /** num_samples per task. */
@@ -36,6 +40,8 @@ export interface RunTasksOptions {
   sim?: SimServerOptions;
   /** Capture mode with the in-process simulator (default chat). */
   mode?: CaptureMode;
+  /** Chat mode: restore reasoning a harness dropped from its history (ProxyOptions.restoreReasoning). */
+  restoreReasoning?: boolean;
   /** Harness runs at once (max_run_workers); INIT and POSTRUN scale with it. */
   concurrency: number;
   workRoot: string;
@@ -94,26 +100,29 @@ export interface RunReport {
  */
 export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   const startedAt = Date.now();
-  const adapter = getHarnessAdapter(opts.harness);
-  const requests = opts.tasks.map((loaded) => toTaskRequest(loaded, {
-    num_samples: opts.samples,
-    agent: {
-      harness: adapter.name, model_name: opts.modelName,
-      ...(opts.command !== undefined ? { command: opts.command } : {}),
-      ...(opts.settings ? { settings: opts.settings } : {}),
-    },
-    builder: { strategy: opts.builder },
-  })).map((request) => {
+  const adapter = opts.harness === undefined ? null : getHarnessAdapter(opts.harness);
+  const requests = opts.tasks.map((loaded) => {
+    const file = loaded.task.agent;
+    const settings = { ...file?.settings, ...opts.settings };
+    const agent = adapter === null
+      ? file
+      : {
+          ...(file?.env ? { env: file.env } : {}),
+          harness: adapter.name, model_name: opts.modelName,
+          ...(opts.command !== undefined ? { command: opts.command } : file?.command !== undefined && adapter.name === 'shell' ? { command: file.command } : {}),
+          ...(Object.keys(settings).length > 0 ? { settings } : {}),
+        };
+    return toTaskRequest(loaded, { num_samples: opts.samples, ...(agent ? { agent } : {}), builder: { strategy: opts.builder } });
+  }).map((request) => {
     const own = opts.runtime ? Object.fromEntries(Object.entries(opts.runtime).filter(([k]) => k === 'kind' || k === 'image' || k === 'run_args')) : {};
     return Object.keys(own).length > 0 ? { ...request, runtime: { ...(request.runtime ?? { kind: 'local' as const }), ...own } } : request;
   });
   if (opts.engine) {
     await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
   }
-  if (adapter.package) {
-    // Installed once, before any session starts, so a registry failure is one clear error and not N session errors.
-    await installHarness(adapter.package, { cacheDir: opts.harnessCacheDir ?? defaultHarnessCache(), log: opts.log });
-  }
+  // Installed once, before any session starts, so a registry failure is one clear error and not N session errors.
+  const packages = new Set(requests.map((r) => getHarnessAdapter(r.agent.harness ?? 'shell').package).filter((p) => p !== undefined && p !== null));
+  for (const pkg of packages) await installHarness(pkg!, { cacheDir: opts.harnessCacheDir ?? defaultHarnessCache(), log: opts.log });
   const counters = { completions: 0, tokens: 0 };
   const n = opts.concurrency;
   const stack = await startLocalStack({
@@ -121,6 +130,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     engine: opts.engine,
     sim: opts.sim,
     mode: opts.mode,
+    ...(opts.restoreReasoning ? { proxyOptions: { restoreReasoning: true } } : {}),
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
       ...(opts.runtime ? { runtimeDefaults: opts.runtime } : {}),

@@ -40,7 +40,7 @@ function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: numb
     trajectory: {
       status,
       traces: [],
-      metadata: { reconstruction_stats: { completions: 0, chains: 0, merged: 0, breaks: {} }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
+      metadata: { reconstruction_stats: { completions: 3, chains: 2, merged: 3, breaks: {}, chain_roles: { main: 1, side: 1, retry: 0, compaction: 0 } }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
     },
     timing: { init_ms: 1, ready_queue_ms: 0, run_ms: 2, postrun_ms: 1, build_ms: 0, eval_ms: 1, e2e_ms: 5 },
     node_id: nodeId,
@@ -142,6 +142,10 @@ test('results are idempotent; the group carries GRPO and leave-one-out advantage
   expect(pulled.groups.map((g) => g.group_id)).toEqual(['g1']);
   const g = pulled.groups[0]!;
   expect(g.rewards).toEqual(rewards);
+  // Each session reports its chains by role, so a trainer sees main-chain counts apart from side chains.
+  expect((g as unknown as { sessions: { chain_roles: unknown; traces: number }[] }).sessions.map((s) => [s.chain_roles, s.traces])).toEqual(
+    rewards.map(() => [{ main: 1, side: 1, retry: 0, compaction: 0 }, 0]),
+  );
   const mean = 0.75;
   const std = Math.sqrt(rewards.reduce((s, r) => s + (r - mean) ** 2, 0) / 4);
   g.grpo_advantages.forEach((a, i) => expect(a).toBeCloseTo((rewards[i]! - mean) / (std + 1e-6), 6));

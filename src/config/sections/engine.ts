@@ -27,6 +27,11 @@ export const engineSchema = z
     kind: z.enum(['sim', 'vllm', 'sglang', 'llamacpp', 'openai']).default('sim').describe('Engine contract: sim (built-in simulator), vllm, sglang, llamacpp or openai (no token capture).'),
     /** Base URL of the engine server, without a trailing path. */
     url: z.url().default('http://127.0.0.1:8000').describe('Base URL of the engine server (scheme, host, port).'),
+    /** Replicas of one engine; two or more are routed with session affinity (engines/replicas.ts) and `url` is ignored. */
+    urls: z
+      .array(z.url())
+      .default([])
+      .describe('Base URLs of replicas of the same engine. With two or more, each session sticks to one replica (its prefix cache), new sessions go to the replica with the fewest calls in flight, replicas are health-checked and can be drained (POST /admin/engine/replicas/drain); `url` is then ignored. Empty: `url` alone.'),
     /** Secret. Bearer key for the engine; env POLAR_ENGINE_API_KEY fills it when unset. */
     api_key: z.string().min(1).nullable().default(null).describe('Secret: API key sent to the engine as a bearer token. When null, the env var POLAR_ENGINE_API_KEY is used if set. Printed redacted.'),
     /** Model name to send; null = ask the engine (/v1/models) at start-up. */

@@ -10,6 +10,7 @@ import { splitQwen3Reasoning } from '../../tokenization/parsers.ts';
 import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
 import type { PromptFacts, SimServer, Started } from '../server.ts';
 import { sleep } from '../timing.ts';
+import { guidedSchemaOfOpenAiBody } from '../guided.ts';
 import { sglangMeta } from './sglang.ts';
 
 export async function chatCompletions(sim: SimServer, request: Request): Promise<Response> {
@@ -42,6 +43,7 @@ export async function chatCompletions(sim: SimServer, request: Request): Promise
     stopTokenIds: tokenIdsField(body.stop_token_ids, 'stop_token_ids') ?? [],
     ignoreEos: body.ignore_eos === true,
     holdSlot: stream,
+    guided: guidedSchemaOfOpenAiBody(body),
   });
   const parseTools = tools.length > 0 && body.tool_choice !== 'none';
   const ctx = { body, started, parseTools, promptOpenedThinking: facts.thinking === 'opened' };
