@@ -24,7 +24,7 @@ import { postrun } from './postrun.ts';
 import { startRegistration } from './registration.ts';
 import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
-import { uploadSourceProblems } from '../core/upload-roots.ts';
+import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-roots.ts';
 import { reapOrphanSessions } from './runtimes/local.ts';
 import { startSessionServer } from './session-api.ts';
 import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
@@ -175,7 +175,7 @@ export class GatewayNode {
       throw new DispatchError((error as Error).message, 400);
     }
     if (this.opts.uploadRoots) {
-      const outside = uploadSourceProblems(runtimeSpec.prepare, this.opts.uploadRoots);
+      const outside = [...uploadSourceProblems(runtimeSpec.prepare, this.opts.uploadRoots), ...evaluatorSourceProblems(task.evaluator, this.opts.uploadRoots)];
       if (outside.length > 0) throw new DispatchError(`invalid session spec: ${outside.join('; ')}`, 400);
     }
     const refresh = task.evaluator?.refresh_runtime === true;

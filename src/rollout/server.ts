@@ -8,7 +8,7 @@
  * Parts: ./node-registry.ts (nodes, heartbeats), ./dispatcher.ts (dispatch answers, re-queue, adoption, cancel),
  * ./task-results.ts (results, stale attempts, groups), ./trainer-api.ts, ./trainer-callbacks.ts, ./routes.ts (HTTP). Wire shapes: src/core/contracts/.
  */
-import { uploadSourceProblems } from '../core/upload-roots.ts';
+import { uploadSourceProblems, evaluatorSourceProblems } from '../core/upload-roots.ts';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
 import { formatProblems, parseWireTaskRequest, resultAttempt, runnableProblems } from '../core/contracts/index.ts';
@@ -177,7 +177,7 @@ export class RolloutServer {
     const task = parseWireTaskRequest(input);
     if (this.#tombstones.has(task.task_id) && !this.store.tasks.get(task.task_id)) throw new HttpError(409, `task ${task.task_id} was cancelled before submission`);
     if (this.#uploadRoots) {
-      const outside = uploadSourceProblems(task.runtime?.prepare, this.#uploadRoots);
+      const outside = [...uploadSourceProblems(task.runtime?.prepare, this.#uploadRoots), ...evaluatorSourceProblems(task.evaluator, this.#uploadRoots)];
       if (outside.length > 0) throw new HttpError(400, `invalid TaskRequest: ${outside.join('; ')}`);
     }
     // The gateway's own dispatch check, here: a task no gateway can run is refused now, not failed session by session.
