@@ -6,7 +6,9 @@
  * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url` (src/stack/sim-scripts.ts).
  * The proxy's control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need the control-plane token when one
  * is set; without one, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
- * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
+ * Runs until SIGINT/SIGTERM, then stops taking sessions, cancels its sessions with the reason ("interrupted: SIGTERM"),
+ * ends their harness process groups, sends their CANCELLED results to the rollout server (waiting at most 30 s) and
+ * exits 0; a second signal exits at once with 130.
  */
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
@@ -85,9 +87,10 @@ export function register(program: Command): void {
       await node.start();
       console.log(`polar gateway ${node.nodeId} listening on ${node.url}`);
       console.log(`polar gateway: sandbox: ${sandboxLine(describeSandbox(nodeSettingsFromConfig(nodeConfig).runtimeDefaults))}`);
-      await untilSignal();
+      const signal = await untilSignal();
+      console.error(`polar gateway: ${signal}: stopping (cancelling running sessions; ${signal} again to force)`);
       engineHealth.stop();
-      await node.stop();
+      await node.stop({ reason: `interrupted: ${signal}`, graceMs: 30_000 });
       store.close();
     });
 }

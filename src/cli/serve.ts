@@ -6,8 +6,9 @@
  * `--insecure-no-token`; checks the engine at start-up (a warning when it is down, serving goes on) and reports it in
  * `GET /health` `engine`. The gateway's proxy control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need
  * the control-plane token when one is set; without one, `/admin/*` answers loopback callers only, which includes
- * harnesses on this host (set a token when the agents are untrusted). Runs until SIGINT/SIGTERM, then cancels running
- * sessions (their cleanup runs) and exits 0.
+ * harnesses on this host (set a token when the agents are untrusted). Runs until SIGINT/SIGTERM, then stops
+ * dispatching, records every running task's unfinished sessions as CANCELLED with the reason ("interrupted: SIGTERM"),
+ * ends their harness process groups and exits 0; a second signal exits at once with 130.
  */
 import type { Command } from 'commander';
 import { startLocalStack } from '../stack/local-stack.ts';
@@ -72,8 +73,9 @@ export function register(program: Command): void {
       }
       console.log(`polar serve: rollout server on ${stack.server.url}, gateway ${stack.node.nodeId} on ${stack.node.url}${stack.sim ? `, simulator on ${stack.sim.url}` : ''}`);
       console.log(`polar serve: sandbox: ${sandboxLine(describeSandbox(nodeSettings.runtimeDefaults))}`);
-      await untilSignal();
-      await stack.stop();
+      const signal = await untilSignal();
+      console.error(`polar serve: ${signal}: stopping (cancelling running sessions; ${signal} again to force)`);
+      await stack.stop({ reason: `interrupted: ${signal}` });
       store.close();
     });
 }

@@ -128,7 +128,8 @@ export interface GatewayNodeOptions {
 }
 
 export type Stage = 'queued' | 'init' | 'ready' | 'running' | 'postrun_queued' | 'postrun' | 'done';
-export type EndReason = { kind: 'cancelled'; reason?: string } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
+/** `interrupted`: cancelled because this node is stopping (signal); reported as CANCELLED, not ERROR. */
+export type EndReason = { kind: 'cancelled'; reason?: string; interrupted?: boolean } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
 
 /** A session the node holds, from dispatch to its result. */
 export interface Session {

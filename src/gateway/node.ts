@@ -58,6 +58,8 @@ export class GatewayNode {
   private server: ReturnType<typeof Bun.serve> | null = null;
   private stopHeartbeats: (() => void) | null = null;
   private stopping = new AbortController();
+  /** Set by stop(): no new sessions are accepted while the running ones are cancelled and reported. */
+  private draining = false;
   private gatewayUrlValue: string | null;
   private readonly ctx: NodeContext;
 
@@ -111,6 +113,7 @@ export class GatewayNode {
   async start(): Promise<void> {
     if (this.server) return;
     this.stopping = new AbortController();
+    this.draining = false;
     // Sandboxes a dead predecessor on this work root left (its process was killed): end their process groups and
     // remove their directories, so a restart leaks nothing; the rollout server re-dispatches those sessions.
     const reaped = reapOrphanSessions(this.opts.workRoot);
@@ -132,13 +135,23 @@ export class GatewayNode {
     }
   }
 
-  /** Cancel every session, wait for their cleanup and pending callbacks (bounded), stop the server. */
-  async stop(): Promise<void> {
-    this.stopping.abort(new Error('gateway stopping'));
+  /**
+   * Stop taking sessions, cancel every session (`reason` becomes each CANCELLED result's error, e.g.
+   * "interrupted: SIGTERM"), wait up to `graceMs` (default 30000) for their teardown (process groups end) and their
+   * result callbacks to reach the rollout server, then abort what is left and stop the server.
+   */
+  async stop(opts: { reason?: string; graceMs?: number } = {}): Promise<void> {
+    this.draining = true;
     this.stopHeartbeats?.();
     this.stopHeartbeats = null;
     const pending = [...this.sessions.values()].filter((s) => s.stage !== 'done');
-    for (const s of pending) this.cancel(s.id, 'gateway stopping');
+    for (const s of pending) this.cancel(s.id, opts.reason ?? 'gateway stopping', { interrupted: true });
+    // Callbacks retry under the `stopping` signal: abort it only after the grace period, so the results get through.
+    const settled = Promise.allSettled(pending.map((s) => s.done)).then(() => Promise.allSettled([...this.background]));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([settled, new Promise<void>((resolve) => { timer = setTimeout(resolve, opts.graceMs ?? 30_000); })]);
+    clearTimeout(timer);
+    this.stopping.abort(new Error('gateway stopping'));
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);
     this.server?.stop(true);
@@ -162,7 +175,7 @@ export class GatewayNode {
         session_id: held.id, attempt: held.spec.attempt ?? 0, status: held.status,
       });
     }
-    if (this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
+    if (this.draining || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
     const task = spec.task;
     const problems = runnableProblems(task, { harnesses: Object.keys(this.harnesses), evaluators: Object.keys(this.evaluators) });
     if (problems.length > 0) throw new DispatchError(formatProblems(problems), 400);
@@ -199,11 +212,11 @@ export class GatewayNode {
    * Cancel a session at any stage: the running stage is aborted (harness process group killed), cleanup still runs,
    * and the final status is ERROR with error "cancelled". Returns false for unknown or finished sessions.
    */
-  cancel(sessionId: string, reason?: string): boolean {
+  cancel(sessionId: string, reason?: string, opts: { interrupted?: boolean } = {}): boolean {
     const s = this.sessions.get(sessionId);
     if (!s || s.stage === 'done') return false;
     if (s.end?.kind === 'cancelled') return true;
-    s.end = { kind: 'cancelled', ...(reason ? { reason } : {}) };
+    s.end = { kind: 'cancelled', ...(reason ? { reason } : {}), ...(opts.interrupted ? { interrupted: true } : {}) };
     s.abort.abort(new StageAborted('cancelled'));
     if (s.stage === 'queued') {
       this.initQueue = this.initQueue.filter((x) => x !== s);

@@ -60,6 +60,11 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     error = cancelledError(s.end);
     trajectory = applyRewards({ ...trajectory, status: 'ERROR' }, { outcome_reward: 0, details: { cancelled: true } });
   }
+  if (s.end?.kind === 'cancelled' && s.end.interrupted) {
+    // This node is stopping (SIGINT/SIGTERM): the session was interrupted, not failed; the server records it CANCELLED.
+    status = 'CANCELLED';
+    error = s.end.reason ?? 'cancelled';
+  }
   const now = ctx.clock();
   const result: SessionResult = {
     session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error, attempt: s.spec.attempt ?? 0,
@@ -71,7 +76,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   }
   s.result = result;
   s.stage = 'done';
-  ctx.setStatus(s, status);
+  ctx.setStatus(s, status === 'CANCELLED' ? 'ERROR' : status); // the node's own view: untrainable, ended
   for (const cb of ctx.resultListeners) {
     try { cb(result); } catch { /* listeners must not break delivery */ }
   }

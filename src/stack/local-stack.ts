@@ -92,8 +92,12 @@ export interface LocalStack {
   engineHealth: EngineHealthMonitor;
   /** Resolves once the node is registered with the server (it then takes sessions). */
   registered: Promise<void>;
-  /** Stop node (cancelling its sessions), server and simulator; the store stays open (the caller owns it). */
-  stop(): Promise<void>;
+  /**
+   * Stop node, server and simulator; the store stays open (the caller owns it). With `reason` (e.g. "interrupted:
+   * SIGTERM") every RUNNING task is first cancelled on the server, so its unfinished sessions are recorded CANCELLED
+   * with that reason; the node then cancels what it holds and ends their process groups.
+   */
+  stop(opts?: { reason?: string }): Promise<void>;
 }
 
 /**
@@ -161,9 +165,14 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const health = engineHealth;
     return {
       server, node, sim, engine, engineHealth: health, registered,
-      async stop() {
+      async stop(stopOpts: { reason?: string } = {}) {
         health.stop();
-        await node.stop();
+        if (stopOpts.reason) {
+          for (const { task } of opts.store.tasks.list({ status: 'RUNNING' })) {
+            await server.cancelTask(task.task_id, { reason: stopOpts.reason }).catch((error: unknown) => opts.log?.(`cancelling ${task.task_id}: ${error instanceof Error ? error.message : String(error)}`));
+          }
+        }
+        await node.stop(stopOpts.reason ? { reason: stopOpts.reason } : {});
         await server.stop();
         await sim?.stop();
       },

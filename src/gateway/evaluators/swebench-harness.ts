@@ -12,6 +12,8 @@
  * - else each test on its own: `test_command` (`{{TEST}}` replaced by the shell-quoted id) or the entry itself as a
  *   command; it passes when it exits 0.
  * Reward 1 only when every FAIL_TO_PASS test passes and every PASS_TO_PASS test stays green.
+ * A test command that cannot run (exit 126/127), is killed by a signal or times out throws: the session ends ERROR
+ * with that reason, never reward 0 (an evaluator that could not judge says nothing about the patch).
  * Source: SWE-bench evaluation (https://github.com/SWE-bench/SWE-bench, harness/grading.py): resolved = all F2P and P2P pass.
  */
 import { z } from 'zod';
@@ -64,6 +66,8 @@ export const swebenchHarnessEvaluator: Evaluator = {
         const ids = [...cfg.FAIL_TO_PASS, ...cfg.PASS_TO_PASS];
         const command = (cfg.run_command ?? DEFAULT_RUN[cfg.log_parser]).replaceAll('{{TESTS}}', ids.map(shellQuote).join(' '));
         const r = await runtime.exec(command, { timeoutMs, signal: ctx.signal });
+        ctx.signal.throwIfAborted();
+        cannotRun('the test run', r, cfg.timeout_s);
         const output = `${r.stdout}\n${r.stderr}`;
         outputTail = output.slice(-4000);
         const statuses = parseTestLog(cfg.log_parser, output);
@@ -74,6 +78,8 @@ export const swebenchHarnessEvaluator: Evaluator = {
         const run = async (test: string) => {
           const command = cfg.test_command ? cfg.test_command.replaceAll('{{TEST}}', shellQuote(test)) : test;
           const result = await runtime.exec(command, { timeoutMs, signal: ctx.signal });
+          ctx.signal.throwIfAborted();
+          cannotRun(`test ${test}`, result, cfg.timeout_s);
           return { test, passed: result.exitCode === 0 && !result.timedOut, exit_code: result.exitCode, timed_out: result.timedOut };
         };
         for (const test of cfg.FAIL_TO_PASS) failToPass.push(await run(test));
@@ -92,3 +98,17 @@ export const swebenchHarnessEvaluator: Evaluator = {
     };
   },
 };
+
+/**
+ * A test command that could not run (timed out, killed by a signal, exit 126/127) is no verdict on the patch: it ends
+ * the session ERROR with the reason instead of scoring reward 0.
+ * @throws Error naming `what`, the cause and the output tail.
+ */
+function cannotRun(what: string, result: { exitCode: number | null; timedOut: boolean; stdout: string; stderr: string }, timeoutS: number): void {
+  const tail = `${result.stdout}${result.stderr}`.slice(-500).trim();
+  if (result.timedOut) throw new Error(`${what} timed out after ${timeoutS} s: ${tail}`);
+  if (result.exitCode === null) throw new Error(`${what} was killed by a signal: ${tail}`);
+  if (result.exitCode === 126 || result.exitCode === 127) {
+    throw new Error(`${what} could not run (exit ${result.exitCode}: ${result.exitCode === 127 ? 'command not found' : 'not executable'}): ${tail}`);
+  }
+}
