@@ -5,7 +5,11 @@
 #   scripts/harness-matrix.sh                      # every harness, 2 samples per task
 #   SAMPLES=4 HARNESSES="pi codex" scripts/harness-matrix.sh
 #   MODE=token scripts/harness-matrix.sh           # token mode (default chat)
+#   MODE=token TASKS=examples/long-tasks SAMPLES=2 scripts/harness-matrix.sh   # long sessions (35 turns, thinking on)
+#   RESTORE_REASONING=1 scripts/harness-matrix.sh  # chat mode with `polar run --restore-reasoning`
 #
+# Columns: main chains (prefix_merging chains of the agent conversation; "4 (4/4)" = 4 chains, 4 of 4 sessions with
+# exactly one), side/retry/compaction chains, and the trainer-token reduction per_request / prefix_merging.
 # Each CLI is installed first with `polar harness install` (the only step that uses the network: the npm registry),
 # then runs inside `unshare -n` with only `lo` up, so nothing it sends can leave the machine. Needs root (or
 # unprivileged user namespaces, then `unshare -rn` is used). Results: $OUT/<harness>/{results.db,summary.json,run.log};
@@ -19,6 +23,8 @@ SAMPLES=${SAMPLES:-2}
 TASKS=${TASKS:-examples/tasks}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-600}
 MODE=${MODE:-chat}
+EXTRA=""
+[ -n "${RESTORE_REASONING:-}" ] && EXTRA="--restore-reasoning"
 OUT=${OUT:-out/harness-matrix-$(date -u +%Y%m%dT%H%M%SZ)}
 if command -v bun >/dev/null 2>&1; then BUN=$(command -v bun); else BUN=$PWD/node_modules/.bin/bun; fi
 mkdir -p "$OUT"
@@ -42,8 +48,8 @@ for h in $HARNESSES; do
   fi
   echo "== $h: polar run $TASKS --samples $SAMPLES --mode $MODE (loopback-only namespace)" >&2
   start=$(date +%s)
-  $NS sh -c 'ip link set lo up; exec "$0" src/main.ts run "$1" --harness "$2" --samples "$3" --out "$4" --timeout-s "$5" --mode "$6"' \
-    "$BUN" "$TASKS" "$h" "$SAMPLES" "$dir" "$RUN_TIMEOUT_S" "$MODE" >"$dir/run.log" 2>&1
+  $NS sh -c 'ip link set lo up; exec "$0" src/main.ts run "$1" --harness "$2" --samples "$3" --out "$4" --timeout-s "$5" --mode "$6" $7' \
+    "$BUN" "$TASKS" "$h" "$SAMPLES" "$dir" "$RUN_TIMEOUT_S" "$MODE" "$EXTRA" >"$dir/run.log" 2>&1
   rc=$?
   echo "$rc $(( $(date +%s) - start ))" >"$dir/exit"
   [ "$rc" -eq 0 ] || status=1
@@ -53,15 +59,17 @@ done
 "$BUN" -e '
 const [out, ...names] = process.argv.slice(1);
 const { existsSync, readFileSync } = require("node:fs");
-const rows = [["harness", "sessions completed", "harness ok", "pass@1", "completions", "traces per_request", "traces prefix_merging", "trainer tokens per_req/prefix", "exit", "wall"]];
+const rows = [["harness", "sessions completed", "harness ok", "pass@1", "completions", "traces per_request", "traces prefix_merging", "main chains (sessions with 1)", "side/retry/compaction", "trainer tokens per_req/prefix", "reduction", "re-rendered", "exit", "wall"]];
 for (const h of names) {
   const dir = `${out}/${h}`;
   const [rc, secs] = existsSync(`${dir}/exit`) ? readFileSync(`${dir}/exit`, "utf8").trim().split(" ") : ["-", "-"];
-  if (!existsSync(`${dir}/summary.json`)) { rows.push([h, "no summary (see run.log / install.log)", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
+  if (!existsSync(`${dir}/summary.json`)) { rows.push([h, "no summary (see run.log / install.log)", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
   const s = JSON.parse(readFileSync(`${dir}/summary.json`, "utf8"));
   const x = s.harnesses.find((r) => r.harness === h) ?? s.harnesses[0];
-  if (!x) { rows.push([h, "0/0", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
-  rows.push([h, `${x.completed}/${x.sessions}`, `${x.sessions - (x.harness_failures ?? 0)}/${x.sessions}`, x.pass_at_1.toFixed(3), String(x.completions), String(x.traces.per_request), String(x.traces.prefix_merging), `${x.trainer_tokens.per_request}/${x.trainer_tokens.prefix_merging}`, rc, `${secs}s`]);
+  if (!x) { rows.push([h, "0/0", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
+  const roles = x.chain_roles ?? {};
+  const ratio = x.trainer_tokens.prefix_merging > 0 ? `${(x.trainer_tokens.per_request / x.trainer_tokens.prefix_merging).toFixed(1)}x` : "-";
+  rows.push([h, `${x.completed}/${x.sessions}`, `${x.sessions - (x.harness_failures ?? 0)}/${x.sessions}`, x.pass_at_1.toFixed(3), String(x.completions), String(x.traces.per_request), String(x.traces.prefix_merging), `${roles.main ?? "-"} (${x.sessions_with_one_main_chain ?? "-"}/${x.sessions})`, `${roles.side ?? "-"}/${roles.retry ?? "-"}/${roles.compaction ?? "-"}`, `${x.trainer_tokens.per_request}/${x.trainer_tokens.prefix_merging}`, ratio, String(x.rerender_mismatches ?? 0), rc, `${secs}s`]);
 }
 const w = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
 for (const [i, r] of rows.entries()) {

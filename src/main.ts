@@ -16,6 +16,7 @@ import * as exportCmd from './cli/export.ts';
 import * as proxyCmd from './cli/proxy.ts';
 import * as gatewayCmd from './cli/gateway.ts';
 import * as harnessCmd from './cli/harness.ts';
+import * as doctorCmd from './cli/doctor.ts';
 import * as runCmd from './cli/run.ts';
 import * as serveCmd from './cli/serve.ts';
 import * as trainDemoCmd from './cli/train-demo.ts';
@@ -31,7 +32,7 @@ program
   .showHelpAfterError("(add --help for this command's usage)")
   .exitOverride();
 
-for (const command of [versionCmd, configCmd, traceCmd, resultsCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, resultsCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, doctorCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);

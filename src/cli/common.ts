@@ -113,11 +113,25 @@ export function checkListenSecurity(
   warn(bar);
 }
 
-/** Resolve when SIGINT or SIGTERM arrives. */
+/**
+ * Resolve when SIGINT or SIGTERM arrives; the caller then shuts down gracefully (cancelling sessions, ending their
+ * process groups). A second signal during that shutdown exits at once with 130.
+ */
 export function untilSignal(): Promise<string> {
   return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
+    const first = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', first);
+      process.off('SIGTERM', first);
+      const force = (again: NodeJS.Signals) => {
+        console.error(`${again} again: exiting without waiting for the shutdown to finish`);
+        process.exit(130);
+      };
+      process.once('SIGINT', force);
+      process.once('SIGTERM', force);
+      resolve(signal);
+    };
+    process.on('SIGINT', first);
+    process.on('SIGTERM', first);
   });
 }
 

@@ -4,9 +4,11 @@
  * paths, and the runtime defaults: kind, image, isolation, network, limits, extra_args → run_args, binary → the runtime CLI).
  * `polar serve` and `polar gateway` both use them, so a documented key works the same in both.
  */
-import { resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { EngineConfig } from '../config/sections/engine.ts';
 import type { GatewayConfig, GatewayNodeConfig, RuntimeConfig } from '../config/sections/gateway.ts';
+import { defaultHarnessCache } from '../gateway/harnesses/install.ts';
 import type { GatewayCapacity } from '../gateway/node.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { EngineSpec } from '../stack/local-stack.ts';
@@ -15,9 +17,11 @@ import type { EngineSpec } from '../stack/local-stack.ts';
 export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeoutMs: number } {
   const d = engine.default_sampling;
   return {
-    kind: engine.kind, url: engine.url, mode: engine.mode, apiKey: engine.api_key ?? undefined,
+    kind: engine.kind, url: engine.url, ...(engine.urls.length > 0 ? { urls: engine.urls } : {}), mode: engine.mode, apiKey: engine.api_key ?? undefined,
     servedModel: engine.served_model ?? undefined, timeoutMs: engine.timeout_s * 1000,
     systemMessages: engine.system_messages === 'in_place' ? 'in-place' : engine.system_messages, stream: engine.stream,
+    ...(engine.tokenizer !== null ? { tokenizerDir: engine.tokenizer } : {}),
+    allowGoldenMismatch: engine.allow_golden_mismatch,
     defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
   };
 }
@@ -55,8 +59,13 @@ export function nodeSettingsFromConfig(node: GatewayNodeConfig, base = process.c
   return {
     nodeId: node.node_id, host: node.host, port: node.port, publicUrl: node.public_url ?? undefined,
     capacity: { init_workers: node.init_workers, ready_buffer: node.ready_buffer, max_run_workers: node.max_run_workers, postrun_workers: node.postrun_workers },
-    workRoot: resolve(base, node.work_root),
-    harnessCacheDir: resolve(base, node.harness_cache_dir),
+    workRoot: resolve(base, expandHome(node.work_root)),
+    harnessCacheDir: node.harness_cache_dir === null ? defaultHarnessCache() : resolve(base, expandHome(node.harness_cache_dir)),
     runtimeDefaults: runtimeDefaultsFromConfig(node.runtime),
   };
+}
+
+/** `~` or `~/x` → the home directory (config files are written by hand; the shell does not expand them). */
+function expandHome(path: string): string {
+  return path === '~' ? homedir() : path.startsWith('~/') ? join(homedir(), path.slice(2)) : path;
 }

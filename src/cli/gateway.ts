@@ -6,12 +6,15 @@
  * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url` (src/stack/sim-scripts.ts).
  * The proxy's control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need the control-plane token when one
  * is set; without one, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
- * Runs until SIGINT/SIGTERM, then cancels its sessions (cleanup runs) and exits.
+ * Runs until SIGINT/SIGTERM, then stops taking sessions, cancels its sessions with the reason ("interrupted: SIGTERM"),
+ * ends their harness process groups, sends their CANCELLED results to the rollout server (waiting at most 30 s) and
+ * exits 0; a second signal exits at once with 130.
  */
 import { placementLogLine } from '../engines/system-placement.ts';
 import type { Command } from 'commander';
-import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
-import { createEngineClient } from '../engines/index.ts';
+import { existsSync } from 'node:fs';
+import { EngineHealthMonitor, engineReplicasLivenessCheck } from '../engines/health.ts';
+import { createEngineClient, GoldenMismatchError } from '../engines/index.ts';
 import { GatewayNode } from '../gateway/node.ts';
 import { createProxyApp } from '../proxy/app.ts';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
@@ -29,12 +32,16 @@ export function register(program: Command): void {
     .requiredOption('-c, --config <file>', 'topology file (YAML or JSON)')
     .option('--node-id <id>', 'which gateway.nodes entry to run (may be left out when there is one)')
     .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
-    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean }) => {
+    .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
+    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
       const config = loadConfigForCli(opts.config);
       if (opts.nodeId === undefined) {
         if (config.gateway.nodes.length !== 1) throw new UsageError(`${opts.config} has ${config.gateway.nodes.length} gateway nodes; pass --node-id (one of ${config.gateway.nodes.map((n) => n.node_id).join(', ')})`);
         opts.nodeId = config.gateway.nodes[0]!.node_id;
       }
+      const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
+      if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const index = config.gateway.nodes.findIndex((n) => n.node_id === opts.nodeId);
       const nodeConfig = config.gateway.nodes[index];
       if (!nodeConfig) {
@@ -45,21 +52,27 @@ export function register(program: Command): void {
       });
       const store = openStore(config.store.path);
       const spec = engineSpecFromConfig(config.engine);
+      if (tokenizerDir !== undefined) spec.tokenizerDir = tokenizerDir;
+      if (opts.allowGoldenMismatch === true) spec.allowGoldenMismatch = true;
       const engine = createEngineClient({ ...spec, mode: spec.mode ?? 'chat' });
       const log = (line: string) => console.error(`polar gateway: ${line}`);
       const engineHealth = new EngineHealthMonitor({
-        check: engineLivenessCheck({ kind: config.engine.kind, url: config.engine.url, apiKey: config.engine.api_key ?? undefined }),
-        describe: `engine ${config.engine.kind} at ${config.engine.url}`, log,
+        check: engineReplicasLivenessCheck({ kind: config.engine.kind, url: config.engine.url, urls: config.engine.urls, apiKey: config.engine.api_key ?? undefined }),
+        describe: `engine ${config.engine.kind} at ${config.engine.urls.length > 0 ? config.engine.urls.join(', ') : config.engine.url}`, log,
       });
       // Probe now when the engine is up: otherwise the first wave of harness calls waits for the probe inside
       // complete(), and that wait shows up as proxy time (bench/scale.ts gateway variant: p99 449 ms).
+      // A token-mode golden mismatch refuses to start (exit 1): every call would train on other tokens than were sampled.
       let placement: string | null = null;
       if ((await engineHealth.start()).ok) {
         await engine.probe().then(
           () => {
             placement = placementLogLine(engine.probeReport?.() ?? null);
           },
-          (error: unknown) => log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`),
+          (error: unknown) => {
+            if (error instanceof GoldenMismatchError) throw error;
+            log(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
+          },
         );
       }
       try {
@@ -83,9 +96,10 @@ export function register(program: Command): void {
       // After the listening line, which scripts read first.
       if (placement) console.log(`polar gateway: ${placement}`);
       console.log(`polar gateway: sandbox: ${sandboxLine(describeSandbox(nodeSettingsFromConfig(nodeConfig).runtimeDefaults))}`);
-      await untilSignal();
+      const signal = await untilSignal();
+      console.error(`polar gateway: ${signal}: stopping (cancelling running sessions; ${signal} again to force)`);
       engineHealth.stop();
-      await node.stop();
+      await node.stop({ reason: `interrupted: ${signal}`, graceMs: 30_000 });
       store.close();
     });
 }

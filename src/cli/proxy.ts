@@ -1,6 +1,6 @@
 /**
  * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
- * [--tokenizer DIR] [--family NAME] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]`: the
+ * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]`: the
  * proxy alone, for capturing any harness run by hand (docs/architecture.md#processes). Every API key opens an ad-hoc
  * session (no key → one session with a random `anon-…` id, printed at start); records go to the SQLite store in --db
  * and are listed by `GET /sessions/{id}/completions`, which needs that session's own API key or the admin token.
@@ -24,6 +24,7 @@ import { openStore } from '../store/index.ts';
 import { parsePort, parsePositiveInt, UsageError } from './common.ts';
 import { isLoopbackHost } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
+import { MODEL_FAMILY_NAMES } from '../tokenization/families.ts';
 
 interface ProxyFlags {
   port: number;
@@ -32,6 +33,7 @@ interface ProxyFlags {
   engineUrl: string;
   engineApiKey?: string;
   mode: string;
+  allowGoldenMismatch?: boolean;
   db: string;
   servedModel?: string;
   systemMessages: SystemMessagePlacement | 'auto';
@@ -79,7 +81,8 @@ export function register(program: Command): void {
     .requiredOption('--engine-url <url>', 'engine base URL without /v1, e.g. http://127.0.0.1:8000')
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (tokenizer.json + chat template); default: embedded Qwen3')
-    .option('--family <name>', 'token mode: model family (qwen3, qwen3.5); default: detected from the chat template')
+    .addOption(new Option('--family <name>', 'token mode: model family; default: detected from the chat template').choices(MODEL_FAMILY_NAMES as string[]))
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse, exit 1)')
     .option('--golden-rate <r>', 'token mode: fraction of turns whose rendering is compared with the engine\'s own, 0..1', parseNumber('--golden-rate'), 0.02)
     .option('--db <file>', 'SQLite store for the completion records', 'polar.db')
     .option('--host <host>', 'address to bind', '127.0.0.1')
@@ -139,6 +142,7 @@ export function register(program: Command): void {
           defaults,
           tokenizerDir: flags.tokenizer,
           family: flags.family,
+          allowGoldenMismatch: flags.allowGoldenMismatch === true,
           goldenRate: flags.goldenRate,
           systemMessages: flags.systemMessages,
           stream: flags.engineStream,

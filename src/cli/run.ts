@@ -1,5 +1,5 @@
 /**
- * `polar run TASKS --harness NAME [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--db FILE] [--out DIR]
+ * `polar run TASKS [--harness NAME] [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
  * [--builder prefix_merging] [--concurrency N]`: the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
@@ -8,7 +8,7 @@
  * 1 otherwise, 2 on bad usage.
  */
 import { Option, type Command } from 'commander';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
 import { ENGINE_KINDS, type CaptureMode, type EngineKind } from '../engines/index.ts';
@@ -18,22 +18,27 @@ import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
-import { loadTaskDir } from '../rollout/task-file.ts';
+import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
+import { printTaskNotes } from './harbor-flags.ts';
+import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
 import { EXIT_FAILED, UsageError, parsePositiveInt, polarCommand } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
-interface RunFlags {
-  harness: string;
+interface RunFlags extends DatasetFlags {
+  harness?: string;
   command?: string;
   samples: number;
+  fresh?: boolean;
   engine?: string;
   engineUrl?: string;
   engineApiKey?: string;
   servedModel?: string;
   systemMessages: SystemMessagePlacement | 'auto';
   mode: string;
+  tokenizer?: string;
+  allowGoldenMismatch?: boolean;
   db?: string;
   out?: string;
   builder: string;
@@ -41,11 +46,14 @@ interface RunFlags {
   model: string;
   piApi?: string;
   agentSettings?: Record<string, unknown>;
+  restoreReasoning?: boolean;
   decodeTps?: number;
   prefillTps?: number;
   timeoutS?: number;
   engineWaitS: number;
   quiet?: boolean;
+  maxRetries: number;
+  accept?: string;
   runtime?: string;
   image?: string;
   runtimeArg: string[];
@@ -69,6 +77,14 @@ function parseJsonObject(flag: string) {
   };
 }
 
+function parseNonNegativeInt(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) throw new UsageError(`${flag} must be an integer ≥ 0, got ${JSON.stringify(value)}`);
+    return n;
+  };
+}
+
 function parseNonNegative(flag: string) {
   return (value: string): number => {
     const n = Number(value);
@@ -78,11 +94,10 @@ function parseNonNegative(flag: string) {
 }
 
 export function register(program: Command): void {
-  program
-    .command('run')
+  addDatasetFlags(program.command('run'))
     .description('one-shot job: run every task × sample through a local gateway (simulator unless --engine), print a summary, write results')
-    .argument('<tasks>', 'task.yaml, a task directory, or a directory of task directories (e.g. examples/tasks)')
-    .requiredOption('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`)
+    .argument('<tasks>', 'task.yaml, a task directory (ours or Harbor\'s), a directory of them (e.g. examples/tasks), or a dataset file with --dataset-format')
+    .option('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')} (default: each task file's agent block; with it, the file's agent.env and agent.settings are kept)`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
     .option('--samples <n>', 'num_samples: sessions per task', parsePositiveInt('--samples'), 1)
     .option('--engine <kind>', `inference engine: ${ENGINE_KINDS.join(', ')} (default: start the simulator in-process)`)
@@ -91,7 +106,10 @@ export function register(program: Command): void {
     .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
     .addOption(new Option('--system-messages <placement>', "with --engine: auto (detect whether the engine's chat template renders a system message after a user turn), merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)").choices(['auto', 'merge', 'in-place']).default('auto'))
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
+    .option('--tokenizer <dir>', 'Hugging Face directory of the model (tokenizer.json + chat template): token mode renders with it, and the built-in simulator serves it (default: embedded Qwen3)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse)')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
+    .option('--restore-reasoning', "chat mode: restore reasoning a harness dropped from its history (from the session's own answers) before the engine renders it")
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
     .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')}`, 'prefix_merging')
@@ -102,7 +120,10 @@ export function register(program: Command): void {
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
     .option('--timeout-s <s>', 'wall-clock limit of the whole job in seconds; unfinished tasks are cancelled', parsePositiveInt('--timeout-s'))
     .option('--engine-wait-s <s>', 'with --engine: how long to wait for the engine to answer before failing (exit 1) without running anything', parseNonNegative('--engine-wait-s'), 10)
+    .option('--fresh', 'start over: cancel what the database holds as running and run every task again as a new run (default: resume unfinished sessions)')
     .option('--quiet', 'no live progress')
+    .option('--max-retries <n>', 'rounds of re-running sessions that failed for infrastructure reasons (status ERROR); never policy failures', parseNonNegativeInt('--max-retries'), 0)
+    .option('--accept <expr>', "write the traces of accepted sessions to <out>/accepted.jsonl, e.g. 'reward>0' or 'reward>=0.5 && reward<1'")
     .option('--runtime <kind>', 'run every task in this runtime: local, docker, podman or apptainer (default: the task\'s own, local)')
     .option('--image <ref>', 'container image for --runtime docker|podman|apptainer')
     .option('--runtime-arg <arg>', 'extra argument for the container `run` (repeatable, e.g. --runtime-arg=-v --runtime-arg=/usr:/usr:ro)', (v: string, prev: string[]) => [...prev, v], [] as string[])
@@ -112,12 +133,13 @@ export function register(program: Command): void {
     .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
       if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
-      if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
-      if (flags.harness === 'shell' && !flags.command) throw new UsageError('--harness shell needs --command');
+      if (flags.harness !== undefined && !HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'custom' && !flags.command && typeof flags.agentSettings?.command !== 'string') {
         throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
       }
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (flags.mode !== 'token' && flags.engine !== undefined && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token (or to the built-in simulator)');
+      if (flags.tokenizer !== undefined && !existsSync(flags.tokenizer)) throw new UsageError(`--tokenizer ${flags.tokenizer} does not exist`);
       if (flags.engine !== undefined) {
         if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) throw new UsageError(`--engine must be one of ${ENGINE_KINDS.join(', ')}, got ${JSON.stringify(flags.engine)}`);
         if (!flags.engineUrl) throw new UsageError('--engine needs --engine-url');
@@ -131,17 +153,33 @@ export function register(program: Command): void {
         throw new UsageError((error as Error).message);
       }
       const sandbox = describeSandbox({ kind: 'local', ...(runtime ?? {}) });
-      let tasks;
+      let accept: AcceptFilter | null = null;
       try {
-        tasks = loadTaskDir(tasksPath);
+        accept = flags.accept !== undefined ? parseAccept(flags.accept) : null;
       } catch (error) {
         throw new UsageError((error as Error).message);
+      }
+      // Harbor tasks and dataset rows map onto a container runtime (their own image) with --runtime docker|podman;
+      // with --image every task gets that image anyway (runtimeOverride), so they load as local tasks.
+      const taskRuntime = (flags.runtime === 'docker' || flags.runtime === 'podman') && flags.image === undefined ? flags.runtime : 'local';
+      const tasks = await loadTasksArg(tasksPath, { ...flags, taskRuntime });
+      printTaskNotes(tasks, (line) => console.error(`polar run: ${line}`));
+      for (const task of tasks) {
+        const agent = task.task.agent;
+        if (flags.harness === undefined && agent === undefined) {
+          throw new UsageError(`${task.file}: no agent to run task ${JSON.stringify(task.task.task_id)}: pass --harness NAME (e.g. --harness pi) or give \`agent: {harness: NAME, model_name: MODEL}\` in the task file`);
+        }
+        if (flags.harness === 'shell' && !flags.command && agent?.command === undefined) throw new UsageError('--harness shell needs --command (or a task file agent.command)');
+        if (flags.harness === undefined && agent?.harness !== undefined && !HARNESS_ADAPTERS[agent.harness.replaceAll('-', '_')]) {
+          throw new UsageError(`${task.file}: agent.harness: unknown harness ${JSON.stringify(agent.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
+        }
       }
 
       const engine = flags.engine
         ? {
             kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
             servedModel: flags.servedModel, systemMessages: flags.systemMessages,
+            tokenizerDir: flags.tokenizer, allowGoldenMismatch: flags.allowGoldenMismatch === true,
           }
         : null;
       if (engine) {
@@ -159,11 +197,33 @@ export function register(program: Command): void {
       const outDir = resolve(flags.out ?? defaultRunDir(process.cwd()));
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
+      checkRunRequest(outDir, {
+        harness: flags.harness ?? null, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
+        tasks: tasks.map((t) => t.task.task_id).sort(),
+      }, flags.fresh === true);
+      // SIGINT/SIGTERM: stop dispatching, cancel what runs (its process groups end with the node), write the summary
+      // so far and exit 130; a second signal exits at once.
+      const interrupt = new AbortController();
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (interrupt.signal.aborted) {
+          stopView();
+          process.exit(130);
+        }
+        console.error(`\npolar run: ${signal}: stopping (cancelling running sessions; ${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to force)`);
+        interrupt.abort(signal);
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
       const store = openStore(dbPath);
       const view = flags.quiet ? null : createProgressView({ stream: process.stdout });
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
+      let viewStopped = false;
+      const stopView = () => {
+        if (view && last && !viewStopped) view.stop(last);
+        viewStopped = true;
+      };
       try {
-        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness ?? 'from each task file'} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
         console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
         const report = await runTasks({
           tasks,
@@ -177,10 +237,12 @@ export function register(program: Command): void {
           engine,
           engineWaitMs: flags.engineWaitS * 1000,
           sim: {
+            ...(flags.tokenizer !== undefined ? { tokenizerDir: flags.tokenizer } : {}),
             ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
             ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
           },
           mode: flags.mode,
+          ...(flags.restoreReasoning ? { restoreReasoning: true } : {}),
           concurrency: flags.concurrency,
           workRoot: join(outDir, 'work'),
           onProgress: (s) => {
@@ -188,14 +250,29 @@ export function register(program: Command): void {
             view?.update(s);
           },
           deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
+          fresh: flags.fresh === true,
+          signal: interrupt.signal,
           log: (line) => (isProblem(line) ? console.error : console.log)(`polar run: ${line}`),
+          maxRetries: flags.maxRetries,
           ...(runtime ? { runtime } : {}),
         });
-        if (view && last) view.stop(last);
+        stopView();
         console.log('');
         console.log(formatSummaryTable(report.summary));
+        const splits = summarizeSplits(store, report.taskIds);
+        for (const line of formatSplits(splits)) console.log(line);
+        if (report.retriedSessions > 0) console.log(`retried: ${report.retriedSessions} session(s) after infrastructure failures`);
+        let accepted: { traces: number; sessions: number; path: string } | null = null;
+        if (accept) {
+          const path = join(outDir, 'accepted.jsonl');
+          accepted = { ...writeAccepted(store, report.taskIds, accept, path), path };
+          console.log(`accepted (${flags.accept}): ${accepted.sessions} session(s), ${accepted.traces} trace(s) → ${path}`);
+        }
         const summaryPath = join(outDir, 'summary.json');
-        writeFileSync(summaryPath, `${JSON.stringify({ ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, sandbox, db: dbPath }, null, 2)}\n`);
+        writeFileSync(summaryPath, `${JSON.stringify({
+          ...report.summary, statuses: report.statuses, all_completed: report.allCompleted, harness_failures: report.harnessFailures, sandbox, db: dbPath,
+          splits, retried_sessions: report.retriedSessions, ...(accepted ? { accepted } : {}),
+        }, null, 2)}\n`);
         console.log('');
         console.log(`sandbox: ${sandboxLine(sandbox)}`);
         console.log(`results: ${dbPath}`);
@@ -203,12 +280,18 @@ export function register(program: Command): void {
         const polar = polarCommand();
         console.log(`list:    ${polar} results --db ${dbPath}`);
         console.log(`export:  ${polar} export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
-        if (!report.allCompleted) {
+        if (interrupt.signal.aborted) {
+          console.error(`polar run: interrupted by ${String(interrupt.signal.reason)}; unfinished sessions were cancelled (run again with the same --out to start them anew)`);
+          process.exitCode = 130;
+        } else if (!report.allCompleted) {
           const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
           console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);
           process.exitCode = EXIT_FAILED;
         }
       } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        stopView(); // restores the cursor and line wrap, also when the run threw
         store.close();
       }
     });
@@ -238,4 +321,38 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
  */
 export function isProblem(line: string): boolean {
   return /\b(warning|error|fail(ed|s|ure)?|unreachable|not reachable|refused|cannot|invalid)\b/i.test(line);
+}
+
+/** What a run directory was created for; a later run into it must ask for the same (or pass --fresh). */
+interface RunRequest {
+  /** null: each task file's own agent block. */
+  harness: string | null;
+  command: string | null;
+  samples: number;
+  builder: string;
+  model: string;
+  tasks: string[];
+}
+
+/**
+ * Record the request in `<out>/run.json`, or check it against the one recorded there: a different harness, sample
+ * count, builder, model or task set would mix two experiments in one database and report the old results as new.
+ * @throws UsageError (exit 2) saying what differs, unless `fresh`.
+ */
+function checkRunRequest(outDir: string, request: RunRequest, fresh: boolean): void {
+  const file = join(outDir, 'run.json');
+  if (existsSync(file) && !fresh) {
+    let previous: Partial<RunRequest> = {};
+    try {
+      previous = JSON.parse(readFileSync(file, 'utf8')) as Partial<RunRequest>;
+    } catch {
+      // unreadable: treated as a different request below
+    }
+    const differs = (Object.keys(request) as (keyof RunRequest)[]).filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(request[k]));
+    if (differs.length > 0) {
+      const what = differs.map((k) => `${k}: ${JSON.stringify(previous[k])} there, ${JSON.stringify(request[k])} now`).join('; ');
+      throw new UsageError(`${outDir} holds a different run (${what}); use another --out, or --fresh to start over there`);
+    }
+  }
+  writeFileSync(file, `${JSON.stringify(request, null, 2)}\n`);
 }

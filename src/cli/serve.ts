@@ -6,11 +6,13 @@
  * `--insecure-no-token`; checks the engine at start-up (a warning when it is down, serving goes on) and reports it in
  * `GET /health` `engine`. The gateway's proxy control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need
  * the control-plane token when one is set; without one, `/admin/*` answers loopback callers only, which includes
- * harnesses on this host (set a token when the agents are untrusted). Runs until SIGINT/SIGTERM, then cancels running
- * sessions (their cleanup runs) and exits 0.
+ * harnesses on this host (set a token when the agents are untrusted). Runs until SIGINT/SIGTERM, then stops
+ * dispatching, records every running task's unfinished sessions as CANCELLED with the reason ("interrupted: SIGTERM"),
+ * ends their harness process groups and exits 0; a second signal exits at once with 130.
  */
 import type { Command } from 'commander';
 import { startLocalStack } from '../stack/local-stack.ts';
+import { existsSync } from 'node:fs';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal, UsageError } from './common.ts';
@@ -25,8 +27,12 @@ export function register(program: Command): void {
     .option('--port <port>', 'rollout server port (overrides rollout.port; 0 picks a free one)', parsePort)
     .option('--with-sim', 'start the simulator from the `sim` section in-process and use it as the engine')
     .option('--insecure-no-token', 'allow non-loopback listen addresses without a control-plane token (prints a warning)')
-    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean }) => {
+    .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer; with --with-sim the simulator serves it too)')
+    .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
+    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
       const config = loadConfigForCli(opts.config);
+      const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
+      if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const nodeConfig = config.gateway.nodes[0]!;
       checkListenSecurity('polar serve', [
         { key: 'rollout.host', host: config.rollout.host },
@@ -45,10 +51,10 @@ export function register(program: Command): void {
       try {
         stack = await startLocalStack({
           store,
-          engine: opts.withSim ? null : engineSpecFromConfig(config.engine),
+          engine: opts.withSim ? null : { ...engineSpecFromConfig(config.engine), tokenizerDir, ...(opts.allowGoldenMismatch === true ? { allowGoldenMismatch: true } : {}) },
           mode: config.engine.mode,
           sim: {
-            host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? undefined, scriptsDir: sim.scripts ?? undefined,
+            host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? tokenizerDir, scriptsDir: sim.scripts ?? undefined,
             prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,
           },
           node: { ...nodeSettings, uploadRoots: uploadRootsFromConfig(config.gateway) },
@@ -67,8 +73,9 @@ export function register(program: Command): void {
       }
       console.log(`polar serve: rollout server on ${stack.server.url}, gateway ${stack.node.nodeId} on ${stack.node.url}${stack.sim ? `, simulator on ${stack.sim.url}` : ''}`);
       console.log(`polar serve: sandbox: ${sandboxLine(describeSandbox(nodeSettings.runtimeDefaults))}`);
-      await untilSignal();
-      await stack.stop();
+      const signal = await untilSignal();
+      console.error(`polar serve: ${signal}: stopping (cancelling running sessions; ${signal} again to force)`);
+      await stack.stop({ reason: `interrupted: ${signal}` });
       store.close();
     });
 }

@@ -13,6 +13,7 @@ import type { TaskRequest } from '../core/records.ts';
 import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
+import { HARBOR_RUNTIMES, parseHarborRuntime, printTaskNotes } from './harbor-flags.ts';
 import { resolveRolloutUrl } from './rollout-url.ts';
 
 interface SubmitOptions {
@@ -28,10 +29,11 @@ interface SubmitOptions {
   samples?: number;
   builder?: 'per_request' | 'prefix_merging';
   token?: string;
+  taskRuntime?: string;
 }
 
 /** TaskRequests from a file: a full TaskRequest (JSON/YAML, or a list of them), or task file(s) plus flags. */
-export function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder'>): TaskRequest[] {
+export function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder' | 'taskRuntime'>): TaskRequest[] {
   if (!existsSync(path)) throw new UsageError(`no such file or directory: ${path}`);
   if (opts.command !== undefined && opts.harness === undefined) opts = { ...opts, harness: 'shell' };
   const agent = opts.harness ? { harness: opts.harness, model_name: opts.model, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
@@ -58,8 +60,11 @@ export function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'ha
       });
     }
   }
+  const runtime = parseHarborRuntime(opts.taskRuntime ?? 'local', '--task-runtime');
   try {
-    return loadTaskDir(path).map((loaded) => toTaskRequest(loaded, { num_samples: opts.samples, agent, builder }));
+    const loaded = loadTaskDir(path, { runtime });
+    printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
+    return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent, builder }));
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -96,6 +101,7 @@ export function register(program: Command): void {
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
     .option('--builder <strategy>', 'per_request or prefix_merging')
+    .option('--task-runtime <kind>', `runtime Harbor task directories run in: ${HARBOR_RUNTIMES.join(', ')} (containers need [environment].docker_image)`, 'local')
     .option('--wait', 'poll each task until it is completed, failed or cancelled, then print a summary (exit 1 unless every task completed)')
     .option('--poll-interval <s>', 'seconds between polls with --wait', parsePositiveSeconds, 2)
     .option('--json', 'with --wait: print each final TaskStatus as JSON instead of the summary')

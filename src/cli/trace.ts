@@ -102,9 +102,10 @@ export function register(program: Command): void {
     .option('--rebuild', 'build from the records even when a SessionResult is stored')
     .option('--eot-ids <ids>', 'end-of-turn token ids for building, comma-separated (default: detected from the records)')
     .option('--rescore <mode>', 'auto|on|off: re-score mask-1 logprobs with the simulator policy (auto: when records come from sim@)', 'auto')
+    .option('--accept-rerendered', 'accept joins whose next prompt held a re-rendered version of the sampled answer (chat mode) instead of reporting them as context_mismatch; their tokens are re-scored in the engine\'s own context')
     .option('--sim-policy <file|url>', "the simulator's learnable variant policy (GET /sim/policy export, or the simulator's URL): re-score each session's variant choice too")
     .option('--json', 'print the reports as JSON')
-    .action(async (opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; simPolicy?: string; json?: boolean }) => {
+    .action(async (opts: SourceOptions & { db: string; session?: string; all?: boolean; rescore: string; acceptRerendered?: boolean; simPolicy?: string; json?: boolean }) => {
       if (Boolean(opts.session) === Boolean(opts.all)) throw new UsageError('give exactly one of --session ID or --all');
       if (!['auto', 'on', 'off'].includes(opts.rescore)) throw new UsageError(`--rescore must be auto|on|off, got ${JSON.stringify(opts.rescore)}`);
       parseBuilder(opts.builder);
@@ -136,7 +137,9 @@ export function register(program: Command): void {
           const useRescore = rescore === 'on' || (rescore === 'auto' && fromSim);
           const taskId = store.results.get(sessionId)?.task_id ?? (trajectory.traces[0]?.metadata.task_id || null);
           const scorer = policy ? sessionRescorer(policy, taskId, sessionId, records) : scoreLogprob;
-          const report = verifyTraces(records, trajectory, { ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}) });
+          const report = verifyTraces(records, trajectory, {
+            ...(useRescore ? { rescore: scorer } : {}), ...(attempt !== undefined ? { attempt } : {}), acceptRerenderedJoins: opts.acceptRerendered === true,
+          });
           if (report.skipped) skipped++;
           else if (!report.ok) {
             failed++;
@@ -224,6 +227,7 @@ export function register(program: Command): void {
         console.log(
           `session ${opts.session} [${source}${attemptNote(records, attempt)}]: status ${trajectory.status}, ${trajectory.traces.length} trace(s) from ` +
             `${stats.completions} completion(s); breaks ${JSON.stringify(stats.breaks)}; ` +
+            (stats.chain_roles ? `chains by role ${JSON.stringify(stats.chain_roles)}; dropped ${JSON.stringify(stats.dropped_traces ?? {})}; ` : '') +
             `filter ${JSON.stringify(trajectory.metadata.training_filter)}`,
         );
         trajectory.traces.forEach((t, i) => {

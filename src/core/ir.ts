@@ -87,6 +87,20 @@ export interface Warning {
   message: string;
 }
 
+/**
+ * Structured output the client asked for: any JSON object (`json_object`) or JSON matching a JSON Schema
+ * (`json_schema`). Engines enforce it with guided decoding (vLLM/SGLang `response_format`, SGLang `json_schema`,
+ * llama.cpp `json_schema`); Gemini's OpenAPI-style `responseSchema` arrives here already converted to JSON Schema.
+ */
+export type IRResponseFormat =
+  | { type: 'json_object' }
+  | { type: 'json_schema'; schema: Record<string, unknown>; name?: string; strict?: boolean };
+
+/** The JSON Schema a format asks for (`json_object` = any JSON object), for engines that take a schema only. */
+export function responseFormatSchema(format: IRResponseFormat): Record<string, unknown> {
+  return format.type === 'json_schema' ? format.schema : { type: 'object' };
+}
+
 export interface IRRequest {
   version: typeof IR_VERSION;
   /** Model name the client asked for; the engine adapter replaces it with the served model and restores it in replies. */
@@ -103,6 +117,8 @@ export interface IRRequest {
   streamUsage?: boolean;
   /** Provider user id (Anthropic metadata.user_id is a JSON *string*; kept opaque). */
   user?: string;
+  /** Structured output (JSON mode / JSON schema); absent = free text. */
+  responseFormat?: IRResponseFormat;
   warnings: Warning[];
 }
 

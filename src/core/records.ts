@@ -103,6 +103,10 @@ export interface ReconstructionStats {
    * this trajectory; they stay stored.
    */
   other_attempt_completions?: number;
+  /** Chains per role (`main`, `side`, `retry`, `compaction`; src/trace/roles.ts), before `builder.config` drops any. */
+  chain_roles?: Record<string, number>;
+  /** Traces left out of training by `builder.config` (`side`, `retry`); their completions stay stored. */
+  dropped_traces?: Record<string, number>;
 }
 
 export interface Trajectory {
@@ -140,4 +144,6 @@ export interface SessionResult {
   timing: SessionTiming;
   node_id: string;
   error: string | null;
+  /** The dispatch attempt that produced this result (absent in results stored before attempts = 0). */
+  attempt?: number;
 }

@@ -49,3 +49,19 @@ export function uploadSourceProblems(prepare: readonly PrepareLike[] | undefined
   });
   return problems;
 }
+
+/**
+ * The same rule for host directories an evaluator reads (the `harbor` evaluator's `tests_dir`, whose files are copied
+ * into the sandbox): they must lie inside `roots`. Each problem names the JSON path; empty when allowed or not used.
+ * @param evaluator the task's `evaluator` section (undefined = none).
+ */
+export function evaluatorSourceProblems(evaluator: { strategy?: unknown; config?: unknown } | undefined, roots: readonly string[]): string[] {
+  const config = evaluator?.config as { tests_dir?: unknown } | undefined;
+  if (evaluator?.strategy !== 'harbor' || typeof config?.tests_dir !== 'string') return [];
+  const dir = config.tests_dir;
+  if (!isAbsolute(dir)) return [`evaluator.config.tests_dir: ${JSON.stringify(dir)} must be absolute here`];
+  const realRoots = roots.map(real);
+  if (realRoots.some((root) => inside(root, real(dir)))) return [];
+  const allowed = realRoots.length > 0 ? realRoots.join(', ') : 'none configured (set gateway.upload_roots)';
+  return [`evaluator.config.tests_dir: ${dir} is outside the allowed upload roots (${allowed})`];
+}

@@ -57,6 +57,7 @@ function encodeToolChoice(choice: IRToolChoice): unknown {
  * (dialects/openai-chat/encode-messages.ts) with {@link ENGINE_CHAT_ENCODING} plus this engine's reasoning field and
  * system placement, so exports (which use the same encoder) show exactly what the engine saw.
  * - `stream` is false here: the streaming path sets it (engines/chat-engine.ts).
+ * - `responseFormat` becomes `response_format` (the engine's guided decoding), never dropped.
  * @returns the JSON body and the warnings the translation produced (lossy features), never throws.
  */
 export function buildChatRequest(request: IRRequest, opts: ChatRequestOptions): { body: Record<string, unknown>; warnings: Warning[] } {
@@ -87,6 +88,13 @@ export function buildChatRequest(request: IRRequest, opts: ChatRequestOptions): 
   const enableThinking = request.reasoning?.enabled ?? d.enableThinking;
   if (enableThinking !== undefined) body.chat_template_kwargs = { enable_thinking: enableThinking };
   if (request.user !== undefined) body.user = request.user;
+  // Guided decoding: vLLM, SGLang and llama.cpp's server all take OpenAI's response_format on chat completions
+  // (https://docs.vllm.ai/en/latest/features/structured_outputs.html, https://docs.sglang.ai/advanced_features/structured_outputs.html).
+  const format = request.responseFormat;
+  if (format?.type === 'json_object') body.response_format = { type: 'json_object' };
+  else if (format?.type === 'json_schema') {
+    body.response_format = { type: 'json_schema', json_schema: { name: format.name ?? 'response', schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
+  }
   Object.assign(body, opts.extra);
   return { body, warnings };
 }

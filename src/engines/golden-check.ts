@@ -2,11 +2,12 @@
  * Token mode's golden check: our full rendering of a conversation compared with the engine's own (vLLM and the
  * simulator `POST /tokenize` with messages, ids compared; llama.cpp `POST /apply-template`, text compared; SGLang its
  * `/tokenize` when the build has one), at start-up and on a deterministic sample of turns. A mismatch is logged and
- * counted, never fatal. https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#tokenizer-api,
+ * counted; at start-up the token engine refuses to serve on one (token-engine.ts `GoldenMismatchError`). https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#tokenizer-api,
  * https://github.com/ggml-org/llama.cpp/tree/master/tools/server
  */
 import { GatewayError } from '../core/errors.ts';
 import type { ChatMessage, ChatTool } from '../tokenization/chat-messages.ts';
+import type { ModelFamily } from '../tokenization/families.ts';
 import type { RenderSettings } from '../tokenization/token-buffer.ts';
 import type { LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { engineFetchJson } from './http.ts';
@@ -32,6 +33,17 @@ const GOLDEN_CONVERSATION: { messages: ChatMessage[]; tools: ChatTool[] } = {
     { role: 'user', content: 'List the files, then say how many there are. ✓ ünïcode' },
     { role: 'assistant', content: '', reasoning_content: 'I should run ls.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls -1"}' } }] },
     { role: 'tool', tool_call_id: 'call_1', content: 'a.py\nb.py' },
+    { role: 'assistant', content: 'There are 2 files.' },
+    { role: 'user', content: 'Thanks.' },
+  ],
+};
+
+/** The golden conversation for a family without a tool-call format (its template rejects tool turns, e.g. Gemma 3). */
+export const GOLDEN_TEXT_ONLY: { messages: ChatMessage[]; tools: ChatTool[] } = {
+  tools: [],
+  messages: [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'How many files are there? ✓ ünïcode' },
     { role: 'assistant', content: 'There are 2 files.' },
     { role: 'user', content: 'Thanks.' },
   ],
@@ -76,15 +88,23 @@ export class GoldenChecker {
    * messages (ids compared), llama.cpp `POST /apply-template` (text compared), SGLang its `/tokenize` when the build
    * has one. Never throws: a mismatch is logged and counted, an engine without such an endpoint is reported once.
    */
-  async check(tokenizer: LoadedTokenizer, served: string | undefined, messages: ChatMessage[], settings: RenderSettings, startup: boolean): Promise<void> {
+  async check(tokenizer: LoadedTokenizer, family: ModelFamily, served: string | undefined, messages: ChatMessage[], settings: RenderSettings, startup: boolean): Promise<void> {
     if (!startup && this.endpoint === null) {
       this.counters.unavailable++;
       return;
     }
-    const renderOptions = { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true };
-    const oursText = tokenizer.renderChat(messages, renderOptions);
+    const renderOptions = { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family };
+    let oursText: string;
+    try {
+      oursText = tokenizer.renderChat(messages, renderOptions);
+    } catch (thrown) {
+      this.counters.errors++;
+      this.deps.log(`polar token mode: golden check failed to run: our ${family.name} chat template rejected the conversation: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+      return;
+    }
     const http = { timeoutMs: this.deps.timeoutMs, headers: this.deps.headers({ 'x-polar-session': 'polar-golden' }) };
-    const kwargs = settings.enableThinking !== undefined ? { chat_template_kwargs: { enable_thinking: settings.enableThinking } } : {};
+    // The thinking switch under the family's own template kwarg (Qwen3 enable_thinking, DeepSeek-V3.1 thinking).
+    const kwargs = settings.enableThinking !== undefined && family.thinkingKwarg ? { chat_template_kwargs: { [family.thinkingKwarg]: settings.enableThinking } } : {};
     const tools = settings.tools.length > 0 ? { tools: settings.tools } : {};
     const endpoints: ('tokenize' | 'apply-template')[] = this.endpoint ? [this.endpoint] : this.deps.kind === 'llamacpp' ? ['apply-template'] : ['tokenize'];
     for (const endpoint of endpoints) {

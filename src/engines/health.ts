@@ -28,6 +28,22 @@ export function engineLivenessCheck(spec: { kind?: string; url: string; apiKey?:
 }
 
 /**
+ * Liveness of an engine given as `url` or as replicas `urls`: up when any replica answers `GET /v1/models` (each
+ * replica's own health is tracked by the router, replicas.ts). Throws the first replica's error when none answers.
+ */
+export function engineReplicasLivenessCheck(spec: { kind?: string; url: string; urls?: string[]; apiKey?: string }, timeoutMs = 5000): EngineCheck {
+  const urls = spec.urls && spec.urls.length > 0 ? spec.urls : [spec.url];
+  const checks = urls.map((url) => engineLivenessCheck({ ...spec, url }, timeoutMs));
+  return async () => {
+    try {
+      await Promise.any(checks.map((check) => check()));
+    } catch (error) {
+      throw error instanceof AggregateError ? (error.errors[0] as Error) : error;
+    }
+  };
+}
+
+/**
  * Retry `check` until it succeeds or `timeoutMs` (default 10 000 ms: engines start slowly) has passed, waiting
  * `intervalMs` (default 500 ms) between tries.
  * @throws Error `engine … is unreachable after N s: <last error>` when it never succeeded.

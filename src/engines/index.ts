@@ -15,13 +15,15 @@ import { createSimEngine } from './sim.ts';
 import type { CaptureMode, EngineClient, EngineKind, EngineStreamSetting } from './types.ts';
 import { createVllmEngine } from './vllm.ts';
 import { tokenBackendFor } from './token-backends.ts';
-import { TokenModeEngine } from './token-engine.ts';
+import { TokenModeEngine, type TokenEngineOptions } from './token-engine.ts';
+import { ReplicaRouter, type ReplicaRouterOptions } from './replicas.ts';
 import type { TokenBufferOptions } from '../tokenization/token-buffer.ts';
 
 export type { EngineClient, EngineKind, CaptureMode, EngineCompletion, EngineCallContext, TokenCapture, EngineProbeReport } from './types.ts';
 export { DEFAULT_SAMPLING, type SamplingDefaults, type ReasoningField } from './chat-request.ts';
 export { ChatModeEngine } from './chat-engine.ts';
-export { TokenModeEngine, type TokenEngineOptions, type TokenEngineStats } from './token-engine.ts';
+export { TokenModeEngine, GoldenMismatchError, type TokenEngineOptions, type TokenEngineStats } from './token-engine.ts';
+export { ReplicaRouter, type ReplicaRouterOptions, type ReplicaState } from './replicas.ts';
 export type { GoldenStats } from './golden-check.ts';
 
 export const ENGINE_KINDS: readonly EngineKind[] = ['sim', 'vllm', 'sglang', 'llamacpp', 'openai'];
@@ -30,6 +32,13 @@ export interface EngineConfig {
   kind: EngineKind;
   /** Base URL without `/v1`, e.g. `http://127.0.0.1:8000`. */
   url: string;
+  /**
+   * Replicas of the engine (base URLs); two or more route through a ReplicaRouter (replicas.ts) with session affinity
+   * and least-outstanding-requests routing, and `url` is ignored. Absent or one entry: a single client.
+   */
+  urls?: string[];
+  /** Replicas: options of the router (health-check period, metrics, log). */
+  replicas?: ReplicaRouterOptions;
   /** Sent as `Authorization: Bearer` to the engine. */
   apiKey?: string;
   /** Model name to send; default: the first model listed by the engine. */
@@ -53,8 +62,10 @@ export interface EngineConfig {
   newId?: IdGenerator;
   /** Token mode: Hugging Face directory of the served model's tokenizer and chat template (absent = embedded Qwen3). */
   tokenizerDir?: string;
-  /** Token mode: model family override (`qwen3`, `qwen3.5`); default detected from the chat template. */
+  /** Token mode: model family override (a name in tokenization/families.ts); default detected from the chat template. */
   family?: string;
+  /** Token mode: serve even when the start-up golden check finds a rendering mismatch (default false: refuse). */
+  allowGoldenMismatch?: boolean;
   /** Token mode: fraction of turns golden-checked against the engine's own rendering, in [0, 1] (default 0.02). */
   goldenRate?: number;
   /** Token mode: bounds of the per-session token buffers. */
@@ -68,6 +79,16 @@ export interface EngineConfig {
  * @throws Error when the kind is unknown, the URL is not http(s), or the mode/kind pair is not supported yet.
  */
 export function createEngineClient(config: EngineConfig): EngineClient & Pick<ChatModeEngine, 'probeReport'> {
+  const urls = config.urls ?? [];
+  if (urls.length >= 2) {
+    const sharedBuffers = { buffers: null };
+    const clients = urls.map((url) => ({ url: url.replace(/\/+$/, ''), client: createOneClient({ ...config, url, urls: undefined }, sharedBuffers) }));
+    return new ReplicaRouter(clients, { log: config.log, ...config.replicas });
+  }
+  return createOneClient(urls.length === 1 ? { ...config, url: urls[0]! } : config, undefined);
+}
+
+function createOneClient(config: EngineConfig, sharedBuffers: TokenEngineOptions['sharedBuffers']): EngineClient & Pick<ChatModeEngine, 'probeReport'> {
   if (config.mode !== 'chat' && config.mode !== 'token') throw new Error(`unknown capture mode ${JSON.stringify(config.mode)} (expected chat or token)`);
   let url: URL;
   try {
@@ -100,8 +121,10 @@ export function createEngineClient(config: EngineConfig): EngineClient & Pick<Ch
       ...(config.kind === 'sim' ? { idPrefix: 'sim' } : {}),
       tokenizerDir: config.tokenizerDir,
       family: config.family,
+      allowGoldenMismatch: config.allowGoldenMismatch,
       goldenRate: config.goldenRate,
       buffers: config.tokenBuffers,
+      sharedBuffers,
       log: config.log,
     });
   }

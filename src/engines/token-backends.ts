@@ -7,7 +7,7 @@
  * https://docs.sglang.ai/basic_usage/native_api.html, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
  * https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */
-import type { FinishReason } from '../core/ir.ts';
+import { responseFormatSchema, type FinishReason, type IRResponseFormat } from '../core/ir.ts';
 import type { EngineCallContext, EngineKind } from './types.ts';
 
 /** Sampling values after defaults were applied: every one is sent. */
@@ -31,6 +31,11 @@ export interface TokenRequestInput {
   stopIds: readonly number[];
   servedModel: string;
   ctx: EngineCallContext;
+  /**
+   * Structured output, sent as the endpoint's guided decoding: SGLang `sampling_params.json_schema` (a JSON string),
+   * vLLM `response_format`, llama.cpp `json_schema`. The grammar applies from the first sampled token.
+   */
+  responseFormat?: IRResponseFormat;
 }
 
 /** What a token endpoint answered, before parsing the text. */
@@ -100,12 +105,17 @@ function checkLogprobs(logprobs: number[], ids: readonly number[], problems: str
   return rounded;
 }
 
+function vllmResponseFormat(format: IRResponseFormat): Record<string, unknown> {
+  if (format.type === 'json_object') return { type: 'json_object' };
+  return { type: 'json_schema', json_schema: { name: format.name ?? 'response', schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
+}
+
 /** SGLang native `POST /generate` (input_ids in, output_ids + meta_info.output_token_logprobs out). */
 export const sglangTokenBackend: TokenBackend = {
   kind: 'sglang',
   path: '/generate',
   fields: { responseIds: 'output_ids', logprobs: 'meta_info.output_token_logprobs[k][0]' },
-  body: ({ promptIds, sampling, stopIds, ctx }) => ({
+  body: ({ promptIds, sampling, stopIds, ctx, responseFormat }) => ({
     // rid = <session>:<request>: unique per call, attributable per session (the simulator reads the session from it).
     rid: `${ctx.sessionId}:${ctx.requestId}`,
     input_ids: promptIds,
@@ -121,6 +131,8 @@ export const sglangTokenBackend: TokenBackend = {
       skip_special_tokens: false,
       no_stop_trim: true,
       ...optional(sampling, { seed: 'sampling_seed', presence: 'presence_penalty', frequency: 'frequency_penalty' }),
+      // https://docs.sglang.ai/advanced_features/structured_outputs.html: json_schema is a JSON string.
+      ...(responseFormat ? { json_schema: JSON.stringify(responseFormatSchema(responseFormat)) } : {}),
     },
   }),
   read(raw, promptIds) {
@@ -164,7 +176,7 @@ export const vllmTokenBackend: TokenBackend = {
   kind: 'vllm',
   path: '/v1/completions',
   fields: { responseIds: 'choices[0].token_ids', logprobs: 'choices[0].logprobs.token_logprobs' },
-  body: ({ promptIds, sampling, stopIds, servedModel }) => ({
+  body: ({ promptIds, sampling, stopIds, servedModel, responseFormat }) => ({
     model: servedModel,
     prompt: promptIds,
     max_tokens: sampling.maxTokens,
@@ -179,6 +191,8 @@ export const vllmTokenBackend: TokenBackend = {
     spaces_between_special_tokens: false,
     stream: false,
     ...optional(sampling, { seed: 'seed', presence: 'presence_penalty', frequency: 'frequency_penalty' }),
+    // vLLM's completions endpoint takes the chat API's response_format (https://docs.vllm.ai/en/latest/features/structured_outputs.html).
+    ...(responseFormat ? { response_format: vllmResponseFormat(responseFormat) } : {}),
   }),
   read(raw, promptIds) {
     const problems: string[] = [];
@@ -215,7 +229,7 @@ export const llamacppTokenBackend: TokenBackend = {
   kind: 'llamacpp',
   path: '/completion',
   fields: { responseIds: 'tokens', logprobs: 'completion_probabilities[k].logprob' },
-  body: ({ promptIds, sampling }) => ({
+  body: ({ promptIds, sampling, responseFormat }) => ({
     prompt: promptIds,
     n_predict: sampling.maxTokens,
     temperature: sampling.temperature,
@@ -239,6 +253,8 @@ export const llamacppTokenBackend: TokenBackend = {
     return_tokens: true,
     cache_prompt: true,
     stream: false,
+    // llama.cpp converts json_schema to a GBNF grammar (tools/server/README.md, POST /completion options).
+    ...(responseFormat ? { json_schema: responseFormatSchema(responseFormat) } : {}),
   }),
   read(raw, promptIds) {
     const problems: string[] = [];

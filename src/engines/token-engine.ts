@@ -2,8 +2,9 @@
  * Token mode (beyond Polar): the proxy renders the chat template and tokenises itself, keeps each session's exact
  * token buffer, sends token ids to the engine's token endpoint and parses tool calls and reasoning from the sampled
  * text. The engine then sees exactly the tokens that will be trained on, and `prefix_merging` keeps every
- * append-only conversation in one chain. A golden check (at start-up and on a sample of turns) compares our full
- * rendering with the engine's own; a mismatch is logged and counted, never fatal.
+ * append-only conversation in one chain. A golden check (golden-check.ts) compares our full rendering with the
+ * engine's own: at start-up a mismatch refuses to serve (unless `allowGoldenMismatch`), on a sample of later turns it
+ * is logged and counted.
  * Streaming clients are served from the engine's streamed token endpoint (token-backends.ts `TokenStreaming`).
  * Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#inference-engines, docs/protocol-notes.md#qwen3-tokenizer-and-chat-template.
  */
@@ -28,7 +29,7 @@ import type {
   CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting, TokenCapture,
 } from './types.ts';
 import type { LogprobSemantics } from '../core/records.ts';
-import { GOLDEN_CONVERSATION, GoldenChecker, type GoldenStats } from './golden-check.ts';
+import { GOLDEN_CONVERSATION, GOLDEN_TEXT_ONLY, GoldenChecker, type GoldenStats } from './golden-check.ts';
 
 export interface TokenEngineOptions {
   url: string;
@@ -40,14 +41,24 @@ export interface TokenEngineOptions {
   defaults: SamplingDefaults;
   /** Hugging Face model directory of the served model (tokenizer.json, tokenizer_config.json / chat_template.jinja); absent = embedded Qwen3. */
   tokenizerDir?: string;
-  /** Model family override (`qwen3`, `qwen3.5`); default: detected from the chat template. */
+  /** Model family override (a `MODEL_FAMILIES` name); default: detected from the chat template. */
   family?: string;
+  /**
+   * Serve even when the start-up golden check finds our rendering differs from the engine's (the mismatch is still
+   * logged and counted). Default false: the probe fails with `GoldenMismatchError` and every call keeps failing.
+   */
+  allowGoldenMismatch?: boolean;
   /**
    * Fraction of turns, in [0, 1], whose full rendering is compared with the engine's own (off the hot path).
    * Deterministic: every 1/rate-th turn. Default 0.02. The start-up check always runs.
    */
   goldenRate?: number;
   buffers?: TokenBufferOptions;
+  /**
+   * A slot shared by several clients (engine replicas, replicas.ts): the first to probe fills it with its per-session
+   * token buffers and every client uses those, so a session that moves replicas keeps its exact token history.
+   */
+  sharedBuffers?: { buffers: SessionTokenBuffers | null };
   logprobSemantics?: LogprobSemantics;
   /** Placement of later system messages (default merge into the leading one). */
   /** `auto`: decided at probe time by rendering with our own chat template (./system-placement.ts). */
@@ -78,6 +89,18 @@ export type TokenEngineStats = {
   token_buffer: TokenBufferStats | null;
   golden: GoldenStats;
 };
+
+/**
+ * The start-up golden check found that our rendering of the fixed conversation differs from the engine's: token mode
+ * would train on other tokens than the engine sampled from. Fix `engine.tokenizer` / `--tokenizer` (the served model's
+ * own directory) or accept it knowingly with `allowGoldenMismatch`.
+ */
+export class GoldenMismatchError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GoldenMismatchError';
+  }
+}
 
 export class TokenModeEngine implements EngineClient {
   readonly kind: EngineKind;
@@ -166,7 +189,9 @@ export class TokenModeEngine implements EngineClient {
     this.familyIds = resolveFamilyIds(tokenizer, family);
     this.tokenizer = tokenizer;
     this.family = family;
-    this.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
+    const shared = this.opts.sharedBuffers;
+    if (shared) this.buffers = shared.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
+    else this.buffers ??= new SessionTokenBuffers(tokenizer, family, this.opts.buffers);
     this.maxModelLen = tokenizer.modelMaxLength;
 
     const http = { timeoutMs: this.opts.timeoutMs, headers: this.headers() };
@@ -193,7 +218,15 @@ export class TokenModeEngine implements EngineClient {
       streamCapture: await this.probeStream(promptIds),
       systemMessages: { placement: this.systemMessages, auto: this.opts.systemMessages === 'auto', reason: placementReason },
     };
-    await this.golden.check(tokenizer, this.served, GOLDEN_CONVERSATION.messages, { tools: GOLDEN_CONVERSATION.tools }, true);
+    const golden = family.toolCallFormat === 'none' ? GOLDEN_TEXT_ONLY : GOLDEN_CONVERSATION;
+    const mismatchesBefore = this.golden.stats().mismatches;
+    await this.golden.check(tokenizer, family, this.served, golden.messages, { tools: golden.tools }, true);
+    if (this.golden.stats().mismatches > mismatchesBefore && this.opts.allowGoldenMismatch !== true) {
+      throw new GoldenMismatchError(
+        `token mode refuses to start: our ${family.name} chat template rendering (tokenizer ${tokenizer.dir ?? 'embedded Qwen3'}) differs from engine ${this.id}'s at ${this.golden.stats().lastMismatch}; ` +
+          'point engine.tokenizer / --tokenizer at the served model\'s directory, or accept it knowingly with engine.allow_golden_mismatch / --allow-golden-mismatch',
+      );
+    }
   }
 
   /** `engine.stream: auto`: one streamed 1-token generation; streaming is used when its capture is sound. */
@@ -212,8 +245,8 @@ export class TokenModeEngine implements EngineClient {
     }
   }
 
-  private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext): Promise<unknown> {
-    const body = this.backend.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx });
+  private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): Promise<unknown> {
+    const body = this.backend.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) });
     const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
     return engineFetchJson(`${this.url}${this.backend.path}`, { method: 'POST', body }, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, `engine ${this.id}`);
   }
@@ -244,9 +277,16 @@ export class TokenModeEngine implements EngineClient {
     if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type !== 'text'))) {
       warnings.push({ code: 'token-mode-image-dropped', message: 'token mode renders text only: images in the messages were left out of the prompt' });
     }
+    // The chat encoder states the thinking switch as vLLM's `enable_thinking`; the family maps it to its own kwarg.
     const kwargs = body.chat_template_kwargs as { enable_thinking?: boolean } | undefined;
     const settings: RenderSettings = { tools: (body.tools as ChatTool[] | undefined) ?? [] };
     if (kwargs?.enable_thinking !== undefined) settings.enableThinking = kwargs.enable_thinking;
+    if (request.responseFormat && settings.enableThinking !== false && this.familyIds?.thinkClose !== undefined) {
+      // The token endpoints apply the grammar from the first sampled token, so a think block could never be sampled:
+      // render the turn with thinking off (the template closes an empty think block) and say so.
+      settings.enableThinking = false;
+      warnings.push({ code: 'structured-output-thinking-off', message: 'token mode: a structured-output request is rendered with thinking off, because the engine applies the JSON grammar from the first sampled token' });
+    }
     return { messages, settings };
   }
 
@@ -263,12 +303,17 @@ export class TokenModeEngine implements EngineClient {
     await this.probe();
     const turn = this.prepareTurn(request, ctx);
     const started = this.now();
-    const raw = await this.post(turn.plan.promptIds, turn.sampling, ctx);
+    const raw = await this.post(turn.plan.promptIds, turn.sampling, ctx, request.responseFormat);
     return this.finishTurn(request, turn, raw, this.now() - started);
   }
 
+  /**
+   * Whether streaming clients get a streamed engine call. The incremental reasoning/content split (token-stream.ts)
+   * reads the Qwen3/Qwen3.5 output shape only; other families' streaming clients get the synthetic stream of the
+   * whole parsed answer.
+   */
   streams(): boolean {
-    return this.streamOk;
+    return this.streamOk && (this.family?.toolCallFormat === 'hermes-json' || this.family?.toolCallFormat === 'qwen-xml');
   }
 
   /**
@@ -283,7 +328,7 @@ export class TokenModeEngine implements EngineClient {
     onEvent({ type: 'prompt', inputTokens: turn.plan.promptIds.length });
     const started = this.now();
     const emitter = new DeltaEmitter(onEvent, { trimLeadingNewlines: true, stops: request.sampling.stop ?? [] });
-    const raw = await this.streamPost(turn.plan.promptIds, turn.sampling, ctx, emitter, turn.plan.promptOpenedThinking, () => onEvent({ type: 'answered' }));
+    const raw = await this.streamPost(turn.plan.promptIds, turn.sampling, ctx, emitter, turn.plan.promptOpenedThinking, () => onEvent({ type: 'answered' }), request.responseFormat);
     const done = this.finishTurn(request, turn, raw, this.now() - started);
     done.warnings.push(...emitter.finish(done.response));
     return done;
@@ -292,9 +337,10 @@ export class TokenModeEngine implements EngineClient {
   /** POST the streaming body and read the chunks; returns what `backend.read` takes. */
   private async streamPost(
     promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, emitter: DeltaEmitter, promptOpenedThinking: boolean, onAnswered: () => void = () => {},
+    responseFormat?: IRRequest['responseFormat'],
   ): Promise<unknown> {
     const streaming = tokenStreamingFor(this.backend);
-    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx });
+    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) });
     const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
     const what = `engine ${this.id}`;
     const { response, timedOut } = await engineFetchStream(`${this.url}${this.backend.path}`, body, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, what);
@@ -379,7 +425,8 @@ export class TokenModeEngine implements EngineClient {
         inputTokens: plan.promptIds.length,
         outputTokens: result.responseIds.length,
         cachedInputTokens: result.cachedTokens,
-        reasoningTokens: reasoning === null ? 0 : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
+        // Families without a think block in text (gpt-oss's analysis channel): the reasoning text's own token count.
+        reasoningTokens: reasoning === null ? 0 : this.family!.thinkClose === null ? this.tokenizer!.encode(reasoning).length : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
       },
       warnings: [],
       createdAt: this.now(),
@@ -401,7 +448,7 @@ export class TokenModeEngine implements EngineClient {
       logprobSemantics: this.semantics,
       captureError: result.problems.length > 0 ? result.problems.join('; ') : null,
     };
-    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.served, turn.messages, settings, false));
+    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.family!, this.served, turn.messages, settings, false));
     return { response, capture, policyVersion: result.weightVersion, warnings, engineMs, ...(invalid ? { recordToolCalls: calls } : {}) };
   }
 
@@ -413,7 +460,7 @@ export class TokenModeEngine implements EngineClient {
     await this.probe();
     const { messages, settings } = this.chatInput(request, []);
     try {
-      return this.tokenizer!.renderChatIds(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true }).length;
+      return this.tokenizer!.renderChatIds(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family: this.family }).length;
     } catch (thrown) {
       throw new GatewayError('invalid-request', `the chat template rejected the messages: ${thrown instanceof Error ? thrown.message : String(thrown)}`, { cause: thrown });
     }

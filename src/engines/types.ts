@@ -49,6 +49,8 @@ export interface EngineCompletion {
    * as text but stay on the record, flagged `parserInvalid`, so the training filter sees them). Absent = the response's.
    */
   recordToolCalls?: IRToolCall[];
+  /** The engine that produced it when it differs from the client's own id (a replica behind replicas.ts). */
+  engineId?: string;
 }
 
 /**

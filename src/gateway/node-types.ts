@@ -27,7 +27,7 @@ export interface SessionHost {
   get(sessionId: string): SessionView | null;
   /** Every session the node holds (running and finished), in dispatch order. */
   list(): SessionView[];
-  cancel(sessionId: string): boolean;
+  cancel(sessionId: string, reason?: string): boolean;
   engineHealth(): EngineHealth | null;
   /** How sessions are contained by default (`GET /health` `sandbox`). */
   sandbox(): SandboxDescription;
@@ -99,8 +99,6 @@ export interface GatewayNodeOptions {
    * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
    * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
    */
-  /** How long stop() lets result callbacks already sent be answered before aborting them, ms (default 5000). */
-  callbackGraceMs?: number;
   proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry; busyFraction?(): number } };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
   /**
@@ -134,7 +132,8 @@ export interface GatewayNodeOptions {
 }
 
 export type Stage = 'queued' | 'init' | 'ready' | 'running' | 'postrun_queued' | 'postrun' | 'done';
-export type EndReason = { kind: 'cancelled' } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
+/** `interrupted`: cancelled because this node is stopping (signal); reported as CANCELLED, not ERROR. */
+export type EndReason = { kind: 'cancelled'; reason?: string; interrupted?: boolean } | { kind: 'timeout'; timeoutKind: 'agent' | 'total' } | { kind: 'error'; error: string };
 
 /** A session the node holds, from dispatch to its result. */
 export interface Session {
@@ -187,6 +186,11 @@ export interface NodeContext {
 
 /** A cancelled/timed-out stage surfaces as this (never reported as an error text). */
 export class StageAborted extends Error {}
+
+/** The error text of a cancelled session: `cancelled`, with the canceller's reason when it gave one. */
+export function cancelledError(end: EndReason | null): string {
+  return end?.kind === 'cancelled' && end.reason ? `cancelled: ${end.reason}` : 'cancelled';
+}
 
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -7,7 +7,7 @@
  * Wire shapes (DispatchSpec, SessionResult, heartbeats): src/core/contracts/.
  */
 import { systemClock, type Clock } from '../core/clock.ts';
-import { DispatchError, dispatchSpecSchema, formatIssues, type DispatchSpec, type StageCounts } from '../core/contracts/index.ts';
+import { DispatchError, dispatchSpecSchema, formatIssues, formatProblems, runnableProblems, type DispatchSpec, type StageCounts } from '../core/contracts/index.ts';
 import type { SessionResult, SessionStatus } from '../core/records.ts';
 import type { EngineHealth } from '../engines/health.ts';
 import { EventHub } from '../observe/events.ts';
@@ -26,7 +26,8 @@ import { postrun } from './postrun.ts';
 import { startRegistration } from './registration.ts';
 import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
-import { uploadSourceProblems } from '../core/upload-roots.ts';
+import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-roots.ts';
+import { reapOrphanSessions } from './runtimes/local.ts';
 import { startSessionServer } from './session-api.ts';
 import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
 
@@ -60,11 +61,11 @@ export class GatewayNode {
   private readonly evaluators: Readonly<Record<string, Evaluator>>;
   private readonly runtimeFactory: RuntimeFactory;
   private order = 0;
-  /** Set while stop() runs: no new sessions. */
-  private closing = false;
   private server: ReturnType<typeof Bun.serve> | null = null;
   private stopHeartbeats: (() => void) | null = null;
   private stopping = new AbortController();
+  /** Set by stop(): no new sessions are accepted while the running ones are cancelled and reported. */
+  private draining = false;
   private gatewayUrlValue: string | null;
   private readonly ctx: NodeContext;
 
@@ -123,6 +124,11 @@ export class GatewayNode {
   async start(): Promise<void> {
     if (this.server) return;
     this.stopping = new AbortController();
+    this.draining = false;
+    // Sandboxes a dead predecessor on this work root left (its process was killed): end their process groups and
+    // remove their directories, so a restart leaks nothing; the rollout server re-dispatches those sessions.
+    const reaped = reapOrphanSessions(this.opts.workRoot);
+    if (reaped.dirs > 0) this.opts.log?.(`removed ${reaped.dirs} session director${reaped.dirs === 1 ? 'y' : 'ies'} and ${reaped.groups} process group(s) a previous gateway process left in ${this.opts.workRoot}`);
     const proxy = this.opts.proxy?.(this.directory, { adminToken: this.opts.controlPlaneToken ?? null });
     this.proxyRegistry = proxy?.metrics?.registry ?? null;
     const busy = proxy?.metrics?.busyFraction;
@@ -144,26 +150,26 @@ export class GatewayNode {
   }
 
   /**
-   * Cancel every session, wait for their cleanup and pending callbacks (bounded), stop the server. Result callbacks
-   * already on their way get up to `callbackGraceMs` (default 5 s) to be answered before they are aborted, so a
-   * finished run does not log "callback … failed: gateway stopping" for a result the rollout server was storing.
+   * Stop taking sessions, cancel every session (`reason` becomes each CANCELLED result's error, e.g.
+   * "interrupted: SIGTERM"), wait up to `graceMs` (default 30000) for their
+   * teardown (process groups end) and their result callbacks to reach the rollout server, then abort what is left and
+   * stop the server. Callbacks already on their way get that grace, so a finished run does not log
+   * "callback … failed: gateway stopping" for a result the rollout server was storing.
    */
-  async stop(): Promise<void> {
-    this.closing = true;
+  async stop(opts: { reason?: string; graceMs?: number } = {}): Promise<void> {
+    this.draining = true;
     this.stopHeartbeats?.();
     this.stopHeartbeats = null;
     const pending = [...this.sessions.values()].filter((s) => s.stage !== 'done');
-    for (const s of pending) this.cancel(s.id);
-    await Promise.allSettled(pending.map((s) => s.done));
-    let graceTimer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      Promise.allSettled([...this.background]),
-      new Promise((resolve) => { graceTimer = setTimeout(resolve, this.opts.callbackGraceMs ?? 5000); }),
-    ]);
-    clearTimeout(graceTimer);
+    for (const s of pending) this.cancel(s.id, opts.reason ?? 'gateway stopping', { interrupted: true });
+    // Callbacks retry under the `stopping` signal: abort it only after the grace period, so the results get through.
+    const settled = Promise.allSettled(pending.map((s) => s.done)).then(() => Promise.allSettled([...this.background]));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([settled, new Promise<void>((resolve) => { timer = setTimeout(resolve, opts.graceMs ?? 30_000); })]);
+    clearTimeout(timer);
     this.stopping.abort(new Error('gateway stopping'));
+    await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);
-    this.closing = false;
     this.server?.stop(true);
     this.server = null;
     await this.gatewaySocket?.close();
@@ -178,17 +184,19 @@ export class GatewayNode {
     const parsed = dispatchSpecSchema.safeParse(raw);
     if (!parsed.success) throw new DispatchError(`invalid session spec: ${formatIssues(parsed.error)}`, 400);
     const spec = parsed.data;
-    if (this.sessions.has(spec.session_id)) throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409);
-    if (this.closing || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
-    const task = spec.task;
-    const harnessName = task.agent.harness ?? 'shell';
-    const adapter = this.harnesses[harnessName.replaceAll('-', '_')];
-    if (!adapter) throw new DispatchError(`unknown harness ${JSON.stringify(harnessName)}; known: ${Object.keys(this.harnesses).join(', ')}`, 400);
-    if (adapter.name === 'shell' && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
-      throw new DispatchError('agent needs a harness or a command', 400);
+    const held = this.sessions.get(spec.session_id);
+    if (held) {
+      // The rollout server adopts what the node holds (it never dispatches a session twice): say which attempt it is.
+      throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409, {
+        session_id: held.id, attempt: held.spec.attempt ?? 0, status: held.status,
+      });
     }
-    const evaluator = task.evaluator ? this.evaluators[task.evaluator.strategy] : this.evaluators.session_completed;
-    if (evaluator === undefined) throw new DispatchError(`unknown evaluator ${JSON.stringify(task.evaluator?.strategy)}; known: ${Object.keys(this.evaluators).join(', ')}`, 400);
+    if (this.draining || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
+    const task = spec.task;
+    const problems = runnableProblems(task, { harnesses: Object.keys(this.harnesses), evaluators: Object.keys(this.evaluators) });
+    if (problems.length > 0) throw new DispatchError(formatProblems(problems), 400);
+    const adapter = this.harnesses[(task.agent.harness ?? 'shell').replaceAll('-', '_')]!;
+    const evaluator = task.evaluator ? this.evaluators[task.evaluator.strategy]! : this.evaluators.session_completed;
     let runtimeSpec: RuntimeSpec;
     try {
       runtimeSpec = parseRuntimeSpec(task.runtime, this.opts.runtimeDefaults);
@@ -196,7 +204,7 @@ export class GatewayNode {
       throw new DispatchError((error as Error).message, 400);
     }
     if (this.opts.uploadRoots) {
-      const outside = uploadSourceProblems(runtimeSpec.prepare, this.opts.uploadRoots);
+      const outside = [...uploadSourceProblems(runtimeSpec.prepare, this.opts.uploadRoots), ...evaluatorSourceProblems(task.evaluator, this.opts.uploadRoots)];
       if (outside.length > 0) throw new DispatchError(`invalid session spec: ${outside.join('; ')}`, 400);
     }
     const refresh = task.evaluator?.refresh_runtime === true;
@@ -220,11 +228,11 @@ export class GatewayNode {
    * Cancel a session at any stage: the running stage is aborted (harness process group killed), cleanup still runs,
    * and the final status is ERROR with error "cancelled". Returns false for unknown or finished sessions.
    */
-  cancel(sessionId: string): boolean {
+  cancel(sessionId: string, reason?: string, opts: { interrupted?: boolean } = {}): boolean {
     const s = this.sessions.get(sessionId);
     if (!s || s.stage === 'done') return false;
     if (s.end?.kind === 'cancelled') return true;
-    s.end = { kind: 'cancelled' };
+    s.end = { kind: 'cancelled', ...(reason ? { reason } : {}), ...(opts.interrupted ? { interrupted: true } : {}) };
     s.abort.abort(new StageAborted('cancelled'));
     if (s.stage === 'queued') {
       this.initQueue = this.initQueue.filter((x) => x !== s);

@@ -6,7 +6,7 @@ import type { EvaluationResult, SessionResult, SessionTiming, Trajectory } from 
 import { applyRewards, buildTrajectory } from '../trace/index.ts';
 import { postWithRetry } from './callback.ts';
 import type { Evaluator } from './evaluators/types.ts';
-import { errorText, type NodeContext, type Session } from './node-types.ts';
+import { cancelledError, errorText, type NodeContext, type Session } from './node-types.ts';
 import { sessionDiff } from './prepare.ts';
 import type { Runtime } from './runtimes/types.ts';
 import { prepareFreshRuntime } from './session-stages.ts';
@@ -15,7 +15,7 @@ import { prepareFreshRuntime } from './session-stages.ts';
 export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   const task = s.spec.task;
   let status: SessionResult['status'] = s.end === null ? 'COMPLETED' : s.end.kind === 'timeout' ? 'TIMEOUT' : 'ERROR';
-  let error: string | null = s.end === null ? null : s.end.kind === 'cancelled' ? 'cancelled' : s.end.kind === 'error' ? s.end.error : `${s.end.timeoutKind === 'agent' ? 'agent_timeout' : 'timeout_seconds'} exceeded`;
+  let error: string | null = s.end === null ? null : s.end.kind === 'cancelled' ? cancelledError(s.end) : s.end.kind === 'error' ? s.end.error : `${s.end.timeoutKind === 'agent' ? 'agent_timeout' : 'timeout_seconds'} exceeded`;
   const harnessName = task.agent.harness ?? 'shell';
   let trajectory: Trajectory;
   try {
@@ -23,7 +23,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     const buildStart = ctx.clock();
     const records = ctx.opts.store.completions.listBySession(s.id);
     trajectory = buildTrajectory(records, {
-      strategy: task.builder.strategy, eotIds: ctx.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
+      strategy: task.builder.strategy, config: task.builder.config, eotIds: ctx.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
       status, ...(s.end?.kind === 'timeout' ? { timeoutKind: s.end.timeoutKind } : {}),
       // Only this dispatch's calls: a killed or re-dispatched earlier attempt of the same session id left its own.
       attempt: s.spec.attempt ?? 0,
@@ -37,7 +37,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
         evaluation = await evaluate(ctx, s, s.evaluator, s.runtime);
       } catch (evalError) {
         status = 'ERROR';
-        error = s.end?.kind === 'cancelled' ? 'cancelled' : `evaluation failed: ${errorText(evalError)}`;
+        error = s.end?.kind === 'cancelled' ? cancelledError(s.end) : `evaluation failed: ${errorText(evalError)}`;
         trajectory = { ...trajectory, status: 'ERROR' };
         evaluation = { outcome_reward: 0, details: { error } };
       }
@@ -54,14 +54,21 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     trajectory.metadata.attempt = s.spec.attempt ?? 0;
   }
   await teardown(ctx, s);
-  if (s.end?.kind === 'cancelled' && (status !== 'ERROR' || error !== 'cancelled')) {
+  if (s.end?.kind === 'cancelled' && (status !== 'ERROR' || error !== cancelledError(s.end))) {
     // Cancelled while in POSTRUN: whatever was evaluated, the session ends as ERROR "cancelled" (untrainable).
     status = 'ERROR';
-    error = 'cancelled';
+    error = cancelledError(s.end);
     trajectory = applyRewards({ ...trajectory, status: 'ERROR' }, { outcome_reward: 0, details: { cancelled: true } });
   }
+  if (s.end?.kind === 'cancelled' && s.end.interrupted) {
+    // This node is stopping (SIGINT/SIGTERM): the session was interrupted, not failed; the server records it CANCELLED.
+    status = 'CANCELLED';
+    error = s.end.reason ?? 'cancelled';
+  }
   const now = ctx.clock();
-  const result: SessionResult = { session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error };
+  const result: SessionResult = {
+    session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error, attempt: s.spec.attempt ?? 0,
+  };
   try {
     ctx.opts.store.results.put(result);
   } catch (storeError) {
@@ -69,7 +76,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   }
   s.result = result;
   s.stage = 'done';
-  ctx.setStatus(s, status);
+  ctx.setStatus(s, status === 'CANCELLED' ? 'ERROR' : status); // the node's own view: untrainable, ended
   for (const cb of ctx.resultListeners) {
     try { cb(result); } catch { /* listeners must not break delivery */ }
   }

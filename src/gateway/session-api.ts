@@ -1,7 +1,8 @@
 /**
  * The node's HTTP surface (shapes: src/core/contracts/dispatch.ts) on one Bun.serve: the session API as `routes`, and the proxy (hono app from
  * `createProxyApp`) as the `fetch` fallback, so a harness's base URL is the gateway itself.
- * `POST /sessions` → 202 {session_id, status}; `GET /sessions?status&task_id&limit`; `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE);
+ * `POST /sessions` → 202 {session_id, status} (409 with the held `attempt` when the id is known);
+ * `GET /sessions?status&task_id&limit` (what the node holds, for restart adoption); `GET|DELETE /sessions/:id`; `GET /health`; `GET /events` (SSE);
  * `GET /metrics` (Prometheus, open like /health).
  * With a control-plane token, the session API and /events need `authorization: Bearer <token>` (/health stays open),
  * and so do the proxy's control paths (`/admin/*`, `GET /sessions/{id}/completions`): they are checked here too, before
@@ -84,7 +85,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           try {
             return json(node.dispatch(body), 202);
           } catch (error) {
-            if (error instanceof DispatchError) return json({ error: error.message }, error.status);
+            if (error instanceof DispatchError) return json({ ...error.details, error: error.message }, error.status);
             throw error;
           }
         }),
@@ -98,7 +99,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           const id = (req as Bun.BunRequest<'/sessions/:id'>).params.id;
           const view = node.get(id);
           if (!view) return json({ error: 'unknown session' }, 404);
-          const cancelled = node.cancel(id);
+          const cancelled = node.cancel(id, new URL(req.url).searchParams.get('reason') ?? undefined);
           return json({ session_id: id, cancelled, status: node.get(id)?.status ?? view.status });
         }),
       },

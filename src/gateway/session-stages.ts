@@ -3,7 +3,7 @@
  * (the harness process group), as functions of the node's context (./node-types.ts) and the session.
  */
 import { join } from 'node:path';
-import { defaultHarnessCache, harnessPaths, installHarness } from './harnesses/install.ts';
+import { defaultHarnessCache, harnessPaths, installHarness, nodeShimDir } from './harnesses/install.ts';
 import type { HarnessOutcome } from './harnesses/types.ts';
 import { harnessFailureError, writeHarnessLog } from './harness-output.ts';
 import { errorText, raceAbort, type NodeContext, type Session } from './node-types.ts';
@@ -28,7 +28,9 @@ export async function initSession(ctx: NodeContext, s: Session): Promise<void> {
     if (!paths.installed && ctx.opts.autoInstallHarness === false) throw new Error(`harness ${s.adapter.name} is not installed (run \`polar harness install ${s.adapter.name}\`)`);
     binPath = paths.installed ? paths.bin : await raceAbort(installHarness(pkg, { cacheDir, log: ctx.opts.log }), signal);
     installDir = paths.nodeModules;
-    s.toolDirs = [paths.binDir];
+    // A JavaScript CLI on a host without node runs on this process's Bun (a `node` shim after the CLI's own .bin).
+    const shim = nodeShimDir(cacheDir, pkg);
+    s.toolDirs = shim ? [paths.binDir, shim] : [paths.binDir];
   }
   const runtime = ctx.runtimeFactory(s.runtimeSpec, { instanceKey: s.id, workRoot: ctx.opts.workRoot, toolDirs: s.toolDirs, gateway: ctx.gatewayEndpoint() });
   s.runtime = runtime;

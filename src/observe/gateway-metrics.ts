@@ -12,7 +12,7 @@
  *   polar_trace_trainable_tokens_total                                loss_mask = 1 tokens of built trajectories
  * prom-client: https://github.com/siimon/prom-client
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, register as defaultRegistry } from 'prom-client';
 import type { SessionResult } from '../core/records.ts';
 import { BREAK_REASONS } from '../trace/trace-parts.ts';
 
@@ -83,8 +83,9 @@ export class GatewayMetrics {
     if (trainable > 0) this.trainableTokens.inc(trainable);
   }
 
+  /** This node's metrics, the `extra` registries' (its proxy's) and prom-client's default one (engine replicas, ./replica-metrics.ts). */
   async text(extra: Registry[] = []): Promise<{ text: string; contentType: string }> {
-    const registry = extra.length === 0 ? this.registry : Registry.merge([this.registry, ...extra]);
+    const registry = Registry.merge([this.registry, ...extra, defaultRegistry]);
     return { text: await registry.metrics(), contentType: this.registry.contentType };
   }
 }

@@ -11,6 +11,8 @@ export interface RolloutMetrics {
   sessionsRedispatched: Counter;
   sessionResults: Counter<'status'>;
   duplicateResults: Counter;
+  staleResults: Counter;
+  refusedDispatches: Counter;
   sessionsByStatus: Gauge<'status'>;
   nodes: Gauge<'state'>;
   groupsReady: Gauge;
@@ -27,6 +29,8 @@ export function createRolloutMetrics(): RolloutMetrics {
     sessionsRedispatched: new Counter({ name: 'polar_rollout_sessions_redispatched_total', help: 'Sessions put back in the queue after their node failed or forgot them', registers }),
     sessionResults: new Counter({ name: 'polar_rollout_session_results_total', help: 'Session results stored, by status', labelNames: ['status'], registers }),
     duplicateResults: new Counter({ name: 'polar_rollout_duplicate_results_total', help: 'Session results acknowledged and ignored because the session already had one', registers }),
+    staleResults: new Counter({ name: 'polar_rollout_stale_results_total', help: 'Session results of a dispatch attempt that is no longer current, recorded and ignored', registers }),
+    refusedDispatches: new Counter({ name: 'polar_rollout_refused_dispatches_total', help: 'Sessions a gateway refused at dispatch (4xx); each fails alone', registers }),
     sessionsByStatus: new Gauge({ name: 'polar_rollout_sessions', help: 'Sessions by status', labelNames: ['status'], registers }),
     nodes: new Gauge({ name: 'polar_rollout_nodes', help: 'Gateway nodes by state (healthy, unhealthy, draining)', labelNames: ['state'], registers }),
     groupsReady: new Gauge({ name: 'polar_rollout_groups_ready', help: 'Evaluated groups not yet acknowledged by a trainer', registers }),

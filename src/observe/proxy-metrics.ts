@@ -15,7 +15,7 @@
  * prom-client: https://github.com/siimon/prom-client
  */
 import { createMiddleware } from 'hono/factory';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, register as defaultRegistry } from 'prom-client';
 import type { CompletionRecord } from '../core/records.ts';
 
 const ADDED_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
@@ -115,7 +115,8 @@ export class ProxyMetrics {
     });
   }
 
+  /** This proxy's metrics plus prom-client's default registry (engine replicas, ./replica-metrics.ts). */
   async text(): Promise<string> {
-    return this.registry.metrics();
+    return Registry.merge([this.registry, defaultRegistry]).metrics();
   }
 }

@@ -14,6 +14,7 @@ import type { CompletionRecord } from '../core/records.ts';
 import { dialectForPath, type DialectRoute } from './dialect-table.ts';
 import { InferenceGate } from './inference-gate.ts';
 import { ProxyMetrics } from '../observe/proxy-metrics.ts';
+import { ReasoningMemory } from './reasoning-restore.ts';
 import { Recorder } from './recorder.ts';
 import { sessionKeyOf } from './sessions.ts';
 import { newProxyCounters, type ProxyCounters, type ProxyDeps, type ProxyOptions, type ProxySessionInfo } from './types.ts';
@@ -33,6 +34,8 @@ export interface ProxyRuntime {
   routes: DialectRoute[];
   /** Prometheus metrics of this proxy (`GET /metrics`; merged into the gateway node's). */
   metrics: ProxyMetrics;
+  /** Reasoning of the answers returned per session, when `options.restoreReasoning` is on in chat mode. */
+  reasoning: ReasoningMemory | null;
 }
 
 export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): ProxyRuntime {
@@ -50,6 +53,7 @@ export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): Pro
     gate: new InferenceGate(options.initialPolicyVersion ?? null),
     recorder: new Recorder(deps.store, deps.engine, clock, counters, onRecord),
     codecCtx: { now: clock, newId, options: options.dialectOptions },
+    reasoning: options.restoreReasoning && deps.engine.mode === 'chat' ? new ReasoningMemory() : null,
   };
 }
 

@@ -66,7 +66,7 @@ export class Recorder {
       response_ids: capture?.responseIds ?? [],
       logprobs: capture?.logprobs ?? [],
       policy_version: input.policyVersion,
-      engine_id: this.engine.id,
+      engine_id: completion.engineId ?? this.engine.id,
       logprob_semantics: capture?.logprobSemantics ?? 'none',
       mode: this.engine.mode,
       capture_error: captureError,

@@ -68,11 +68,17 @@ export interface ProxyOptions {
    * admin-access.ts). The gateway passes its control-plane token; `polar proxy` takes `--admin-token`.
    */
   adminToken?: string | null;
+  /**
+   * Chat mode: put back the reasoning a harness dropped from its history, from the session's own earlier answers,
+   * before the engine renders it (src/proxy/reasoning-restore.ts). Default false. No effect in token mode.
+   */
+  restoreReasoning?: boolean;
 }
 
 /** The config file's `proxy` section (src/config/sections/proxy.ts), as far as the proxy reads it. */
 export interface ProxySectionConfig {
   strip_billing_header: boolean;
+  restore_reasoning?: boolean;
   keepalive_interval_ms: number;
   max_body_bytes: number;
 }
@@ -83,6 +89,7 @@ export function proxyOptionsFromConfig(section: ProxySectionConfig): ProxyOption
     maxBodyBytes: section.max_body_bytes,
     keepaliveIntervalMs: section.keepalive_interval_ms,
     dialectOptions: { stripBillingHeader: section.strip_billing_header },
+    ...(section.restore_reasoning ? { restoreReasoning: true } : {}),
   };
 }
 

@@ -1,10 +1,11 @@
 /**
- * Dispatch of queued sessions to gateway nodes (stage-pressure choice, ./scheduler.ts), re-queueing when a node is
- * lost, reconciliation with what a node actually holds, and cancellation on nodes.
+ * Dispatch of queued sessions to gateway nodes (stage-pressure choice, ./scheduler.ts), what each dispatch answer
+ * means, re-queueing when a node is lost, adoption of what a node actually holds, and cancellation on nodes.
  */
 import type { TaskRequest } from '../core/records.ts';
 import { FINAL_SESSION, type RolloutContext } from './context.ts';
 import type { NodeRegistry, NodeState } from './node-registry.ts';
+import { SESSION_LIST_LIMIT } from './node-client.ts';
 import { pickNode } from './scheduler.ts';
 import type { SessionRow } from './store-port.ts';
 
@@ -17,6 +18,10 @@ export class Dispatcher {
     private readonly nodes: NodeRegistry,
     /** URL gateway nodes post session results to. */
     private readonly callbackUrl: () => string,
+    /** A session a node refused (4xx): the server records it as failed (ERROR with the node's reason). */
+    private readonly onRefused: (session: SessionRow, nodeId: string, error: string, attempt: number) => void,
+    /** Consecutive transport failures (network, 5xx) after which a node leaves rotation until its next heartbeat. */
+    private readonly transportFailureLimit = 3,
   ) {}
 
   /** Dispatch queued sessions to nodes. Calls coalesce: at most one pass runs at a time, and one more follows. */
@@ -74,19 +79,47 @@ export class Dispatcher {
     await Promise.all(sends);
   }
 
+  /**
+   * Send one session and act on the node's answer (src/core/contracts/dispatch.ts `DispatchOutcome`): accepted; held
+   * (the node already runs it: adopt its attempt, never dispatch twice); refused (this session cannot run: it fails
+   * alone, the node stays in rotation); unavailable (the node's trouble: back to the queue with attempt + 1, and
+   * `transportFailureLimit` in a row take the node out of rotation until its next heartbeat).
+   */
   async #send(state: NodeState, session: SessionRow, task: TaskRequest, attempt: number): Promise<void> {
-    try {
-      await state.client.dispatch({ session_id: session.session_id, task: withoutCallbackToken(task), sample_index: session.sample_index, callback_url: this.callbackUrl(), attempt });
-      this.ctx.metrics.sessionsDispatched.inc();
-      this.ctx.events.publish('session_dispatched', { session_id: session.session_id, task_id: session.task_id, node_id: state.row.node_id, attempt });
-    } catch (error) {
-      // The node may be down: take it out of rotation until its next heartbeat, and put the session back in the queue.
-      this.nodes.untrack(state.row.node_id, session.session_id);
-      const current = this.ctx.store.sessions.get(session.session_id);
-      if (current && current.status === 'INITIALIZING' && current.node_id === state.row.node_id) {
-        this.ctx.store.sessions.update(session.session_id, { status: 'REGISTERED', node_id: null });
+    const nodeId = state.row.node_id;
+    const outcome = await state.client.dispatch({ session_id: session.session_id, task: withoutCallbackToken(task), sample_index: session.sample_index, callback_url: this.callbackUrl(), attempt });
+    const current = this.ctx.store.sessions.get(session.session_id);
+    const stillOurs = current !== null && current.node_id === nodeId && !FINAL_SESSION.has(current.status);
+    switch (outcome.kind) {
+      case 'accepted':
+        state.transportFailures = 0;
+        this.ctx.metrics.sessionsDispatched.inc();
+        this.ctx.events.publish('session_dispatched', { session_id: session.session_id, task_id: session.task_id, node_id: nodeId, attempt });
+        return;
+      case 'held': {
+        state.transportFailures = 0;
+        const held = outcome.attempt ?? attempt;
+        if (stillOurs && held !== current.attempt) this.ctx.store.sessions.update(session.session_id, { attempt: held });
+        this.ctx.events.publish('session_adopted', { session_id: session.session_id, task_id: session.task_id, node_id: nodeId, attempt: held });
+        return;
       }
-      if (state.row.healthy) this.nodeLost(state, `dispatch failed: ${(error as Error).message}`);
+      case 'refused':
+        state.transportFailures = 0;
+        this.nodes.untrack(nodeId, session.session_id);
+        if (stillOurs) this.onRefused(session, nodeId, outcome.error, attempt);
+        return;
+      case 'unavailable':
+        this.nodes.untrack(nodeId, session.session_id);
+        if (stillOurs) {
+          // The request may have reached the node (a timeout): the next dispatch is attempt + 1, so a result of the
+          // lost one is recognised as stale.
+          this.ctx.store.sessions.update(session.session_id, { status: 'REGISTERED', node_id: null, attempt: current.attempt + 1 });
+        }
+        state.transportFailures++;
+        if (state.row.healthy && state.transportFailures >= this.transportFailureLimit) {
+          this.nodes.markUnhealthy(state, `${state.transportFailures} dispatches in a row failed: ${outcome.error}`);
+        }
+        return;
     }
   }
 
@@ -109,42 +142,62 @@ export class Dispatcher {
     this.ctx.events.publish('session_requeued', { session_id: sessionId, task_id: s.task_id, from_node: nodeId, attempt: s.attempt + 1 });
   }
 
-  /** Ask a node about every session this server thinks it runs; re-queue the ones it does not know. */
+  /**
+   * Ask a node what it holds (`GET /sessions`) and compare with what this server thinks it runs there: a session the
+   * node holds is adopted (its attempt taken over: nothing is dispatched again or cancelled); one it does not hold goes
+   * back to the queue with attempt + 1. An unreachable node is left to the heartbeat timeout.
+   */
   async reconcileNode(nodeId: string): Promise<void> {
     const state = this.nodes.get(nodeId);
     if (!state) return;
+    let held: Map<string, number>;
+    let complete: boolean;
+    try {
+      const listed = await state.client.listSessions();
+      held = new Map(listed.map((s) => [s.session_id, s.attempt]));
+      complete = listed.length < SESSION_LIST_LIMIT;
+    } catch {
+      return; // unreachable now: the heartbeat timeout decides
+    }
+    if (this.ctx.stopped()) return;
     let changed = false;
-    await Promise.all(
-      this.nodes.inFlight(nodeId).map(async (id) => {
-        try {
-          if ((await state.client.getSession(id)) === null) {
-            this.requeue(id, nodeId);
-            changed = true;
-          }
-        } catch {
-          // Unreachable now: the heartbeat timeout decides.
-        }
-      }),
-    );
+    for (const id of this.nodes.inFlight(nodeId)) {
+      let attempt = held.get(id);
+      const row = this.ctx.store.sessions.get(id);
+      if (!row || FINAL_SESSION.has(row.status)) continue;
+      if (attempt === undefined && !complete) {
+        // A full page may have cut the list short: ask about this one (a failure leaves it to the heartbeat timeout).
+        const one = await state.client.getSession(id).catch(() => undefined);
+        if (one === undefined) continue;
+        if (one !== null) attempt = one.attempt ?? row.attempt;
+      }
+      if (attempt === undefined) {
+        this.requeue(id, nodeId);
+        changed = true;
+      } else if (attempt !== row.attempt) {
+        this.ctx.store.sessions.update(id, { attempt });
+        this.ctx.events.publish('session_adopted', { session_id: id, task_id: row.task_id, node_id: nodeId, attempt });
+      }
+    }
     if (changed) void this.pump();
   }
 
-  async cancelOn(nodeId: string, sessionId: string): Promise<void> {
+  async cancelOn(nodeId: string, sessionId: string, reason?: string): Promise<void> {
     try {
-      await this.nodes.get(nodeId)?.client.cancel(sessionId);
+      await this.nodes.get(nodeId)?.client.cancel(sessionId, reason);
     } catch {
       // The node is gone or refuses; its late result would be ignored anyway.
     }
   }
 
   /** Mark sessions CANCELLED and cancel them on their nodes; returns how many. */
-  async cancelSessions(sessions: SessionRow[]): Promise<number> {
+  async cancelSessions(sessions: SessionRow[], reason?: string): Promise<number> {
     for (const s of sessions) this.ctx.store.sessions.update(s.session_id, { status: 'CANCELLED' });
     await Promise.all(
       sessions.map(async (s) => {
         if (!s.node_id) return;
         this.nodes.untrack(s.node_id, s.session_id);
-        await this.cancelOn(s.node_id, s.session_id);
+        await this.cancelOn(s.node_id, s.session_id, reason);
       }),
     );
     return sessions.length;

@@ -3,18 +3,23 @@
  * it, ask for it.
  * Every call carries `authorization: Bearer <control_plane_token>` when one is configured.
  */
-import { controlPlaneHeaders, type DispatchSpec } from '../core/contracts/index.ts';
+import { classifyDispatchAnswer, controlPlaneHeaders, sessionListSchema, type DispatchOutcome, type DispatchSpec, type SessionSummary } from '../core/contracts/index.ts';
 
 export type { DispatchSpec };
 
+/** Most sessions one `GET /sessions` lists (the gateway's cap); a full page means the list may be cut short. */
+export const SESSION_LIST_LIMIT = 1000;
+
 /** How the server reaches one node. HTTP for every node; tests may pass their own. */
 export interface NodeClient {
-  /** Hand the session to the node. @throws Error when the node refuses it or cannot be reached. */
-  dispatch(spec: DispatchSpec): Promise<void>;
+  /** Hand the session to the node; never throws: a network failure is an `unavailable` outcome. */
+  dispatch(spec: DispatchSpec): Promise<DispatchOutcome>;
   /** Cancel a session on the node; false when the node does not know it. Never throws for a 404. */
-  cancel(sessionId: string): Promise<boolean>;
+  cancel(sessionId: string, reason?: string): Promise<boolean>;
   /** The node's view of a session: its status, or null when the node does not know it (404). */
-  getSession(sessionId: string): Promise<{ status: string } | null>;
+  getSession(sessionId: string): Promise<{ status: string; attempt?: number } | null>;
+  /** Every session the node holds (`GET /sessions`). @throws Error when the node cannot be reached or answers badly. */
+  listSessions(): Promise<SessionSummary[]>;
 }
 
 export interface HttpNodeClientOptions {
@@ -34,12 +39,23 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
     doFetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) });
   return {
     async dispatch(spec) {
-      const response = await call('/sessions', { method: 'POST', body: JSON.stringify(spec) });
-      if (!response.ok) throw new Error(`node ${base} refused session: HTTP ${response.status} ${(await response.text()).slice(0, 300)}`);
-      await response.body?.cancel();
+      try {
+        const response = await call('/sessions', { method: 'POST', body: JSON.stringify(spec) });
+        return classifyDispatchAnswer(response.status, await response.text());
+      } catch (error) {
+        return { kind: 'unavailable', error: `node ${base} unreachable: ${error instanceof Error ? error.message : String(error)}` };
+      }
     },
-    async cancel(sessionId) {
-      const response = await call(`/sessions/${encodeURIComponent(sessionId)}`, { method: 'DELETE' });
+    async listSessions() {
+      const response = await call(`/sessions?limit=${SESSION_LIST_LIMIT}`, { method: 'GET' });
+      if (!response.ok) throw new Error(`node ${base} session list failed: HTTP ${response.status}`);
+      const parsed = sessionListSchema.safeParse(await response.json());
+      if (!parsed.success) throw new Error(`node ${base} answered GET /sessions with an unexpected body`);
+      return parsed.data.sessions;
+    },
+    async cancel(sessionId, reason) {
+      const query = reason ? `?reason=${encodeURIComponent(reason)}` : '';
+      const response = await call(`/sessions/${encodeURIComponent(sessionId)}${query}`, { method: 'DELETE' });
       await response.body?.cancel();
       if (response.status === 404) return false;
       if (!response.ok) throw new Error(`node ${base} cancel failed: HTTP ${response.status}`);
@@ -52,8 +68,8 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
         return null;
       }
       if (!response.ok) throw new Error(`node ${base} session lookup failed: HTTP ${response.status}`);
-      const body = (await response.json()) as { status?: unknown };
-      return { status: typeof body.status === 'string' ? body.status : 'UNKNOWN' };
+      const body = (await response.json()) as { status?: unknown; attempt?: unknown };
+      return { status: typeof body.status === 'string' ? body.status : 'UNKNOWN', ...(typeof body.attempt === 'number' ? { attempt: body.attempt } : {}) };
     },
   };
 }

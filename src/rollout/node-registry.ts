@@ -16,6 +16,8 @@ export interface NodeState {
   row: NodeRow;
   client: NodeClient;
   dispatchedSinceHeartbeat: number;
+  /** Dispatches in a row that failed in transport (network, 5xx); reset by a heartbeat or an answered dispatch. */
+  transportFailures: number;
 }
 
 export class NodeRegistry {
@@ -49,7 +51,7 @@ export class NodeRegistry {
   load(): void {
     for (const row of this.ctx.store.nodes.list()) {
       const fresh = { ...row, last_heartbeat: Math.max(row.last_heartbeat, this.ctx.clock()) };
-      this.#nodes.set(row.node_id, { row: fresh, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0 });
+      this.#nodes.set(row.node_id, { row: fresh, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0 });
     }
   }
 
@@ -71,7 +73,7 @@ export class NodeRegistry {
       registered_at: now,
     };
     this.ctx.store.nodes.upsert(row);
-    this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0 });
+    this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0 });
     this.ctx.events.publish('node_registered', { node_id: row.node_id, url: row.url });
     return { row, known: previous !== undefined };
   }
@@ -88,6 +90,7 @@ export class NodeRegistry {
     const recovered = !state.row.healthy;
     state.row = { ...state.row, stages: parsed.data.stages, healthy: true, last_heartbeat: this.ctx.clock() };
     state.dispatchedSinceHeartbeat = 0;
+    state.transportFailures = 0;
     this.ctx.store.transaction(() => {
       this.ctx.store.nodes.upsert(state.row);
       if (parsed.data.sessions) this.#refreshSessionStages(nodeId, parsed.data.sessions);
@@ -121,7 +124,10 @@ export class NodeRegistry {
     return { node_id: nodeId, draining: true, in_flight: this.inFlightCount(nodeId) };
   }
 
-  /** Take a node out of rotation until its next heartbeat; returns the sessions it had in flight. */
+  /**
+   * Take a node out of rotation until its next heartbeat; returns the sessions it had in flight (the caller decides:
+   * a lost node's are re-queued, a node with transport trouble keeps them).
+   */
   markUnhealthy(state: NodeState, reason: string): string[] {
     state.row = { ...state.row, healthy: false };
     this.ctx.store.nodes.upsert(state.row);

@@ -46,6 +46,8 @@ export type TaskView = ReturnType<typeof referenceTaskStatus> & {
   updated_at: number;
   sessions: TaskSessionView[];
   group: ReturnType<typeof groupFromRow> | null;
+  /** Why a FAILED task has no group: its sessions' errors (null otherwise). */
+  error: string | null;
 };
 
 /**
@@ -71,6 +73,7 @@ export function referenceTaskView(store: RolloutStore, taskId: string): TaskView
     updated_at: row.updated_at,
     sessions,
     group: groupRow ? groupFromRow(groupRow) : null,
+    error: row.status === 'FAILED' ? `no session of the task is usable: ${[...new Set(sessions.map((s) => s.error).filter((e): e is string => e !== null))].join('; ')}` : null,
   };
 }
 

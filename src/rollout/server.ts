@@ -3,30 +3,30 @@
  * session results back, evaluated groups with GRPO and leave-one-out advantages out to a trainer.
  * Polar-compatible endpoints (https://github.com/NVIDIA-NeMo/ProRL-Agent-Server, `src/polar`), on Bun.serve `routes`.
  * Every state change is written to SQLite before it is acknowledged, so a kill -9 loses nothing: on restart the server
- * asks each node about the sessions it had dispatched and re-dispatches the ones no node knows.
- * Parts: ./node-registry.ts (nodes, heartbeats), ./dispatcher.ts (dispatch, re-queue, cancel), ./trainer-api.ts
- * (groups), ./trainer-callbacks.ts, ./routes.ts (HTTP). Wire shapes: src/core/contracts/.
+ * asks each node what it holds (`GET /sessions`), adopts what still runs and re-dispatches only the ones no node has;
+ * it never cancels work because it restarted.
+ * Parts: ./node-registry.ts (nodes, heartbeats), ./dispatcher.ts (dispatch answers, re-queue, adoption, cancel),
+ * ./task-results.ts (results, stale attempts, groups), ./trainer-api.ts, ./trainer-callbacks.ts, ./routes.ts (HTTP). Wire shapes: src/core/contracts/.
  */
-import { uploadSourceProblems } from '../core/upload-roots.ts';
+import { uploadSourceProblems, evaluatorSourceProblems } from '../core/upload-roots.ts';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
-import { parseSessionResultOutline } from '../core/contracts/index.ts';
+import { formatProblems, parseWireTaskRequest, resultAttempt, runnableProblems } from '../core/contracts/index.ts';
 import { newSessionSecret } from '../core/ids.ts';
-import type { SessionResult } from '../core/records.ts';
 import { EventHub } from '../observe/events.ts';
 import { createRolloutMetrics, type RolloutMetrics } from '../observe/metrics.ts';
 import type { GrpoStd } from '../trace/advantages.ts';
-import { buildGroup, isUsable, rewardOf } from '../trace/groups.ts';
+import { rewardOf } from '../trace/groups.ts';
 import { ACTIVE_TASK, FINAL_SESSION, HttpError, type RolloutContext } from './context.ts';
 import { Dispatcher } from './dispatcher.ts';
 import { httpNodeClient, type NodeClient } from './node-client.ts';
 import { NodeRegistry } from './node-registry.ts';
 import { CancelTombstones, publishReferenceEvents, referenceRolloutStatus, referenceTaskResult, referenceTaskView, tombstoneStatus, type TaskView } from './reference-api.ts';
 import { referenceNodeInfo, referenceTaskStatusWord } from './reference-shapes.ts';
-import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { json, rolloutRoutes } from './routes.ts';
-import { groupFromRow, putGroup, type GroupTrajectory, type NodeRow, type RolloutStore } from './store-port.ts';
+import { groupFromRow, type GroupTrajectory, type NodeRow, type RolloutStore } from './store-port.ts';
 import { TrainerApi, type ServedGroup } from './trainer-api.ts';
+import { TaskResults } from './task-results.ts';
 import { TrainerCallbacks } from './trainer-callbacks.ts';
 
 export type { ServedGroup } from './trainer-api.ts';
@@ -76,12 +76,13 @@ export class RolloutServer {
   readonly #dispatcher: Dispatcher;
   readonly #trainer: TrainerApi;
   readonly #callbacks: TrainerCallbacks;
+  readonly #results: TaskResults;
+  readonly #tombstones: CancelTombstones;
+  readonly #heartbeatIntervalS: number;
   #server: ReturnType<typeof Bun.serve> | null = null;
   #publicUrl: string | null;
   #timer: ReturnType<typeof setInterval> | null = null;
   #stopped = false;
-  readonly #tombstones: CancelTombstones;
-  readonly #heartbeatIntervalS: number;
 
   constructor(options: RolloutServerOptions) {
     this.store = options.store;
@@ -98,14 +99,14 @@ export class RolloutServer {
     };
     this.#publicUrl = options.publicUrl ?? null;
     this.events = new EventHub(clock);
+    this.metrics = createRolloutMetrics();
     publishReferenceEvents(this.events, this.store);
     this.#tombstones = new CancelTombstones(clock);
     this.#heartbeatIntervalS = options.heartbeatIntervalSeconds ?? 5;
-    this.metrics = createRolloutMetrics();
     this.#ctx = { store: this.store, clock, events: this.events, metrics: this.metrics, stopped: () => this.#stopped };
     const makeClient = options.nodeClient ?? ((url: string) => httpNodeClient(url, { controlPlaneToken: this.#token, fetch: doFetch }));
     this.#nodes = new NodeRegistry(this.#ctx, makeClient);
-    this.#dispatcher = new Dispatcher(this.#ctx, this.#nodes, () => this.callbackUrl);
+    this.#dispatcher = new Dispatcher(this.#ctx, this.#nodes, () => this.callbackUrl, (session, nodeId, error, attempt) => this.#results.refused(session, nodeId, error, attempt));
     this.#trainer = new TrainerApi(this.#ctx);
     this.#callbacks = new TrainerCallbacks(this.#ctx, {
       retries: options.callbackRetries ?? 5,
@@ -113,6 +114,7 @@ export class RolloutServer {
       // The Python Polar's TaskResult {task_id, status, results, result_paths}, plus our evaluated group.
       body: (taskId) => referenceTaskResult(this.store, taskId, this.#trainer.groupOf(taskId)),
     });
+    this.#results = new TaskResults(this.#ctx, this.#nodes, this.#dispatcher, this.#callbacks, () => void this.pump());
     this.#loadState();
   }
 
@@ -163,30 +165,40 @@ export class RolloutServer {
   // ---------------------------------------------------------------------------------------------- task intake
 
   /**
-   * Accept a TaskRequest (ours or the Python Polar's spelling, src/core/contracts/reference-task.ts): persist it and its num_samples
-   * sessions (ids from newSessionSecret), then dispatch. Answers `{task_id, status: "running", sessions}`.
-   * Re-submitting a task_id that exists returns its current status and creates nothing.
-   * @throws Error (→ 400) on an invalid TaskRequest; HttpError 409 for a task_id cancelled before its submit arrived.
+   * Accept a TaskRequest (ours or the Python Polar's spelling, src/core/contracts/reference-task.ts): persist it and its
+   * num_samples sessions (ids from newSessionSecret), then dispatch. Answers `{task_id, status: "running", sessions}`.
+   * A task_id that is running is refused (409); a finished one runs again as a new run of that id (trainers restarted
+   * from step 0 reuse their ids): the old run's rows are kept under `<task_id>@run<n>` and never served as the new one's.
+   * @throws HttpError 400 on an invalid TaskRequest (unknown keys, bad values) or one no gateway can run (unknown
+   *   harness or evaluator, shell harness without a command, bad evaluator config, escaping upload dest), naming the
+   *   field; 409 when the task_id is running, or was cancelled before its submit arrived.
    */
-  submit(input: unknown): { task_id: string; status: string; sessions: number } {
+  submit(input: unknown): { task_id: string; status: string; sessions: number; previous_run: string | null } {
     const task = parseWireTaskRequest(input);
     if (this.#tombstones.has(task.task_id) && !this.store.tasks.get(task.task_id)) throw new HttpError(409, `task ${task.task_id} was cancelled before submission`);
     if (this.#uploadRoots) {
-      const outside = uploadSourceProblems(task.runtime?.prepare, this.#uploadRoots);
+      const outside = [...uploadSourceProblems(task.runtime?.prepare, this.#uploadRoots), ...evaluatorSourceProblems(task.evaluator, this.#uploadRoots)];
       if (outside.length > 0) throw new HttpError(400, `invalid TaskRequest: ${outside.join('; ')}`);
     }
-    const existing = this.store.tasks.get(task.task_id);
-    if (existing) return { task_id: task.task_id, status: referenceTaskStatusWord(existing.status), sessions: this.store.sessions.listByTask(task.task_id).length };
-    this.store.transaction(() => {
+    // The gateway's own dispatch check, here: a task no gateway can run is refused now, not failed session by session.
+    const problems = runnableProblems(task);
+    if (problems.length > 0) throw new HttpError(400, `invalid TaskRequest: ${formatProblems(problems)}`);
+    const previous = this.store.transaction(() => {
+      const existing = this.store.tasks.get(task.task_id);
+      if (existing?.status === ACTIVE_TASK) {
+        throw new HttpError(409, `task ${task.task_id} is running; cancel it (DELETE /rollout/task/${task.task_id}) or wait for it to finish before submitting it again`);
+      }
+      const archived = existing ? this.store.tasks.archiveRun(task.task_id) : null;
       this.store.tasks.upsert(task, ACTIVE_TASK);
       for (let i = 0; i < task.num_samples; i++) {
         this.store.sessions.insert({ session_id: newSessionSecret(), task_id: task.task_id, sample_index: i, status: 'REGISTERED', node_id: null, attempt: 0 });
       }
+      return archived;
     });
     this.metrics.tasksSubmitted.inc();
-    this.events.publish('task_submitted', { task_id: task.task_id, num_samples: task.num_samples });
+    this.events.publish('task_submitted', { task_id: task.task_id, num_samples: task.num_samples, previous_run: previous });
     void this.pump();
-    return { task_id: task.task_id, status: referenceTaskStatusWord(ACTIVE_TASK), sessions: task.num_samples };
+    return { task_id: task.task_id, status: referenceTaskStatusWord(ACTIVE_TASK), sessions: task.num_samples, previous_run: previous };
   }
 
   /**
@@ -198,13 +210,14 @@ export class RolloutServer {
   }
 
   /**
-   * Cancel a task: unfinished sessions are cancelled on their nodes; the trainer callback reports it cancelled.
-   * Answers the task's TaskStatus (taskStatus) plus `cancelled`, the number of sessions cancelled now.
+   * Cancel a task: unfinished sessions are cancelled on their nodes and recorded CANCELLED with `opts.reason`; the
+   * trainer callback reports it cancelled. Answers the task's TaskStatus (taskStatus) plus `cancelled`, the number of
+   * sessions cancelled now.
    * @param opts.registerIfMissing for a task_id not known yet: leave a tombstone that refuses its submit for 300 s
    *   (a trainer's cancel can overtake its own submit) and answer a cancelled TaskStatus instead of 404.
    * @throws HttpError 404 for an unknown task without registerIfMissing.
    */
-  async cancelTask(taskId: string, opts: { registerIfMissing?: boolean } = {}): Promise<Record<string, unknown>> {
+  async cancelTask(taskId: string, opts: { registerIfMissing?: boolean; reason?: string } = {}): Promise<Record<string, unknown>> {
     const row = this.store.tasks.get(taskId);
     if (!row) {
       if (!opts.registerIfMissing) throw new HttpError(404, `unknown task ${taskId}`);
@@ -212,14 +225,20 @@ export class RolloutServer {
       return { ...tombstoneStatus(taskId), cancelled: 0 };
     }
     if (row.status !== ACTIVE_TASK) return { ...this.taskStatus(taskId), cancelled: 0 };
-    const cancelled = await this.#dispatcher.cancelSessions(this.store.sessions.listByTask(taskId).filter((s) => !FINAL_SESSION.has(s.status)));
+    const reason = opts.reason ?? 'cancelled by request';
+    const cancelled = await this.#results.cancel(this.store.sessions.listByTask(taskId).filter((s) => !FINAL_SESSION.has(s.status)), reason);
     this.store.transaction(() => {
       this.store.tasks.setStatus(taskId, 'CANCELLED');
       this.#callbacks.queue(taskId);
     });
-    this.events.publish('task_finished', { task_id: taskId, status: 'CANCELLED' });
+    this.events.publish('task_finished', { task_id: taskId, status: 'CANCELLED', reason });
     void this.#callbacks.deliver();
     return { ...this.taskStatus(taskId), cancelled };
+  }
+
+  /** Results in: see TaskResults.accept (./task-results.ts). @throws HttpError 400/404/409. */
+  acceptResult(input: unknown): Promise<{ session_id: string; accepted: boolean; duplicate: boolean; stale: boolean }> {
+    return this.#results.accept(input);
   }
 
   /**
@@ -268,50 +287,6 @@ export class RolloutServer {
     return this.#nodes.list();
   }
 
-  // ---------------------------------------------------------------------------------------------- results
-
-  /**
-   * Store a session's result, once: a second result for the same session is acknowledged and ignored.
-   * Finishes the task (group + advantages + trainer callback) when its last session ends, or early at
-   * early_stop_min_usable_sessions usable results.
-   * @throws HttpError 400 on an invalid result, 404 for an unknown session, 409 when task_id does not match.
-   */
-  async acceptResult(input: unknown): Promise<{ session_id: string; accepted: boolean; duplicate: boolean }> {
-    let result: SessionResult;
-    try {
-      result = parseSessionResultOutline(input) as unknown as SessionResult;
-    } catch (error) {
-      throw new HttpError(400, (error as Error).message);
-    }
-    const session = this.store.sessions.get(result.session_id);
-    if (!session) throw new HttpError(404, 'unknown session');
-    if (session.task_id !== result.task_id) throw new HttpError(409, `session belongs to task ${session.task_id}, not ${result.task_id}`);
-    // A gateway sharing this store (`polar serve`, `polar run`, one db file for every process) has already put the
-    // result when its callback arrives, so "new" means: the session is not final yet, whoever stored the row.
-    const stored = this.store.transaction(() => {
-      const current = this.store.sessions.get(session.session_id);
-      // A session this server cancelled (task cancel, early stop) reports ERROR "cancelled": keep it as CANCELLED so
-      // groups, exports and task status never count it as a failure. A sample that completed first stays COMPLETED.
-      const cancelled = current?.status === 'CANCELLED' && result.status !== 'COMPLETED';
-      const fresh = this.store.results.put(cancelled ? { ...result, status: 'CANCELLED' } : result);
-      if (cancelled && !fresh) this.store.results.setStatus(session.session_id, 'CANCELLED', ['ERROR', 'TIMEOUT']);
-      if (!current || FINAL_SESSION.has(current.status)) return false;
-      const kept = fresh ? result : (this.store.results.get(session.session_id) ?? result);
-      this.store.sessions.update(session.session_id, { status: kept.status });
-      return true;
-    });
-    if (!stored) {
-      this.metrics.duplicateResults.inc();
-      return { session_id: result.session_id, accepted: false, duplicate: true };
-    }
-    this.metrics.sessionResults.inc({ status: result.status });
-    for (const nodeId of this.#nodes.untrackEverywhere(session.session_id)) if (nodeId !== result.node_id) void this.#dispatcher.cancelOn(nodeId, session.session_id);
-    this.events.publish('session_result', { session_id: session.session_id, task_id: session.task_id, status: result.status, reward: rewardOf(result), node_id: result.node_id });
-    await this.#checkTask(session.task_id);
-    void this.pump();
-    return { session_id: result.session_id, accepted: true, duplicate: false };
-  }
-
   // ---------------------------------------------------------------------------------------------- trainer API
 
   /** Evaluated groups not yet acknowledged, oldest first; see TrainerApi.readyGroups. */
@@ -338,6 +313,7 @@ export class RolloutServer {
 
   /** One timer step: heartbeat timeouts, dispatch, trainer callbacks. Public so tests can drive it with a fake clock. */
   async tick(): Promise<void> {
+    if (this.#stopped) return;
     for (const state of this.#nodes.expired(this.#opts.heartbeatTimeoutMs)) this.#dispatcher.nodeLost(state, 'heartbeat timeout');
     this.#updateGauges();
     await Promise.all([this.pump(), this.#callbacks.deliver()]);
@@ -349,36 +325,6 @@ export class RolloutServer {
     return { text: await this.metrics.registry.metrics(), contentType: this.metrics.registry.contentType };
   }
 
-  // ---------------------------------------------------------------------------------------------- task completion
-
-  async #checkTask(taskId: string): Promise<void> {
-    const row = this.store.tasks.get(taskId);
-    if (!row || row.status !== ACTIVE_TASK) return;
-    const sessions = this.store.sessions.listByTask(taskId);
-    const results = this.store.results.listByTask(taskId);
-    const usable = results.filter(isUsable).length;
-    const minUsable = row.task.early_stop_min_usable_sessions;
-    let earlyStopped = false;
-    const open = sessions.filter((s) => !FINAL_SESSION.has(s.status));
-    if (minUsable !== undefined && usable >= minUsable && open.length > 0) {
-      earlyStopped = true;
-      await this.#dispatcher.cancelSessions(open);
-    } else if (open.length > 0) return;
-    const group = buildGroup(row.task, sessions, results, earlyStopped, this.#ctx.clock());
-    const finished = this.store.transaction(() => {
-      const again = this.store.tasks.get(taskId);
-      if (!again || again.status !== ACTIVE_TASK) return false;
-      putGroup(this.store, group);
-      this.store.tasks.setStatus(taskId, 'COMPLETED');
-      this.#callbacks.queue(taskId);
-      return true;
-    });
-    if (!finished) return;
-    this.events.publish('task_finished', { task_id: taskId, status: 'COMPLETED', early_stopped: earlyStopped });
-    this.events.publish('group_ready', group);
-    void this.#callbacks.deliver();
-  }
-
   // ---------------------------------------------------------------------------------------------- state
 
   #loadState(): void {
@@ -388,7 +334,7 @@ export class RolloutServer {
         if (FINAL_SESSION.has(s.status)) continue;
         // A result stored (by a gateway on the same db) while this server was down finishes the session now.
         const stored = this.store.results.get(s.session_id);
-        if (stored) {
+        if (stored && resultAttempt(stored) === s.attempt) {
           this.store.sessions.update(s.session_id, { status: stored.status });
           continue;
         }
@@ -402,7 +348,10 @@ export class RolloutServer {
   /** After a restart: results may have landed for tasks that never finished, and nodes may have forgotten sessions. */
   async #resume(): Promise<void> {
     this.store.results.relabelCancelled();
-    for (const task of this.store.tasks.list({ status: ACTIVE_TASK })) await this.#checkTask(task.task.task_id);
+    for (const task of this.store.tasks.list({ status: ACTIVE_TASK })) {
+      if (this.#stopped) return;
+      await this.#results.checkTask(task.task.task_id);
+    }
     await Promise.all(this.#nodes.ids().map((id) => this.#dispatcher.reconcileNode(id)));
     await this.tick();
   }
@@ -418,3 +367,4 @@ export class RolloutServer {
     m.groupsReady.set(this.store.groups.listReady().length);
   }
 }
+

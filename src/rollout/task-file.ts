@@ -12,6 +12,7 @@ import {
   behaviourScriptSchema, formatIssues, parseTaskRequest, taskRequestSchema,
   type AgentSpec, type BehaviourScript, type BuilderName, type TaskRequest,
 } from '../core/contracts/index.ts';
+import { isHarborTaskDir, loadHarborTask, type HarborLoadOptions } from './harbor-task.ts';
 
 export type { PrepareAction } from '../core/contracts/index.ts';
 
@@ -37,32 +38,36 @@ export interface LoadedTask {
   simScriptPath: string | null;
   /** The parsed behaviour script (src/core/contracts/sim-script.ts), or null. */
   simScript: BehaviourScript | null;
+  /** What the chosen runtime leaves out of the task (Harbor tasks run locally: Dockerfile steps not run). */
+  notes?: string[];
 }
 
 /**
  * Load tasks from `path`: a task file (task.yaml / .yml / .json, or any .yaml/.json file), a directory holding one
- * task file, or a directory of such task directories (sorted by name).
+ * task file or a Harbor task (task.toml + instruction.md, src/rollout/harbor-task.ts), or a directory of such task
+ * directories (sorted by name). `opts.runtime` picks the runtime Harbor tasks are mapped onto (default local).
  * @throws Error naming the file when a path does not exist, a file is invalid, or two tasks share a task_id.
  */
-export function loadTaskDir(path: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask[] {
+export function loadTaskDir(path: string, opts: HarborLoadOptions & { uploadRoots?: readonly string[] } = {}): LoadedTask[] {
   const abs = resolve(path);
   if (!existsSync(abs)) throw new Error(`task path not found: ${path}`);
-  let files: string[];
-  if (statSync(abs).isFile()) files = [abs];
+  let entries: string[];
+  const load = (p: string): LoadedTask => (statSync(p).isDirectory() ? loadHarborTask(p, opts) : loadTaskFile(p, opts));
+  if (statSync(abs).isFile()) entries = [abs];
   else {
-    const own = findTaskFile(abs);
-    if (own) files = [own];
+    const own = findTaskFile(abs) ?? (isHarborTaskDir(abs) ? abs : null);
+    if (own) entries = [own];
     else {
-      files = readdirSync(abs)
+      entries = readdirSync(abs)
         .sort()
         .map((name) => join(abs, name))
         .filter((p) => statSync(p).isDirectory())
-        .map(findTaskFile)
+        .map((p) => findTaskFile(p) ?? (isHarborTaskDir(p) ? p : null))
         .filter((p): p is string => p !== null);
-      if (files.length === 0) throw new Error(`no task.yaml found in ${path} or its subdirectories`);
+      if (entries.length === 0) throw new Error(`no task.yaml (or Harbor task.toml + instruction.md) found in ${path} or its subdirectories`);
     }
   }
-  const tasks = files.map((file) => loadTaskFile(file, opts));
+  const tasks = entries.map(load);
   const seen = new Map<string, string>();
   for (const t of tasks) {
     const other = seen.get(t.task.task_id);
@@ -84,7 +89,6 @@ function findTaskFile(dir: string): string | null {
  */
 export function loadTaskFile(file: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask {
   const abs = resolve(file);
-  const dir = dirname(abs);
   let raw: unknown;
   try {
     const text = readFileSync(abs, 'utf8');
@@ -92,8 +96,19 @@ export function loadTaskFile(file: string, opts: { uploadRoots?: readonly string
   } catch (error) {
     throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
   }
+  return taskFromObject(raw, abs, `${file}`, opts);
+}
+
+/**
+ * A task from an already-parsed task-file object (a task.yaml's content, or one row of a `tasks` dataset):
+ * relative paths resolve against `file`'s directory; `where` names the source in errors (a file, or `file row N`).
+ * @throws Error naming `where` on schema violations or missing prepare sources.
+ */
+export function taskFromObject(raw: unknown, file: string, where: string, opts: { uploadRoots?: readonly string[] } = {}): LoadedTask {
+  const abs = resolve(file);
+  const dir = dirname(abs);
   const parsed = taskFileSchema.safeParse(raw);
-  if (!parsed.success) throw new Error(`${file}: invalid task file: ${formatIssues(parsed.error)}`);
+  if (!parsed.success) throw new Error(`${where}: invalid task file: ${formatIssues(parsed.error)}`);
   const { sim_script, ...task } = parsed.data;
   const at = (p: string) => (isAbsolute(p) ? p : resolve(dir, p));
   if (task.runtime?.prepare) {
@@ -103,10 +118,10 @@ export function loadTaskFile(file: string, opts: { uploadRoots?: readonly string
       return action;
     });
     const outside = uploadSourceProblems(task.runtime.prepare, [dir, ...(opts.uploadRoots ?? [])]);
-    if (outside.length > 0) throw new Error(`${file}: ${outside.join('; ')}`);
+    if (outside.length > 0) throw new Error(`${where}: ${outside.join('; ')}`);
     for (const action of task.runtime.prepare) {
       const src = 'upload_dir' in action ? action.upload_dir.src : 'upload_file' in action ? action.upload_file.src : null;
-      if (src !== null && !existsSync(src)) throw new Error(`${file}: prepare source not found: ${src}`);
+      if (src !== null && !existsSync(src)) throw new Error(`${where}: prepare source not found: ${src}`);
     }
   }
   let simScriptPath: string | null = null;

@@ -18,6 +18,8 @@ export interface GenerateInput {
   stop?: readonly string[];
   /** vLLM/SGLang `ignore_eos`: no end-of-turn token is appended. */
   ignoreEos?: boolean;
+  /** The token id that ends this sample (default: the tokenizer's first eos; gpt-oss ends a tool call on `<|call|>`). */
+  endTokenId?: number;
 }
 
 export interface Generation {
@@ -47,7 +49,7 @@ export function generate(tokenizer: LoadedTokenizer, input: GenerateInput): Gene
   const cutByString = cut >= 0;
   if (cutByString) text = text.slice(0, cut);
   const ids = tokenizer.encode(text);
-  const eos = tokenizer.eosTokenIds[0];
+  const eos = input.endTokenId ?? tokenizer.eosTokenIds[0];
   let matchedEos = false;
   if (!cutByString && !input.ignoreEos && eos !== undefined) {
     ids.push(eos);

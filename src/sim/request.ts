@@ -1,5 +1,4 @@
 /** Request parsing and error replies shared by the simulator's routes, in the engines' own error shape. */
-import type { ThinkingState } from './script.ts';
 
 /** An HTTP error in the engines' shape: `{error: {message, type, param, code}}`. */
 export class SimHttpError extends Error {
@@ -58,10 +57,4 @@ export function sessionOf(request: Request, body: Body): string {
   return '';
 }
 
-/** The think-block state a rendered prompt ends in (Qwen3 templates). */
-export function thinkingState(promptTail: string): ThinkingState {
-  if (promptTail.endsWith('<think>\n\n</think>\n\n')) return 'disabled';
-  if (promptTail.endsWith('<think>\n')) return 'opened';
-  return 'none';
-}
 

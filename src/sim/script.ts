@@ -9,6 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import { behaviourScriptSchema, type BehaviourScript } from '../core/contracts/sim-script.ts';
 import { pythonJsonDumps } from '../tokenization/json.ts';
 import type { ChatTool } from '../tokenization/chat-messages.ts';
+import type { ModelFamily, PromptThinking, SampleParts } from '../tokenization/families.ts';
 
 export { behaviourScriptSchema, type BehaviourScript, type ScriptStep } from '../core/contracts/sim-script.ts';
 
@@ -159,11 +160,13 @@ export function shellArguments(tool: ShellTool, command: string): Record<string,
 }
 
 /** Where the chat template left the think block at the end of the prompt. */
-export type ThinkingState = 'none' | 'opened' | 'disabled';
+export type ThinkingState = PromptThinking;
 
 export interface TurnPlan {
-  /** The assistant text to sample, in Qwen3's format (without the end-of-turn token). */
+  /** The assistant text to sample, in the model family's format (without the token that ends the sample). */
   text: string;
+  /** The token that ends the sample when it differs from the tokenizer's first eos (gpt-oss `<|call|>`). */
+  end?: string;
   variant: string | null;
   step: number;
   kind: 'tool_call' | 'say' | 'done' | 'default';
@@ -175,9 +178,9 @@ export const DEFAULT_ANSWER = 'Hello! This is the Polar simulator: no behaviour 
 export const DONE_ANSWER = 'Done.';
 
 /**
- * Plan one assistant turn.
+ * Plan one assistant turn, written the way a model of `family` samples it (tokenization/families.ts `formatSample`).
  * @param toolResults number of tool results already in the conversation (= step index).
- * @param thinking whether the prompt opened (`<think>\n`) or disabled (`<think>\n\n</think>\n\n`) the think block.
+ * @param thinking where the rendered prompt left the think block (opened, disabled, or none).
  */
 export function planTurn(input: {
   script: BehaviourScript | null;
@@ -185,23 +188,24 @@ export function planTurn(input: {
   toolResults: number;
   tools: readonly ChatTool[];
   thinking: ThinkingState;
+  family: ModelFamily;
   /** The variant drawn by the learnable policy (variant-policy.ts); default: `chooseVariant` on the script's weights. */
   variant?: string;
 }): TurnPlan {
-  const { script, toolResults, thinking } = input;
-  const withThink = (think: string | undefined, body: string) => {
-    if (think === undefined || thinking === 'disabled') return thinking === 'opened' ? `\n</think>\n\n${body}` : body;
-    return thinking === 'opened' ? `${think}\n</think>\n\n${body}` : `<think>\n${think}\n</think>\n\n${body}`;
+  const { script, toolResults, thinking, family } = input;
+  const write = (think: string | undefined, content: string, toolCalls: SampleParts['toolCalls'] = []) => {
+    const parts: SampleParts = { reasoning: think ?? null, content, toolCalls };
+    const end = family.sampleEnd?.(parts);
+    return { text: family.formatSample(parts, thinking), ...(end !== undefined ? { end } : {}) };
   };
-  if (!script) return { text: withThink(undefined, DEFAULT_ANSWER), variant: null, step: toolResults, kind: 'default' };
+  if (!script) return { ...write(undefined, DEFAULT_ANSWER), variant: null, step: toolResults, kind: 'default' };
   const variant = input.variant ?? chooseVariant(script, input.sessionId);
   const step = script.variants[variant]!.steps[toolResults];
-  if (!step) return { text: withThink(undefined, DONE_ANSWER), variant, step: toolResults, kind: 'done' };
-  if ('say' in step) return { text: withThink(step.think, step.say), variant, step: toolResults, kind: 'say' };
+  if (!step) return { ...write(undefined, DONE_ANSWER), variant, step: toolResults, kind: 'done' };
+  if ('say' in step) return { ...write(step.think, step.say), variant, step: toolResults, kind: 'say' };
   const tool = findShellTool(input.tools);
   if (!tool) {
-    return { text: withThink(step.think, `I would run this command, but no shell tool is available:\n${step.shell}`), variant, step: toolResults, kind: 'say' };
+    return { ...write(step.think, `I would run this command, but no shell tool is available:\n${step.shell}`), variant, step: toolResults, kind: 'say' };
   }
-  const call = `<tool_call>\n${pythonJsonDumps({ name: tool.name, arguments: shellArguments(tool, step.shell) })}\n</tool_call>`;
-  return { text: withThink(step.think, call), variant, step: toolResults, kind: 'tool_call' };
+  return { ...write(step.think, '', [{ name: tool.name, arguments: shellArguments(tool, step.shell) }]), variant, step: toolResults, kind: 'tool_call' };
 }

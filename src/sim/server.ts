@@ -14,13 +14,16 @@ import { join } from 'node:path';
 import type { Clock } from '../core/clock.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { ChatTool } from '../tokenization/chat-messages.ts';
+import { detectModelFamily, promptThinking, resolveFamilyIds, type ModelFamily } from '../tokenization/families.ts';
+import { toolsFromPromptText } from './prompt-tools.ts';
 import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.ts';
 import { generate, type Generation } from './generate.ts';
+import { jsonForSchema } from './guided.ts';
 import { SimCounters, type SimMetrics } from './metrics.ts';
 import { scoreLogprob } from './policy.ts';
 import { parseBehaviourScript, planTurn, type BehaviourScript, type ThinkingState, type TurnPlan } from './script.ts';
 import { sleep, TimingModel } from './timing.ts';
-import { errorResponse, json, readBody, SimHttpError, sessionOf, thinkingState, tokenIdsField, utf8, type Body } from './request.ts';
+import { errorResponse, json, readBody, SimHttpError, sessionOf, tokenIdsField, utf8, type Body } from './request.ts';
 import { chatCompletions } from './routes/chat.ts';
 import { controlRoutes } from './routes/control.ts';
 import { policyRoutes } from './routes/policy.ts';
@@ -94,8 +97,17 @@ export class SimServer {
   /** The learnable choice among a script's variants (variant-policy.ts); loaded by `POST /update_weights`. */
   readonly policy = new VariantPolicy();
 
+  /** The model family the simulated policy writes its turns in (tokenization/families.ts). */
+  readonly family: ModelFamily;
+  private readonly endOfTurnId: number;
+  private readonly toolResultIds: number[] | null;
+
+  /** @throws Error when the tokenizer's model family is unknown (the simulator cannot write its turns). */
   private constructor(tokenizer: LoadedTokenizer, private readonly options: SimServerOptions) {
     this.tokenizer = tokenizer;
+    this.family = detectModelFamily(tokenizer);
+    this.endOfTurnId = resolveFamilyIds(tokenizer, this.family).endOfTurn;
+    this.toolResultIds = this.family.toolResultMarker === null ? null : tokenizer.encode(this.family.toolResultMarker);
     this.timing = new TimingModel({
       prefillTps: options.prefillTps ?? 200_000,
       decodeTps: options.decodeTps ?? 2_000,
@@ -259,31 +271,28 @@ export class SimServer {
     return maxTokens ?? this.maxModelLen - promptLen;
   }
 
-  /** Facts about a prompt given only as token ids: tools from the rendered `<tools>` block, tool results, think state. */
-  /** @internal route modules (see routes/). */
+  /**
+   * Facts about a prompt given only as token ids: the tools its template rendered (JSON tool objects or gpt-oss
+   * TypeScript declarations, read from the first two turns), the tool results (the family's tool-result marker), and
+   * where it left the think block.
+   * @internal route modules (see routes/).
+   */
   promptFactsFromIds(promptIds: readonly number[]): PromptFacts {
     const tk = this.tokenizer;
-    const responseId = tk.tokenToId('<tool_response>');
     let toolResults = 0;
-    if (responseId !== undefined) for (const id of promptIds) if (id === responseId) toolResults++;
-    // Tools live in the system block, which ends at the first end-of-turn token: decode only that far.
-    const eot = tk.eosTokenIds[0];
-    const firstEnd = eot === undefined ? -1 : promptIds.indexOf(eot);
-    const head = tk.decode(promptIds.slice(0, firstEnd >= 0 ? firstEnd : Math.min(promptIds.length, 4096)));
-    const tools: ChatTool[] = [];
-    const open = head.indexOf('<tools>\n');
-    const close = head.indexOf('\n</tools>', open);
-    if (open >= 0 && close > open) {
-      for (const line of head.slice(open + 8, close).split('\n')) {
-        try {
-          const tool = JSON.parse(line) as ChatTool;
-          if (tool && typeof tool === 'object') tools.push(tool.function ? tool : ({ type: 'function', function: tool } as unknown as ChatTool));
-        } catch {
-          // A line that is not JSON is not a tool the planner can call.
-        }
+    const marker = this.toolResultIds;
+    if (marker !== null && marker.length > 0) {
+      for (let i = 0; i + marker.length <= promptIds.length; i++) {
+        let k = 0;
+        while (k < marker.length && promptIds[i + k] === marker[k]) k++;
+        if (k === marker.length) toolResults++;
       }
     }
-    return { tools, toolResults, thinking: thinkingState(tk.decode(promptIds.slice(-8))) };
+    // Tools live in the system block (or, for Llama and gpt-oss, the turn after it): decode the first two turns only.
+    let cut = -1;
+    for (let seen = 0, i = 0; i < promptIds.length && seen < 2; i++) if (promptIds[i] === this.endOfTurnId && ++seen === 2) cut = i;
+    const head = tk.decode(promptIds.slice(0, cut >= 0 ? cut : Math.min(promptIds.length, 16_384)));
+    return { tools: toolsFromPromptText(head), toolResults, thinking: promptThinking(this.family, tk.decode(promptIds.slice(-8))) };
   }
 
   /**
@@ -303,6 +312,8 @@ export class SimServer {
       ignoreEos?: boolean;
       /** Streaming callers pace decode themselves and release the slot when done. */
       holdSlot?: boolean;
+      /** Guided decoding: the JSON Schema the answer must match (see guided.ts); the script's text is replaced. */
+      guided?: Record<string, unknown> | null;
     },
   ): Promise<Started> {
     const facts = input.facts ?? this.promptFactsFromIds(input.promptIds);
@@ -315,9 +326,13 @@ export class SimServer {
       // Plan after the pause gate, so a variant choice is drawn under the weights this sample reports.
       const script = this.scriptFor(taskId);
       const drawn = script && taskId ? this.policy.choose(taskId, script, sessionId, weightVersion) : null;
-      const plan = planTurn({ script, sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking, variant: drawn?.choice.variant });
+      let plan = planTurn({ script, sessionId, toolResults: facts.toolResults, tools: facts.tools, thinking: facts.thinking, variant: drawn?.choice.variant, family: this.family });
+      if (input.guided) {
+        const answer = JSON.stringify(jsonForSchema(input.guided));
+        plan = { ...plan, text: facts.thinking === 'opened' ? `\n</think>\n\n${answer}` : answer, kind: 'say' };
+      }
       const cachedTokens = this.cachedPrefix(sessionId, input.promptIds);
-      const gen = generate(this.tokenizer, { promptIds: input.promptIds, text: plan.text, maxTokens: input.maxTokens, stop: input.stop, stopTokenIds: input.stopTokenIds, ignoreEos: input.ignoreEos });
+      const gen = generate(this.tokenizer, { promptIds: input.promptIds, text: plan.text, endTokenId: plan.end === undefined ? undefined : this.tokenizer.tokenToId(plan.end), maxTokens: input.maxTokens, stop: input.stop, stopTokenIds: input.stopTokenIds, ignoreEos: input.ignoreEos });
       // The session's first sample carries the choice: log π(variant) joins its first token's logprob.
       if (drawn?.first && gen.logprobs.length > 0) gen.logprobs[0] = withChoiceLogprob(gen.logprobs[0]!, drawn.choice.logprob);
       await sleep(this.timing.prefillMs(input.promptIds.length - cachedTokens) + (input.holdSlot ? 0 : this.timing.decodeMs(gen.ids.length)));

@@ -5,10 +5,10 @@
  * started too, and the node gets the hook that registers each task's behaviour script with it (./sim-scripts.ts).
  */
 import { placementLogLine } from '../engines/system-placement.ts';
-import { createEngineClient, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
+import { createEngineClient, GoldenMismatchError, type CaptureMode, type EngineClient, type EngineKind, type SamplingDefaults } from '../engines/index.ts';
 import type { EngineStreamSetting } from '../engines/types.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
-import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
+import { EngineHealthMonitor, engineReplicasLivenessCheck } from '../engines/health.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { GatewayNode, type GatewayCapacity } from '../gateway/node.ts';
 import { describeSandbox, type RuntimeSpec } from '../gateway/runtimes/index.ts';
@@ -24,9 +24,15 @@ export interface EngineSpec {
   kind: EngineKind;
   /** Base URL without /v1. */
   url: string;
+  /** Replicas of the engine (two or more: routed with session affinity, engines/replicas.ts; `url` is then ignored). */
+  urls?: string[];
   mode?: CaptureMode;
   /** Token mode: Hugging Face directory of the served model's tokenizer + chat template (default: embedded Qwen3). */
   tokenizerDir?: string;
+  /** Token mode: model family override (default: detected from the chat template). */
+  family?: string;
+  /** Token mode: serve despite a start-up golden-check mismatch (default false: refuse to start). */
+  allowGoldenMismatch?: boolean;
   apiKey?: string;
   servedModel?: string;
   /** Per-call timeout, ms (default 600 000). */
@@ -87,8 +93,12 @@ export interface LocalStack {
   engineHealth: EngineHealthMonitor;
   /** Resolves once the node is registered with the server (it then takes sessions). */
   registered: Promise<void>;
-  /** Stop node (cancelling its sessions), server and simulator; the store stays open (the caller owns it). */
-  stop(): Promise<void>;
+  /**
+   * Stop node, server and simulator; the store stays open (the caller owns it). With `reason` (e.g. "interrupted:
+   * SIGTERM") every RUNNING task is first cancelled on the server, so its unfinished sessions are recorded CANCELLED
+   * with that reason; the node then cancels what it holds and ends their process groups.
+   */
+  stop(opts?: { reason?: string }): Promise<void>;
 }
 
 /**
@@ -102,24 +112,29 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const sim = opts.engine ? null : await SimServer.start({ port: 0, ...opts.sim });
   let engineHealth: EngineHealthMonitor | null = null;
   try {
-    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: 'in-place' };
+    // The embedded Qwen3 template renders later system messages in place; another model's template may reject them.
+    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: opts.sim?.tokenizerDir ? 'merge' : 'in-place' };
     const engine = createEngineClient({
-      kind: engineSpec.kind, url: engineSpec.url, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
-      servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
+      kind: engineSpec.kind, url: engineSpec.url, urls: engineSpec.urls, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
+      family: engineSpec.family, allowGoldenMismatch: engineSpec.allowGoldenMismatch, servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,
       systemMessages: engineSpec.systemMessages, stream: engineSpec.stream,
     });
     engineHealth = new EngineHealthMonitor({
-      check: engineLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.url}`,
+      check: engineReplicasLivenessCheck(engineSpec), describe: `engine ${engineSpec.kind} at ${engineSpec.urls && engineSpec.urls.length > 0 ? engineSpec.urls.join(', ') : engineSpec.url}`,
       intervalMs: opts.engineCheckIntervalMs, log: opts.log,
     });
     // Probe before serving when the engine is up, so the first calls do not wait for it (see src/cli/gateway.ts).
+    // A token-mode golden mismatch refuses to start (every call would train on other tokens than were sampled).
     if ((await engineHealth.start()).ok) {
       await engine.probe().then(
         () => {
           const line = opts.engine ? placementLogLine(engine.probeReport?.() ?? null) : null;
           if (line) opts.log?.(line);
         },
-        (error: unknown) => opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`),
+        (error: unknown) => {
+          if (error instanceof GoldenMismatchError) throw error;
+          opts.log?.(`engine probe failed (retried on the first call): ${error instanceof Error ? error.message : String(error)}`);
+        },
       );
     }
     const server = new RolloutServer({
@@ -157,9 +172,14 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const health = engineHealth;
     return {
       server, node, sim, engine, engineHealth: health, registered,
-      async stop() {
+      async stop(stopOpts: { reason?: string } = {}) {
         health.stop();
-        await node.stop();
+        if (stopOpts.reason) {
+          for (const { task } of opts.store.tasks.list({ status: 'RUNNING' })) {
+            await server.cancelTask(task.task_id, { reason: stopOpts.reason }).catch((error: unknown) => opts.log?.(`cancelling ${task.task_id}: ${error instanceof Error ? error.message : String(error)}`));
+          }
+        }
+        await node.stop(stopOpts.reason ? { reason: stopOpts.reason } : {});
         await server.stop();
         await sim?.stop();
       },
@@ -170,4 +190,5 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     throw error;
   }
 }
+
 

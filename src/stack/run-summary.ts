@@ -5,7 +5,7 @@
  */
 import type { BuilderName, SessionResult, SessionTiming } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
-import { buildTrajectory } from '../trace/index.ts';
+import { buildTrajectory, CHAIN_ROLES, type ChainRole } from '../trace/index.ts';
 import { rewardOf } from '../trace/groups.ts';
 import { evaluatedReward } from '../observe/results.ts';
 
@@ -54,6 +54,13 @@ export interface HarnessSummary {
    * 0 in token mode.
    */
   rerender_mismatches: number;
+  /**
+   * prefix_merging chains by role (src/trace/roles.ts): `main` (the agent conversation; 1 per session when it never
+   * split), `side`, `retry`, `compaction`, counted before builder.config drops any.
+   */
+  chain_roles: Record<ChainRole, number>;
+  /** Sessions whose prefix_merging build has exactly one main chain. */
+  sessions_with_one_main_chain: number;
   /** Groups (tasks) whose rewards are not all equal: the ones GRPO learns from. */
   groups_with_reward_variance: number;
   p50: StageMedians;
@@ -127,6 +134,8 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
   let trainable = 0;
   let splitSessions = 0;
   const chainBreaks: Record<string, number> = {};
+  const chainRoles: Record<ChainRole, number> = { main: 0, side: 0, retry: 0, compaction: 0 };
+  let oneMain = 0;
   const failureReasons = new Set<string>();
   for (const taskId of taskIds) {
     const rows = store.sessions.listByTask(taskId);
@@ -167,6 +176,8 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
           if (built.traces.length > 1) splitSessions++;
           task.chains += built.traces.length;
           for (const t of built.traces) for (const m of t.loss_mask) task.trainable_tokens += m;
+          for (const role of CHAIN_ROLES) chainRoles[role] += stats.chain_roles?.[role] ?? 0;
+          if (stats.chain_roles?.main === 1) oneMain++;
         }
         for (const t of built.traces) trainerTokens[strategy] += t.prompt_ids.length + t.response_ids.length;
       }
@@ -194,6 +205,8 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
     traces,
     trainer_tokens: trainerTokens,
     rerender_mismatches: rerenderMismatches,
+    chain_roles: chainRoles,
+    sessions_with_one_main_chain: oneMain,
     groups_with_reward_variance: variance,
     trainable_tokens: trainable,
     chain_breaks: chainBreaks,
@@ -277,7 +290,7 @@ export function formatSummaryTable(summary: RunSummary): string {
     ]),
   );
   for (const h of summary.harnesses) {
-    out.push(...wrap(`${h.harness}: traces per_request ${h.traces.per_request} / prefix_merging ${h.traces.prefix_merging}; trainer tokens ${h.trainer_tokens.per_request} / ${h.trainer_tokens.prefix_merging}; p50 init ${ms(h.p50.init_ms)}, run ${ms(h.p50.run_ms)}, postrun ${ms(h.p50.postrun_ms)}`));
+    out.push(...wrap(`${h.harness}: traces per_request ${h.traces.per_request} / prefix_merging ${h.traces.prefix_merging}; trainer tokens ${h.trainer_tokens.per_request} / ${h.trainer_tokens.prefix_merging}; main chains ${h.chain_roles.main} (${h.sessions_with_one_main_chain}/${h.sessions} one), side/retry/compact ${h.chain_roles.side}/${h.chain_roles.retry}/${h.chain_roles.compaction}; p50 init ${ms(h.p50.init_ms)}, run ${ms(h.p50.run_ms)}, postrun ${ms(h.p50.postrun_ms)}`));
   }
   for (const h of summary.harnesses) for (const reason of h.harness_failure_reasons) out.push(...wrap(`${h.harness}: harness failure: ${reason.replace(/\s+/g, ' ')}`));
   if (summary.tasks.length > 0) {
@@ -294,5 +307,6 @@ export function formatSummaryTable(summary: RunSummary): string {
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
   out.push('trainable: loss_mask 1 tokens; trainer tokens: prompt + response tokens (per_request / prefix)');
   out.push('chains/s: prefix_merging chains per session (1: no break); re-rend: re-rendered joins');
+  out.push('main chains: the agent conversation (one per session when unsplit); side/retry/compact by role');
   return out.join('\n');
 }

@@ -15,12 +15,17 @@ import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
+import { retryRequests } from './run-retries.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
   tasks: readonly LoadedTask[];
-  /** Harness adapter name (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell). */
-  harness: string;
+  /**
+   * Harness adapter name (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell). Absent: each task file's
+   * own `agent` block (harness or command, model_name, env, settings) is run as written. Given: it replaces the file's
+   * harness and model name; the file's `agent.env` and `agent.settings` are kept (flag settings win per key).
+   */
+  harness?: string;
   /** Shell harness: the command line (`{{INSTRUCTION}}` is replaced). */
   command?: string;
   /** num_samples per task. */
@@ -35,6 +40,8 @@ export interface RunTasksOptions {
   sim?: SimServerOptions;
   /** Capture mode with the in-process simulator (default chat). */
   mode?: CaptureMode;
+  /** Chat mode: restore reasoning a harness dropped from its history (ProxyOptions.restoreReasoning). */
+  restoreReasoning?: boolean;
   /** Harness runs at once (max_run_workers); INIT and POSTRUN scale with it. */
   concurrency: number;
   workRoot: string;
@@ -45,8 +52,20 @@ export interface RunTasksOptions {
   log?: (line: string) => void;
   /** Wall-clock limit of the whole job, ms (default: none); on expiry unfinished tasks are cancelled. */
   deadlineMs?: number;
+  /**
+   * Start over: tasks the database holds as running are cancelled (their sessions CANCELLED with the reason) and every
+   * task runs again as a new run of its id (the old runs stay stored under `<task_id>@run<n>`). Default false: resume.
+   */
+  fresh?: boolean;
+  /**
+   * Aborting it (SIGINT/SIGTERM in `polar run`) stops the run: unfinished tasks are cancelled with the abort reason,
+   * their harness process groups end with the node, and the report covers what finished.
+   */
+  signal?: AbortSignal;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
+  /** Rounds of re-running sessions that failed for infrastructure reasons (src/stack/run-retries.ts; default 0). */
+  maxRetries?: number;
   /**
    * Runtime settings for every session: `kind`, `image` and `run_args` replace each task's own (its prepare actions
    * stay); `isolation`, `network`, `limits` and `binary` are the node's. Default: the tasks' own (local, bubblewrap).
@@ -56,7 +75,10 @@ export interface RunTasksOptions {
 
 export interface RunReport {
   summary: RunSummary;
+  /** Task ids run, retry rounds' ids (`<id>~retry<k>`) included. */
   taskIds: string[];
+  /** Sessions re-run by --max-retries. */
+  retriedSessions: number;
   /** Sessions by final status over the whole run. */
   statuses: Record<string, number>;
   /** Sessions whose harness CLI reported a failure (see HarnessSummary.harness_failures). */
@@ -70,33 +92,37 @@ export interface RunReport {
  * Run every task × sample through the local stack and summarise.
  * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
  * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
- * with the simulator; the harness CLI is installed first when missing. A task_id already in the store is not run
- * again: its stored sessions are waited for and reported.
+ * with the simulator; the harness CLI is installed first when missing. A task_id the store holds as running (a run
+ * that died) is resumed: its unfinished sessions are adopted or re-dispatched; a finished one is reported as stored.
+ * With `fresh`, both run again as new runs.
  * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
  *   turned into a TaskRequest.
  */
 export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   const startedAt = Date.now();
-  const adapter = getHarnessAdapter(opts.harness);
-  const requests = opts.tasks.map((loaded) => toTaskRequest(loaded, {
-    num_samples: opts.samples,
-    agent: {
-      harness: adapter.name, model_name: opts.modelName,
-      ...(opts.command !== undefined ? { command: opts.command } : {}),
-      ...(opts.settings ? { settings: opts.settings } : {}),
-    },
-    builder: { strategy: opts.builder },
-  })).map((request) => {
+  const adapter = opts.harness === undefined ? null : getHarnessAdapter(opts.harness);
+  const requests = opts.tasks.map((loaded) => {
+    const file = loaded.task.agent;
+    const settings = { ...file?.settings, ...opts.settings };
+    const agent = adapter === null
+      ? file
+      : {
+          ...(file?.env ? { env: file.env } : {}),
+          harness: adapter.name, model_name: opts.modelName,
+          ...(opts.command !== undefined ? { command: opts.command } : file?.command !== undefined && adapter.name === 'shell' ? { command: file.command } : {}),
+          ...(Object.keys(settings).length > 0 ? { settings } : {}),
+        };
+    return toTaskRequest(loaded, { num_samples: opts.samples, ...(agent ? { agent } : {}), builder: { strategy: opts.builder } });
+  }).map((request) => {
     const own = opts.runtime ? Object.fromEntries(Object.entries(opts.runtime).filter(([k]) => k === 'kind' || k === 'image' || k === 'run_args')) : {};
     return Object.keys(own).length > 0 ? { ...request, runtime: { ...(request.runtime ?? { kind: 'local' as const }), ...own } } : request;
   });
   if (opts.engine) {
     await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
   }
-  if (adapter.package) {
-    // Installed once, before any session starts, so a registry failure is one clear error and not N session errors.
-    await installHarness(adapter.package, { cacheDir: opts.harnessCacheDir ?? defaultHarnessCache(), log: opts.log });
-  }
+  // Installed once, before any session starts, so a registry failure is one clear error and not N session errors.
+  const packages = new Set(requests.map((r) => getHarnessAdapter(r.agent.harness ?? 'shell').package).filter((p) => p !== undefined && p !== null));
+  for (const pkg of packages) await installHarness(pkg!, { cacheDir: opts.harnessCacheDir ?? defaultHarnessCache(), log: opts.log });
   const counters = { completions: 0, tokens: 0 };
   const n = opts.concurrency;
   const stack = await startLocalStack({
@@ -104,6 +130,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     engine: opts.engine,
     sim: opts.sim,
     mode: opts.mode,
+    ...(opts.restoreReasoning ? { proxyOptions: { restoreReasoning: true } } : {}),
     node: {
       workRoot: opts.workRoot, harnessCacheDir: opts.harnessCacheDir,
       ...(opts.runtime ? { runtimeDefaults: opts.runtime } : {}),
@@ -122,8 +149,21 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   });
   try {
     const taskIds = requests.map((r) => r.task_id);
-    const total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
-    for (const request of requests) stack.server.submit(request);
+    let total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
+    const resumed: string[] = [];
+    for (const request of requests) {
+      const existing = opts.store.tasks.get(request.task_id);
+      if (existing?.status === 'RUNNING') {
+        // Left running by a run that died: the restarted server adopts or re-dispatches its unfinished sessions.
+        if (!opts.fresh) {
+          resumed.push(request.task_id);
+          continue;
+        }
+        await stack.server.cancelTask(request.task_id, { reason: 'superseded by polar run --fresh' });
+      } else if (existing && !opts.fresh) continue; // finished in this database: reported as it is
+      stack.server.submit(request);
+    }
+    if (resumed.length > 0) opts.log?.(`resuming ${resumed.length} unfinished task(s) from the database: ${resumed.join(', ')}`);
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
     // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
     const fromStore = () => {
@@ -156,14 +196,39 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     });
     const finished = () => taskIds.every((id) => opts.store.tasks.get(id)?.status !== 'RUNNING');
     const interval = opts.progressIntervalMs ?? 500;
-    while (!finished()) {
-      if (opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs) {
-        opts.log?.(`run deadline of ${opts.deadlineMs} ms reached: cancelling unfinished tasks`);
-        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id);
+    const wake = Promise.withResolvers<void>();
+    opts.signal?.addEventListener('abort', () => wake.resolve(), { once: true });
+    let round = 0;
+    let latest = requests;
+    let retriedSessions = 0;
+    for (;;) {
+      if (finished()) {
+        const again = round < (opts.maxRetries ?? 0) && !opts.signal?.aborted ? retryRequests(opts.store, latest, round + 1) : [];
+        if (again.length === 0) break;
+        round++;
+        latest = again;
+        for (const r of again) {
+          opts.log?.(`retry ${round}: ${r.num_samples} session(s) of ${r.metadata?.retry_of} failed for infrastructure reasons; running them as ${r.task_id}`);
+          stack.server.submit(r);
+          taskIds.push(r.task_id);
+          ours.add(r.task_id);
+          total += r.num_samples;
+          retriedSessions += r.num_samples;
+        }
+      }
+      const deadline = opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs;
+      if (deadline || opts.signal?.aborted) {
+        const reason = deadline ? `run deadline of ${opts.deadlineMs} ms reached` : `interrupted: ${String(opts.signal?.reason ?? 'signal')}`;
+        opts.log?.(`${reason}: cancelling unfinished tasks`);
+        for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, { reason });
+        // Let the node end the cancelled sessions (process groups killed, results stored) before the summary; the
+        // results it stored itself read CANCELLED like the task.
+        await stack.node.stop();
+        opts.store.results.relabelCancelled();
         break;
       }
       opts.onProgress?.(snapshot());
-      await Bun.sleep(interval);
+      await Promise.race([Bun.sleep(interval), wake.promise]);
     }
     unsubscribe();
     const final = snapshot(fromStore());
@@ -174,7 +239,8 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     for (const h of summary.harnesses) for (const [k, v] of Object.entries(h.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
     const sessions = summary.harnesses.reduce((sum, h) => sum + h.sessions, 0);
     const harnessFailures = summary.harnesses.reduce((sum, h) => sum + h.harness_failures, 0);
-    return { summary, taskIds, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) === sessions && harnessFailures === 0, final };
+    // A session that failed for infrastructure reasons and was run again counts by its retry's outcome.
+    return { summary, taskIds, retriedSessions, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) + retriedSessions === sessions && harnessFailures === 0, final };
   } finally {
     await stack.stop();
   }

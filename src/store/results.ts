@@ -11,13 +11,25 @@ export class ResultRepository {
   constructor(private readonly db: Database, private readonly clock: Clock) {}
 
   /**
-   * Store the result of a session once.
-   * @returns true when stored now; false when the session already had a result (the new one is ignored, the first kept).
+   * Store the result of a session: the first result of an attempt is kept, and a result of a later dispatch attempt
+   * (top-level `attempt`, absent = 0) replaces one of an earlier attempt, so a stale attempt that finished first never
+   * shadows the current one. A placeholder (`trajectory.metadata.placeholder: true`: the server recorded a cancel or a
+   * refusal before any trajectory existed) is replaced by the same attempt's real result, so no trajectory is lost.
+   * Which attempt is current is the rollout server's decision (sessions.attempt).
+   * @returns true when stored now; false when the row kept its result (same or later attempt already there).
    */
   put(result: SessionResult): boolean {
     return (
       this.db
-        .query('INSERT INTO results (session_id, task_id, status, node_id, result, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING')
+        .query(
+          `INSERT INTO results (session_id, task_id, status, node_id, result, created_at) VALUES (?, ?, ?, ?, ?, ?)
+           ON CONFLICT (session_id) DO UPDATE SET task_id = excluded.task_id, status = excluded.status, node_id = excluded.node_id,
+             result = excluded.result, created_at = excluded.created_at
+           WHERE coalesce(json_extract(excluded.result, '$.attempt'), 0) > coalesce(json_extract(results.result, '$.attempt'), 0)
+              OR (coalesce(json_extract(excluded.result, '$.attempt'), 0) = coalesce(json_extract(results.result, '$.attempt'), 0)
+                  AND json_extract(results.result, '$.trajectory.metadata.placeholder') = 1
+                  AND coalesce(json_extract(excluded.result, '$.trajectory.metadata.placeholder'), 0) = 0)`,
+        )
         .run(result.session_id, result.task_id, result.status, result.node_id, JSON.stringify(result), this.clock()).changes > 0
     );
   }
@@ -49,15 +61,16 @@ export class ResultRepository {
   }
 
   /**
-   * Relabel as CANCELLED every stored ERROR/TIMEOUT result whose session the rollout server cancelled (sessions.status
-   * = 'CANCELLED'): results a gateway stored in a shared database while no callback reached the server.
+   * Relabel as CANCELLED every stored result whose session the rollout server cancelled (sessions.status =
+   * 'CANCELLED'): results a gateway stored in a shared database while no callback reached the server, including a
+   * COMPLETED that arrived after the cancel (the group was built without it, so every view says CANCELLED).
    * @returns the number of results relabelled.
    */
   relabelCancelled(): number {
     return this.db
       .query(
         `UPDATE results SET status = 'CANCELLED', result = json_set(result, '$.status', 'CANCELLED')
-         WHERE status IN ('ERROR', 'TIMEOUT') AND session_id IN (SELECT session_id FROM sessions WHERE status = 'CANCELLED')`,
+         WHERE status IN ('ERROR', 'TIMEOUT', 'COMPLETED') AND session_id IN (SELECT session_id FROM sessions WHERE status = 'CANCELLED')`,
       )
       .run().changes;
   }

@@ -44,6 +44,26 @@ export class TaskRepository {
   setStatus(taskId: string, status: string): boolean {
     return this.db.query('UPDATE tasks SET status = ?, updated_at = ? WHERE task_id = ?').run(status, this.clock(), taskId).changes > 0;
   }
+
+  /**
+   * Move a finished run of `taskId` aside so the id can run again: its task, sessions, results, group and trainer
+   * callback rows are re-keyed to `<taskId>@run<n>` (n = 1, 2, … the first free one), the JSON bodies with them, so
+   * the old run stays in the database (exports, audits) and is never returned as the new run's.
+   * Call inside a transaction. @returns the archived id, or null when the task is unknown.
+   */
+  archiveRun(taskId: string): string | null {
+    if (!this.get(taskId)) return null;
+    let n = 1;
+    while (this.get(`${taskId}@run${n}`)) n++;
+    const to = `${taskId}@run${n}`;
+    const rekey = (sql: string) => this.db.query(sql).run(to, to, taskId);
+    rekey(`UPDATE tasks SET task_id = ?, task = json_set(task, '$.task_id', ?) WHERE task_id = ?`);
+    rekey(`UPDATE results SET task_id = ?, result = json_set(result, '$.task_id', ?) WHERE task_id = ?`);
+    rekey(`UPDATE groups SET task_id = ?, data = json_set(data, '$.task_id', ?) WHERE task_id = ?`);
+    this.db.query('UPDATE sessions SET task_id = ? WHERE task_id = ?').run(to, taskId);
+    this.db.query('UPDATE rollout_task_callbacks SET task_id = ? WHERE task_id = ?').run(to, taskId);
+    return to;
+  }
 }
 
 interface RawTask {

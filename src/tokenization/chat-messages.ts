@@ -41,23 +41,37 @@ export function contentText(content: ChatMessage['content']): string {
   return texts.join('\n');
 }
 
+/** The template quirks `normalizeChatMessages` applies (a family entry satisfies it; families.ts). */
+export interface MessageQuirks {
+  /** Field the template reads reasoning from (`reasoning_content` when absent; null: reasoning is left out). */
+  reasoningField?: 'reasoning_content' | 'thinking' | null;
+  /** Tool-call arguments as parsed objects (default, vLLM) or as the JSON text (templates that concatenate it). */
+  toolArguments?: 'object' | 'string';
+}
+
 /**
  * Normalise messages for a text-only chat template, as vLLM does. Invalid JSON in tool-call arguments is kept as the
- * raw string (the Qwen3 template inserts a string verbatim) instead of failing the request.
+ * raw string (the Qwen3 template inserts a string verbatim) instead of failing the request. Keys whose value is
+ * undefined are dropped (a template's `'tool_calls' in message` must not see them).
+ * @param quirks the model family's template quirks (default: vLLM's behaviour, reasoning as `reasoning_content`).
  * @returns new message objects; the input is not modified.
  */
-export function normalizeChatMessages(messages: readonly ChatMessage[]): Record<string, unknown>[] {
+export function normalizeChatMessages(messages: readonly ChatMessage[], quirks: MessageQuirks = {}): Record<string, unknown>[] {
+  const reasoningField = quirks.reasoningField === undefined ? 'reasoning_content' : quirks.reasoningField;
   return messages.map((message) => {
-    const out: Record<string, unknown> = { ...message, content: contentText(message.content) };
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(message)) if (value !== undefined) out[key] = value;
+    out.content = contentText(message.content);
     delete out.reasoning;
+    delete out.reasoning_content;
     const reasoning = message.reasoning_content ?? message.reasoning;
-    if (typeof reasoning === 'string') out.reasoning_content = reasoning;
-    else delete out.reasoning_content;
+    if (typeof reasoning === 'string' && reasoningField !== null) out[reasoningField] = reasoning;
     if (message.role === 'assistant' && Array.isArray(message.tool_calls)) {
       out.tool_calls = message.tool_calls.map((call) => {
         const args = call.function.arguments;
         let parsed: unknown = args;
-        if (typeof args === 'string') {
+        if (quirks.toolArguments === 'string') parsed = typeof args === 'string' ? (args === '' ? '{}' : args) : JSON.stringify(args);
+        else if (typeof args === 'string') {
           if (args === '') parsed = {};
           else {
             try {

@@ -4,11 +4,15 @@
  * from rendering a minimal context (an anchor user turn, the echoed assistant turn, then the new messages) and
  * encoding only what follows the assistant turn's end-of-turn token, so the cost of a
  * turn depends on the size of the new messages, not on the context. Anything that does not extend a buffer
- * (compaction, edited history, another system prompt or tool list) gets a full render and starts a new buffer.
+ * (compaction, edited history, another system prompt or tool list) gets a full render and starts a new buffer; that
+ * render reuses the session's own sampled ids for every assistant turn that matches one it sampled (reasoning the
+ * harness dropped included), so a reset does not re-tokenise what the model actually said. A retry of the same prompt
+ * refreshes its buffer instead of adding one, and when a session has too many buffers the main conversation (the one
+ * with the most messages) is kept and a side conversation is dropped.
  * Pure computation: no I/O. Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#prefix-breakers.
  */
 import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
-import { resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
+import { promptThinking, resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
 import type { LoadedTokenizer } from './tokenizer.ts';
 
 /** Template settings that must stay the same for a request to extend a buffer. */
@@ -61,6 +65,15 @@ export interface PromptPlan {
   readonly settingsKey: string;
   /** The buffer this plan extends (or repeats) and its version at planning time. */
   readonly base: { context: BufferContext; version: number; repeat: boolean } | null;
+  /** Full render only: assistant turns whose sampled ids were reused instead of their re-rendered tokens. */
+  readonly reusedTurns: number;
+}
+
+/** One sampled assistant turn of a session, kept so a full re-render can reuse its exact ids. */
+interface SampledTurn {
+  message: ChatMessage;
+  ids: readonly number[];
+  closed: boolean;
 }
 
 export interface TokenBufferOptions {
@@ -68,6 +81,8 @@ export interface TokenBufferOptions {
   maxSessions?: number;
   /** Buffers (harness contexts: main agent, sub-agents) kept per session. Default 8. */
   maxContextsPerSession?: number;
+  /** Sampled assistant turns kept per session for full re-renders (oldest dropped first). Default 512. */
+  maxSampledTurnsPerSession?: number;
 }
 
 /** Counters of the buffers (exposed on the proxy's health document through the engine's stats). */
@@ -76,6 +91,10 @@ export interface TokenBufferStats {
   /** Repeats of an earlier prompt (a client retry with the same messages). */
   repeats: number;
   full: number;
+  /** Assistant turns whose sampled ids were spliced into full renders. */
+  reusedTurns: number;
+  /** Buffers dropped because a session had more than `maxContextsPerSession`. */
+  evicted: number;
   fullByReason: Record<FullRenderReason, number>;
   /** Tokens encoded in all (suffixes and full renders). */
   encodedTokens: number;
@@ -91,16 +110,20 @@ const ANCHOR: ChatMessage = { role: 'user', content: '.' };
  */
 export class SessionTokenBuffers {
   private readonly sessions = new Map<string, BufferContext[]>();
+  private readonly samples = new Map<string, SampledTurn[]>();
   /** Rendering of the anchor turn alone (system/tools header included) per settings key: constant per tool list. */
   private readonly anchorRenders = new Map<string, string>();
   private readonly ids: FamilyIds;
   private readonly stopIds: ReadonlySet<number>;
   private readonly maxSessions: number;
   private readonly maxContexts: number;
+  private readonly maxSamples: number;
   private readonly counters: Omit<TokenBufferStats, 'sessions'> = {
     incremental: 0,
     repeats: 0,
     full: 0,
+    reusedTurns: 0,
+    evicted: 0,
     fullByReason: { 'no-buffer': 0, 'settings-changed': 0, 'history-changed': 0, 'render-mismatch': 0 },
     encodedTokens: 0,
   };
@@ -117,6 +140,7 @@ export class SessionTokenBuffers {
     this.stopIds = new Set(this.ids.stopIds);
     this.maxSessions = options.maxSessions ?? 1024;
     this.maxContexts = options.maxContextsPerSession ?? 8;
+    this.maxSamples = options.maxSampledTurnsPerSession ?? 512;
   }
 
   /**
@@ -154,11 +178,63 @@ export class SessionTokenBuffers {
       this.counters.incremental++;
       return this.plan(sessionId, messages, settingsKey, promptIds, suffix.ids.length, null, suffix.openedThinking, { context, version: context.version, repeat: false });
     }
-    const text = this.tokenizer.renderChat(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true });
-    const promptIds = this.tokenizer.encode(text);
     this.counters.full++;
     this.counters.fullByReason[reason]++;
+    const reused = this.renderReusing(sessionId, messages, settings, settingsKey);
+    if (reused !== null) {
+      this.counters.reusedTurns += reused.turns;
+      return this.plan(sessionId, messages, settingsKey, reused.ids, reused.encoded, reason, reused.openedThinking, null, reused.turns);
+    }
+    const text = this.tokenizer.renderChat(messages, { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family: this.family });
+    const promptIds = this.tokenizer.encode(text);
     return this.plan(sessionId, messages, settingsKey, promptIds, promptIds.length, reason, this.textOpensThinking(text), null);
+  }
+
+  /**
+   * A full render that splices in the session's own sampled ids: the messages before the first assistant turn that
+   * matches a sampled one (`sameChatMessage`: reasoning the harness dropped does not prevent a match) are rendered
+   * with the generation prompt, as that turn's prompt was; each matched turn contributes its sampled ids; the
+   * messages between matched turns and after the last one are the canonical suffixes of the incremental path.
+   * Null when no assistant turn matches or a rendering does not have the expected shape (then: a plain full render).
+   */
+  private renderReusing(sessionId: string, messages: readonly ChatMessage[], settings: RenderSettings, settingsKey: string): { ids: number[]; encoded: number; turns: number; openedThinking: boolean } | null {
+    const samples = this.samples.get(sessionId);
+    if (!samples || samples.length === 0) return null;
+    let ids: number[] | null = null;
+    let encoded = 0;
+    let turns = 0;
+    let previous = -1;
+    try {
+      for (let i = 0; i < messages.length; i++) {
+        const message = messages[i]!;
+        if (message.role !== 'assistant') continue;
+        let sample: SampledTurn | undefined;
+        for (let k = samples.length - 1; k >= 0 && !sample; k--) if (sameChatMessage(message, samples[k]!.message)) sample = samples[k];
+        if (!sample) continue;
+        if (ids === null) {
+          if (i === 0) continue;
+          ids = this.tokenizer.renderChatIds(messages.slice(0, i), { tools: settings.tools, enableThinking: settings.enableThinking, addGenerationPrompt: true, family: this.family });
+          encoded += ids.length;
+        } else {
+          const between = this.renderSuffix(messages[previous]!, messages.slice(previous + 1, i), settings, settingsKey);
+          if (between === null) return null;
+          ids.push(...between.ids);
+          encoded += between.ids.length;
+        }
+        ids.push(...sample.ids);
+        if (!sample.closed) ids.push(this.ids.endOfTurn);
+        previous = i;
+        turns++;
+      }
+      if (ids === null) return null;
+      const tail = this.renderSuffix(messages[previous]!, messages.slice(previous + 1), settings, settingsKey);
+      if (tail === null) return null;
+      ids.push(...tail.ids);
+      return { ids, encoded: encoded + tail.ids.length, turns, openedThinking: tail.openedThinking };
+    } catch {
+      // The template rejected a partial conversation: fall back to the plain full render.
+      return null;
+    }
   }
 
   /**
@@ -178,18 +254,34 @@ export class SessionTokenBuffers {
     };
     const contexts = this.touch(plan.sessionId);
     const base = plan.base;
-    const at = base && !base.repeat && base.context.version === base.version ? contexts.indexOf(base.context) : -1;
+    // The buffer this turn extended or repeated (a retry refreshes it with the new sample), unless another turn
+    // advanced it meanwhile; else any buffer with exactly this prompt (a repeat that was rendered in full).
+    let at = base && base.context.version === base.version ? contexts.indexOf(base.context) : -1;
+    if (at < 0) at = contexts.findIndex((c) => c.settingsKey === next.settingsKey && c.promptLength === next.promptLength && sameIds(c.ids, plan.promptIds, c.promptLength));
     if (at >= 0) {
-      next.version = base!.version + 1;
+      next.version = contexts[at]!.version + 1;
       contexts.splice(at, 1);
     }
     contexts.push(next);
-    if (contexts.length > this.maxContexts) contexts.shift();
+    if (contexts.length > this.maxContexts) {
+      // Keep the main conversation (most messages; the newest on a tie): drop the least recently used other one.
+      let main = 0;
+      for (let c = 1; c < contexts.length; c++) if (contexts[c]!.messages.length >= contexts[main]!.messages.length) main = c;
+      contexts.splice(main === 0 ? 1 : 0, 1);
+      this.counters.evicted++;
+    }
+    if (responseIds.length > 0) {
+      let samples = this.samples.get(plan.sessionId);
+      if (!samples) this.samples.set(plan.sessionId, (samples = []));
+      samples.push({ message: assistant, ids: responseIds.slice(), closed: next.closed });
+      if (samples.length > this.maxSamples) samples.shift();
+    }
   }
 
   /** Drop a session's buffers (its session ended). A later request of it simply gets a full render. */
   endSession(sessionId: string): void {
     this.sessions.delete(sessionId);
+    this.samples.delete(sessionId);
   }
 
   /** A snapshot of the counters. */
@@ -206,9 +298,10 @@ export class SessionTokenBuffers {
     reason: FullRenderReason | null,
     promptOpenedThinking: boolean,
     base: PromptPlan['base'],
+    reusedTurns = 0,
   ): PromptPlan {
     this.counters.encodedTokens += encodedTokens;
-    return { promptIds, incremental: reason === null, reason, encodedTokens, promptOpenedThinking, sessionId, messages, settingsKey, base };
+    return { promptIds, incremental: reason === null, reason, encodedTokens, promptOpenedThinking, sessionId, messages, settingsKey, base, reusedTurns };
   }
 
   /** The session's buffers, marked most recently used (evicting the least recently used session when over the bound). */
@@ -217,7 +310,11 @@ export class SessionTokenBuffers {
     if (contexts) this.sessions.delete(sessionId);
     else contexts = [];
     this.sessions.set(sessionId, contexts);
-    if (this.sessions.size > this.maxSessions) this.sessions.delete(this.sessions.keys().next().value!);
+    if (this.sessions.size > this.maxSessions) {
+      const oldest = this.sessions.keys().next().value!;
+      this.sessions.delete(oldest);
+      this.samples.delete(oldest);
+    }
     return contexts;
   }
 
@@ -227,31 +324,42 @@ export class SessionTokenBuffers {
    * [anchor] alone. (The assistant turn itself is not cut from a rendering where it is the last message: templates
    * render the last turn differently, e.g. Qwen3 adds an empty think block.) The anchor user turn keeps templates that
    * look for the last user query (reasoning placement) or reject a conversation without one working on the minimal
-   * context. Null when the rendering does not have that shape.
+   * context. The assistant turn ends at the family's end-of-turn token (or `historyEnd` of the message: gpt-oss closes
+   * a tool call with `<|call|>`); for templates that render one tool call per turn only the first call is rendered
+   * (the sampled ids keep them all). Null when the rendering does not have that shape.
    */
   private renderSuffix(assistant: ChatMessage, newMessages: readonly ChatMessage[], settings: RenderSettings, settingsKey: string): { ids: number[]; openedThinking: boolean } | null {
-    const options = { tools: settings.tools, enableThinking: settings.enableThinking };
+    const options = { tools: settings.tools, enableThinking: settings.enableThinking, family: this.family };
     let head = this.anchorRenders.get(settingsKey);
     if (head === undefined) {
       head = this.tokenizer.renderChat([ANCHOR], { ...options, addGenerationPrompt: false });
       this.anchorRenders.set(settingsKey, head);
       if (this.anchorRenders.size > 16) this.anchorRenders.delete(this.anchorRenders.keys().next().value!);
     }
-    const extended = this.tokenizer.renderChat([ANCHOR, assistant, ...newMessages], { ...options, addGenerationPrompt: true });
+    const echoed = this.family.singleToolCall && (assistant.tool_calls?.length ?? 0) > 1 ? { ...assistant, tool_calls: assistant.tool_calls!.slice(0, 1) } : assistant;
+    const extended = this.tokenizer.renderChat([ANCHOR, echoed, ...newMessages], { ...options, addGenerationPrompt: true });
     if (!extended.startsWith(head)) return null;
-    const eot = extended.indexOf(this.family.endOfTurn, head.length);
+    const end = this.family.historyEnd?.(echoed) ?? this.family.endOfTurn;
+    const eot = extended.indexOf(end, head.length);
     if (eot < 0) return null;
-    const suffix = extended.slice(eot + this.family.endOfTurn.length);
+    const suffix = extended.slice(eot + end.length);
     return { ids: this.tokenizer.encode(suffix), openedThinking: this.textOpensThinking(suffix) };
   }
 
   private textOpensThinking(text: string): boolean {
-    return text.trimEnd().endsWith(this.family.thinkOpen);
+    return promptThinking(this.family, text) === 'opened';
   }
 
   private openedThinking(ids: readonly number[], promptLength: number): boolean {
     return this.textOpensThinking(this.tokenizer.decode(ids.slice(Math.max(0, promptLength - 8), promptLength)));
   }
+}
+
+/** True when the first `count` ids of `a` and `b` are equal. */
+function sameIds(a: readonly number[], b: readonly number[], count: number): boolean {
+  if (a.length < count || b.length < count) return false;
+  for (let i = 0; i < count; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** True when `incoming[0..count)` equals `known[0..count)` after normalisation (see `sameChatMessage`). */

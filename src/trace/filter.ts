@@ -88,7 +88,9 @@ export function applyRewards(trajectory: Trajectory, evaluation: EvaluationResul
     rewards = given.slice();
   } else if (evaluation.outcome_reward !== undefined) {
     assertReward(evaluation.outcome_reward, 'evaluation.outcome_reward');
-    rewards = new Array<number>(n).fill(evaluation.outcome_reward);
+    const outcome = evaluation.outcome_reward;
+    // A broadcast outcome reaches every trace except those whose reward policy says zero (side chains, by config).
+    rewards = trajectory.traces.map((trace) => (trace.metadata.reward_policy === 'zero' ? 0 : outcome));
   } else {
     throw new Error('evaluation has neither outcome_reward nor trace_rewards');
   }

@@ -42,6 +42,10 @@ export interface GroupSession {
   sample_index: number;
   status: string;
   reward: number;
+  /** Chains of the session's trajectory by role (main / side / retry / compaction; src/trace/roles.ts); null when not recorded. */
+  chain_roles: Record<string, number> | null;
+  /** Traces the trainer receives for the session (after builder.config dropped any). */
+  traces: number;
 }
 
 /** The group label of a task (GroupRecord.group_id): metadata.group_id, else the task_id. Tasks may share it. */
@@ -108,7 +112,10 @@ export function buildGroup(
     policy_versions: sampled,
     rollout_step: task.metadata?.rollout_step ?? null,
     early_stopped: earlyStopped,
-    sessions: usable.map((r, i) => ({ session_id: r.session_id, sample_index: sampleIndex.get(r.session_id) ?? -1, status: r.status, reward: rewards[i]! })),
+    sessions: usable.map((r, i) => ({
+      session_id: r.session_id, sample_index: sampleIndex.get(r.session_id) ?? -1, status: r.status, reward: rewards[i]!,
+      chain_roles: r.trajectory.metadata.reconstruction_stats?.chain_roles ?? null, traces: r.trajectory.traces.length,
+    })),
     rewards,
     grpo_advantages: grpoAdvantages(rewards),
     loo_advantages: leaveOneOutAdvantages(rewards),

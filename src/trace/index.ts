@@ -17,3 +17,5 @@ export { renderTrace, traceStats, maskSpans } from './render.ts';
 export type { RenderOptions, TraceStats } from './render.ts';
 export { buildGroup, groupIdOf, groupLabelOf, isUsable, rewardOf, sampledPolicyVersions } from './groups.ts';
 export type { GroupRecord, GroupSession } from './groups.ts';
+export { CHAIN_ROLES, keepsTrace, labelChainRoles, parseBuilderConfig } from './roles.ts';
+export type { BuilderConfig, ChainRole, RoleCounts } from './roles.ts';

@@ -71,7 +71,8 @@ export function renderTrace(trace: Trace, index: number, opts: RenderOptions = {
   const s = traceStats(trace);
   const meta = trace.metadata;
   const lines: string[] = [];
-  lines.push(c(ansi.bold, `── trace ${index} ── ${meta.builder}, ${s.completions} completion(s) [${meta.completion_ids.join(', ')}]`));
+  const role = typeof meta.chain_role === 'string' ? `, ${meta.chain_role}${typeof meta.source_chain === 'number' ? ` of chain ${meta.source_chain}` : ''}` : '';
+  lines.push(c(ansi.bold, `── trace ${index} ── ${meta.builder}${role}, ${s.completions} completion(s) [${meta.completion_ids.join(', ')}]`));
   lines.push(
     `   prompt ${s.prompt_tokens} tok · response ${s.response_tokens} tok · sampled (mask 1) ${s.sampled_tokens} · ` +
       `masked (mask 0) ${s.masked_tokens} · mean logprob ${s.mean_logprob === null ? 'n/a' : s.mean_logprob.toFixed(4)} · ` +

@@ -1,8 +1,11 @@
 /**
  * `verifyTraces`: check the builder invariant (docs/architecture.md#trajectory-builders) against the stored records. Every token with
- * loss_mask=1 must be a token the behaviour policy sampled, in order, with its recorded logprob (and, under the
- * simulator, the logprob its scoring function gives in the context the engine really saw); no completion may be
- * dropped or used twice; and no completion of another dispatch attempt of the session may appear.
+ * loss_mask=1 must be a token the behaviour policy sampled, in order, with its recorded logprob, in the context the
+ * trainer will use: the trace's prompt_ids and every response id before it must be exactly the context the engine
+ * sampled it in (a chat-mode join whose next prompt held a re-rendered version of the sampled answer is a
+ * `context_mismatch`, unless accepted knowingly), and under the simulator its scoring function, applied to that
+ * merged context, must give the recorded logprob. No completion may be dropped or used twice; and no completion of
+ * another dispatch attempt of the session may appear.
  */
 import type { CompletionRecord, Trace, Trajectory } from '../core/records.ts';
 import { attemptOf, latestAttempt, trajectoryAttempt } from './attempts.ts';
@@ -23,6 +26,7 @@ export type ViolationKind =
   | 'missing_logprobs'
   | 'interstitial_logprob'
   | 'rescore_mismatch'
+  | 'context_mismatch'
   | 'masked_trace';
 
 export interface VerifyViolation {
@@ -48,6 +52,11 @@ export interface VerifyReport {
   sampled_tokens: number;
   /** Mask-1 logprobs re-scored (0 without a rescore function). */
   rescored_tokens: number;
+  /**
+   * Completions whose context in the merged trace differs from the prompt the engine sampled them after (re-rendered
+   * joins) that were accepted with `acceptRerenderedJoins` instead of reported as `context_mismatch`.
+   */
+  accepted_context_mismatches: number;
   violations: VerifyViolation[];
   /** Violations not listed because a trace had more than `maxPerTrace`. */
   suppressed: number;
@@ -61,12 +70,18 @@ export interface VerifyReport {
 
 export interface VerifyOptions {
   /**
-   * Re-score a token: logprob of `token` after `contextIds` (the completion's prompt ids followed by the ids it had
-   * sampled before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts). `at` names the completion
-   * and the token's index in its response_ids (a scorer whose logprob also depends on the sample, like the simulator's
-   * variant choice on a session's first token, reads it).
+   * Re-score a token: logprob of `token` after `contextIds`, the trainer's context (the trace's prompt_ids followed
+   * by its response ids before this one). E.g. the simulator's `scoreLogprob` (src/sim/policy.ts). `at` names the
+   * completion and the token's index in its response_ids (a scorer whose logprob also depends on the sample, like the
+   * simulator's variant choice on a session's first token, reads it).
    */
   rescore?: (contextIds: ArrayLike<number>, token: number, at: { record: CompletionRecord; index: number }) => number;
+  /**
+   * Accept joins where the merged context differs from the engine's prompt (chat mode: the next prompt held a
+   * re-rendered version of the sampled answer). They are counted in `accepted_context_mismatches` instead of reported,
+   * and their tokens are re-scored in the engine's own context. Default false.
+   */
+  acceptRerenderedJoins?: boolean;
   /** Token-level violations listed per trace before the rest are only counted (default 5). */
   maxPerTrace?: number;
   /**
@@ -95,7 +110,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
     if (named) {
       return {
         ok: false, traces: trajectory.traces.length, attempt, completions: 0, other_attempt_completions: 0, sampled_tokens: 0, rescored_tokens: 0,
-        violations: [], suppressed: 0, skipped: 'no_records',
+        accepted_context_mismatches: 0, violations: [], suppressed: 0, skipped: 'no_records',
       };
     }
   }
@@ -107,6 +122,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
   let suppressed = 0;
   let sampledTokens = 0;
   let rescoredTokens = 0;
+  let acceptedContextMismatches = 0;
 
   const traces: readonly Trace[] = Array.isArray(trajectory?.traces) ? trajectory.traces : [];
   if (!Array.isArray(trajectory?.traces)) {
@@ -181,10 +197,16 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
       return;
     }
 
-    // Walk mask-1 positions against the concatenated samples of the sound members.
+    // Walk mask-1 positions against the concatenated samples of the sound members. The trainer's context of the
+    // token at `pos` is prompt_ids + response_ids[0, pos): `merged` holds it, built once per trace.
+    const merged = new Int32Array(trace.prompt_ids.length + resp.length);
+    merged.set(trace.prompt_ids, 0);
+    merged.set(resp, trace.prompt_ids.length);
     let m = 0;
     let j = 0;
     let context: Int32Array | null = null;
+    /** The current member's context in the merged trace differs from its prompt and that was accepted. */
+    let ownContext = false;
     let missingLogprobsReported = false;
     const nextMember = (): CompletionRecord | undefined => {
       while (m < sound.length && j >= sound[m]!.response_ids.length) {
@@ -208,6 +230,21 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
           message: `trace ${t} pos ${pos}: token ${resp[pos]} has loss_mask 1 but every sampled token is already accounted for` }, true);
         continue;
       }
+      if (j === 0 && m > 0) {
+        // A member's first sampled token: the merged context must be the prompt the engine sampled it after.
+        const at = firstDifferenceIn(merged, trace.prompt_ids.length + pos, rec.prompt_ids);
+        ownContext = false;
+        if (at >= 0) {
+          if (opts.acceptRerenderedJoins) {
+            acceptedContextMismatches++;
+            ownContext = true;
+          } else {
+            push({ kind: 'context_mismatch', trace: t, completion_id: rec.completion_id, position: pos,
+              message: `trace ${t} pos ${pos}: the trainer's context of completion ${rec.completion_id} differs from the prompt the engine sampled it after, at context token ${at} ` +
+                '(a re-rendered join: the next prompt did not hold the sampled answer verbatim); accept knowingly with --accept-rerendered' }, true);
+          }
+        }
+      }
       const expected = rec.response_ids[j]!;
       sampledTokens++;
       if (resp[pos] !== expected) {
@@ -227,8 +264,11 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
           push({ kind: 'logprob_mismatch', trace: t, completion_id: rec.completion_id, position: pos,
             message: `trace ${t} pos ${pos}: logprob ${lps[pos]} ≠ recorded ${recorded} (completion ${rec.completion_id}, token ${j})` }, true);
         } else if (opts.rescore) {
-          context ??= contextOf(rec);
-          const scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected, { record: rec, index: j });
+          let scored: number;
+          if (ownContext) {
+            context ??= contextOf(rec);
+            scored = opts.rescore(context.subarray(0, rec.prompt_ids.length + j), expected, { record: rec, index: j });
+          } else scored = opts.rescore(merged.subarray(0, trace.prompt_ids.length + pos), expected, { record: rec, index: j });
           rescoredTokens++;
           if (!same(lps[pos]!, scored)) {
             push({ kind: 'rescore_mismatch', trace: t, completion_id: rec.completion_id, position: pos,
@@ -260,6 +300,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
     other_attempt_completions: otherAttempt.size,
     sampled_tokens: sampledTokens,
     rescored_tokens: rescoredTokens,
+    accepted_context_mismatches: acceptedContextMismatches,
     violations,
     suppressed,
   };
@@ -275,7 +316,8 @@ export function formatVerifyReport(report: VerifyReport, label = 'trajectory'): 
     ? ` of attempt ${report.attempt} (${report.other_attempt_completions} of other attempts left out)`
     : '';
   const head = `${label}: ${report.ok ? 'OK' : 'FAILED'} — ${report.traces} trace(s), ${report.completions} completion(s)${others}, ` +
-    `${report.sampled_tokens} sampled token(s) checked, ${report.rescored_tokens} re-scored`;
+    `${report.sampled_tokens} sampled token(s) checked, ${report.rescored_tokens} re-scored` +
+    (report.accepted_context_mismatches > 0 ? `, ${report.accepted_context_mismatches} re-rendered join(s) accepted` : '');
   const lines = [head];
   for (const v of report.violations) lines.push(`  ✗ [${v.kind}] ${v.message}`);
   if (report.suppressed > 0) lines.push(`  … and ${report.suppressed} more token-level violation(s)`);
@@ -295,6 +337,13 @@ function firstDifference(a: readonly number[] | undefined, b: readonly number[])
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
   return a.length === b.length ? -1 : n;
+}
+
+/** Index of the first difference between `a[0, aLength)` and `b`, or -1 when equal. */
+function firstDifferenceIn(a: Int32Array, aLength: number, b: readonly number[]): number {
+  const n = Math.min(aLength, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return aLength === b.length ? -1 : n;
 }
 
 function checkSubsequence(

@@ -10,7 +10,7 @@
 import { expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { firstLine, REPO_ROOT, SHELL_AGENT_COMMAND, useScratch } from '../support/polar-cli.ts';
+import { firstLine, REPO_ROOT, SHELL_AGENT_COMMAND, SHELL_AGENT_RUNTIME_YAML, useScratch } from '../support/polar-cli.ts';
 
 const { dir: scratch, procs } = useScratch('polar-compat-');
 const TOKEN = 'compat-secret-token';
@@ -31,7 +31,7 @@ test('a reference-style Python client, the SSE names and the reference CLI loop 
   writeFileSync(config, [
     `sim: {port: 0, scripts: ${scripts}}`,
     'rollout: {port: 0}',
-    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: compat-0, port: 0, work_root: ${join(scratch, 'work')}}]}`,
+    `gateway: {heartbeat_interval_s: 0.5, nodes: [{node_id: compat-0, port: 0, work_root: ${join(scratch, 'work')}, ${SHELL_AGENT_RUNTIME_YAML}}]}`, // the sandbox sees the test agent read-only
     `store: {path: ${join(scratch, 'polar.db')}}`,
     '',
   ].join('\n'));

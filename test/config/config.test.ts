@@ -23,7 +23,7 @@ describe('resolveConfig', () => {
   test('an empty config fills every default, including nested sections and the default node', () => {
     const config = resolveConfig({}, { env: {} });
     expect(config.engine).toMatchObject({ kind: 'sim', mode: 'chat', api_key: null, default_sampling: { temperature: 1, top_k: -1, max_tokens: null } });
-    expect(config.proxy).toEqual({ strip_billing_header: true, keepalive_interval_ms: 5000, max_body_bytes: 64 * 1024 * 1024 });
+    expect(config.proxy).toEqual({ strip_billing_header: true, restore_reasoning: false, keepalive_interval_ms: 5000, max_body_bytes: 64 * 1024 * 1024 });
     expect(config.gateway.nodes).toHaveLength(1);
     expect(config.gateway.nodes[0]!.runtime.kind).toBe('local');
     expect(config.rollout.control_plane_token).toBeNull();

@@ -23,9 +23,15 @@ test('unknown keys are errors that name their path, at every depth', () => {
   for (const [input, message] of cases) expect(() => parseTaskRequest(input)).toThrow(message);
 });
 
-test('open maps stay open: agent.settings, builder.config, evaluator.config, metadata', () => {
+test('builder.config is strict: its chain-role options, unknown keys named by path', () => {
+  expect(parseTaskRequest({ ...base, builder: { strategy: 'prefix_merging', config: { side: 'drop', retries: 'keep' } } }).builder.config).toEqual({ side: 'drop', retries: 'keep' });
+  expect(() => parseTaskRequest({ ...base, builder: { strategy: 'prefix_merging', config: { any: 1 } } })).toThrow(/builder\.config.*any|builder\.config\.any/);
+  expect(() => parseTaskRequest({ ...base, builder: { strategy: 'prefix_merging', config: { side_reward: 'half' } } })).toThrow(/builder\.config\.side_reward/);
+});
+
+test('open maps stay open: agent.settings, evaluator.config, metadata', () => {
   const task = parseTaskRequest({
-    ...base, agent: { ...base.agent, settings: { api: 'x', nested: { a: 1 } } }, builder: { strategy: 'per_request', config: { any: 1 } },
+    ...base, agent: { ...base.agent, settings: { api: 'x', nested: { a: 1 } } }, builder: { strategy: 'per_request' },
     evaluator: { strategy: 'test_on_output', config: { command: 'true' } }, metadata: { policy_version: 7, trainer_step: 3 },
   });
   expect(task.metadata).toEqual({ policy_version: '7', trainer_step: 3 });
@@ -39,4 +45,12 @@ test('the dispatch body carries the same TaskRequest contract', () => {
   expect(bad.success).toBe(false);
   expect(formatIssues(bad.error!)).toContain('task.agent: agent needs a harness or a command');
   expect(dispatchSpecSchema.shape.task).toBe(taskRequestSchema);
+});
+
+test('the names the rollout server checks at submit are the gateway\'s registries', async () => {
+  const { HARNESS_NAMES, EVALUATOR_NAMES } = await import('../../src/core/contracts/index.ts');
+  const { HARNESS_ADAPTERS } = await import('../../src/gateway/harnesses/index.ts');
+  const { EVALUATORS } = await import('../../src/gateway/evaluators/index.ts');
+  expect([...HARNESS_NAMES].sort() as string[]).toEqual(Object.keys(HARNESS_ADAPTERS).sort());
+  expect([...EVALUATOR_NAMES].sort() as string[]).toEqual(Object.keys(EVALUATORS).sort());
 });

@@ -101,7 +101,18 @@ describe('recorded harness requests', () => {
     expect(ir.warnings.map((w) => w.code)).toContain('billing-header-stripped');
     expect(ir.reasoning).toEqual({ enabled: true, budgetTokens: 31999 });
     expect(ir.user).toBe(body.metadata.user_id);
-    expect(ir.warnings.some((w) => w.message.includes('context_management'))).toBe(true);
+    // Claude Code's context_management clears nothing (clear_thinking, keep: all): honoured, no warning.
+    expect(body.context_management).toEqual({ edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] });
+    expect(ir.warnings.some((w) => w.message.includes('context_management'))).toBe(false);
+  });
+
+  test('context_management edits that would change the history are reported, malformed ones rejected', () => {
+    const base = { model: 'm', max_tokens: 9, messages: [{ role: 'user', content: 'x' }] };
+    const ir = decode({ ...base, context_management: { edits: [{ type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 100 } }, { type: 'clear_thinking_20251015', keep: { type: 'thinking_turns', value: 1 } }] } });
+    const warning = ir.warnings.find((w) => w.code === 'context-management-not-applied');
+    expect(warning?.message).toContain('clear_tool_uses_20250919, clear_thinking_20251015');
+    expect(() => decode({ ...base, context_management: { edits: 'all' } })).toThrow(/context_management\.edits/);
+    expect(() => decode({ ...base, context_management: { edits: [{ keep: 'all' }] } })).toThrow(/context_management\.edits\[0\]\.type/);
   });
 
   test('Claude Code: stripBillingHeader=false keeps the line', () => {

@@ -179,7 +179,8 @@ describe('decodeRequest rules', () => {
     expect(ir.sampling).toEqual({ maxTokens: 100, stop: ['END'], seed: 7 });
     expect(ir.reasoning).toEqual({ enabled: false });
     expect(ir.stream).toBe(false);
-    expect(ir.warnings.map((w) => w.code).sort()).toEqual(['response-format-ignored', 'tool-dropped']);
+    expect(ir.responseFormat).toEqual({ type: 'json_object' });
+    expect(ir.warnings.map((w) => w.code).sort()).toEqual(['tool-dropped']);
   });
 });
 

@@ -149,7 +149,7 @@ describe('decodeRequest details', () => {
     expect(ir.user).toBe('u1');
     expect(ir.reasoning).toEqual({ enabled: true });
     expect(ir.warnings.map((w) => w.code).sort()).toEqual(
-      ['conflicting-fields', 'unknown-field', 'unsupported-content', 'unsupported-field', 'unsupported-field', 'unsupported-tool'].sort(),
+      ['conflicting-fields', 'unknown-field', 'unsupported-content', 'unsupported-field', 'unsupported-tool'].sort(),
     );
     expect(withoutWarnings(decode(openaiChat.encodeRequest(ir)))).toEqual(withoutWarnings(ir));
   });

@@ -145,9 +145,11 @@ describe('decodeRequest rules', () => {
     expect(() => openaiResponses.decodeRequest('nope', ctx())).toThrow(GatewayError);
   });
 
-  test('unknown fields and text.format are warnings, not errors', () => {
-    const ir = openaiResponses.decodeRequest({ ...base, frobnicate: 1, text: { format: { type: 'json_schema' } }, prompt_cache_key: 'k' }, ctx());
-    expect(ir.warnings.map((w) => w.code).sort()).toEqual(['response-format-ignored', 'unknown-field']);
+  test('unknown fields are warnings, not errors; text.format json_schema becomes the IR response format', () => {
+    const schema = { type: 'object', properties: { a: { type: 'string' } } };
+    const ir = openaiResponses.decodeRequest({ ...base, frobnicate: 1, text: { format: { type: 'json_schema', name: 'x', schema } }, prompt_cache_key: 'k' }, ctx());
+    expect(ir.warnings.map((w) => w.code).sort()).toEqual(['unknown-field']);
+    expect(ir.responseFormat).toEqual({ type: 'json_schema', name: 'x', schema });
   });
 
   test('reasoning items: ours decode to the exact text, foreign payloads are dropped with a warning', () => {

@@ -5,6 +5,7 @@ import { sequentialIds } from '../../src/core/ids.ts';
 import type { IRRequest } from '../../src/core/ir.ts';
 import { buildChatRequest, DEFAULT_SAMPLING } from '../../src/engines/chat-request.ts';
 import { createEngineClient, type EngineConfig } from '../../src/engines/index.ts';
+import { llamacppTokenBackend, sglangTokenBackend, vllmTokenBackend } from '../../src/engines/token-backends.ts';
 import { EOS_ID, fakeIds, fakeLogprob, startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
 
 const ctx = { sessionId: 'sess-1', taskId: 'task-1', requestId: 'req-1' };
@@ -28,6 +29,29 @@ function irRequest(overrides: Partial<IRRequest> = {}): IRRequest {
 function config(engine: FakeEngine, kind: EngineConfig['kind'], extra: Partial<EngineConfig> = {}): EngineConfig {
   return { kind, url: engine.url, mode: 'chat', timeoutMs: 2000, now: fixedClock(), newId: sequentialIds(), ...extra };
 }
+
+describe('structured output reaches every engine as guided decoding', () => {
+  const schema = { type: 'object', properties: { a: { type: 'string' } } };
+  const input = { promptIds: [1, 2], sampling: { temperature: 1, topP: 1, topK: -1, minP: 0, maxTokens: 8 }, stopIds: [3], servedModel: 'm', ctx };
+  test('chat mode: response_format', () => {
+    const { body } = buildChatRequest(irRequest({ responseFormat: { type: 'json_schema', name: 'n', schema } }), { servedModel: 'm', defaults: DEFAULT_SAMPLING, reasoningField: 'reasoning' });
+    expect(body.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'n', schema } });
+    expect(buildChatRequest(irRequest({ responseFormat: { type: 'json_object' } }), { servedModel: 'm', defaults: DEFAULT_SAMPLING, reasoningField: 'reasoning' }).body.response_format).toEqual({ type: 'json_object' });
+    expect(buildChatRequest(irRequest(), { servedModel: 'm', defaults: DEFAULT_SAMPLING, reasoningField: 'reasoning' }).body.response_format).toBeUndefined();
+  });
+  test('token mode: SGLang json_schema string, vLLM response_format, llama.cpp json_schema', () => {
+    const responseFormat = { type: 'json_schema' as const, schema };
+    expect((sglangTokenBackend.body({ ...input, responseFormat }).sampling_params as Record<string, unknown>).json_schema).toBe(JSON.stringify(schema));
+    expect(vllmTokenBackend.body({ ...input, responseFormat }).response_format).toEqual({ type: 'json_schema', json_schema: { name: 'response', schema } });
+    expect(vllmTokenBackend.body({ ...input, responseFormat: { type: 'json_object' } }).response_format).toEqual({ type: 'json_object' });
+    expect(llamacppTokenBackend.body({ ...input, responseFormat: { type: 'json_object' } }).json_schema).toEqual({ type: 'object' });
+    for (const backend of [sglangTokenBackend, vllmTokenBackend, llamacppTokenBackend]) {
+      const body = JSON.stringify(backend.body(input));
+      expect(body).not.toContain('json_schema');
+      expect(body).not.toContain('response_format');
+    }
+  });
+});
 
 describe('buildChatRequest', () => {
   test('merges every system message into one leading system message and sends every sampling default explicitly', () => {

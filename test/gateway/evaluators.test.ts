@@ -70,3 +70,31 @@ test('swebench_harness: the diff applied in a fresh runtime; every F2P must pass
   const untouched = await prepared(files);
   expect((await e.evaluate(ctx(untouched, config, () => prepared(files)))).outcome_reward).toBe(0);
 });
+
+test('swebench_harness: a test command that cannot run, is killed or times out is an error (the session ends ERROR), never reward 0', async () => {
+  const e = getEvaluator('swebench_harness');
+  const fixed = async () => {
+    const rt = await prepared(files);
+    await rt.writeFile('calc.sh', 'echo 2\n');
+    return rt;
+  };
+  const run = async (config: Record<string, unknown>) => e.evaluate(ctx(await fixed(), config, () => prepared(files)));
+  await expect(run({ FAIL_TO_PASS: ['test_one.sh'], PASS_TO_PASS: [], test_command: 'no-such-pytest {{TEST}}' })).rejects.toThrow(/test_one.sh could not run \(exit 127: command not found\)/);
+  await expect(run({ FAIL_TO_PASS: ['sh test_one.sh'], PASS_TO_PASS: ['sleep 5'], timeout_s: 0.2 })).rejects.toThrow(/timed out after 0.2 s/);
+  await expect(run({ FAIL_TO_PASS: ['kill -9 $$'], PASS_TO_PASS: [] })).rejects.toThrow(/killed by a signal/);
+  // A test that runs and fails is still a judgement: reward 0, no error.
+  expect((await run({ FAIL_TO_PASS: ['false'], PASS_TO_PASS: [] })).outcome_reward).toBe(0);
+});
+
+test('test_on_output: a command that cannot run, is killed or times out is an error (the session ends ERROR), never reward 0', async () => {
+  const e = getEvaluator('test_on_output');
+  const rt = await prepared({});
+  const fresh = () => Promise.reject(new Error('unused'));
+  await expect(e.evaluate(ctx(rt, { command: 'no-such-python3 -m unittest' }, fresh))).rejects.toThrow(/could not run \(exit 127: command not found\)/);
+  await expect(e.evaluate(ctx(rt, { command: 'sleep 5', timeout_s: 0.2 }, fresh))).rejects.toThrow(/timed out after 0.2 s/);
+  await expect(e.evaluate(ctx(rt, { command: 'kill -9 $$' }, fresh))).rejects.toThrow(/killed by a signal/);
+  // A test that asks for exit 127 on purpose still scores it.
+  expect((await e.evaluate(ctx(rt, { command: 'exit 127', expect_exit_code: 127 }, fresh))).outcome_reward).toBe(1);
+  // Misspelt keys are refused (the same contract the rollout server checks at submit).
+  await expect(e.evaluate(ctx(rt, { command: 'true', expect_exit_cod: 0 }, fresh))).rejects.toThrow(/expect_exit_cod/);
+});

@@ -48,11 +48,12 @@ function fakeRuntimes(durations: (key: string) => Durations, ledger: Ledger, onS
 const task = (id: string, extra: Partial<TaskRequest> = {}): TaskRequest =>
   taskRequest(id, { instruction: 'do it', timeout_seconds: 30, agent: { command: 'true {{INSTRUCTION}}', model_name: 'm' }, builder: { strategy: 'per_request' }, ...extra });
 
+/** One turn of a growing conversation (distinct prompts: identical ones would be labelled retries and left out). */
 function record(sessionId: string, seq: number): CompletionRecord {
   return {
     completion_id: `${sessionId}-c${seq}`, session_id: sessionId, seq, dialect: 'openai-chat', request_body: {},
     ir_request: { messages: [], tools: [], sampling: {}, stream: false } as unknown as CompletionRecord['ir_request'],
-    ir_response: null, finish_reason: { unified: 'stop', raw: 'stop' }, prompt_ids: [1, 2, 3], response_ids: [4, 5],
+    ir_response: null, finish_reason: { unified: 'stop', raw: 'stop' }, prompt_ids: [1, 2, 3, ...Array<number>(seq).fill(6)], response_ids: [4, 5],
     logprobs: [-0.5, -0.25], policy_version: null, engine_id: 'sim@test', logprob_semantics: 'raw', mode: 'chat',
     capture_error: null, warnings: [], timings: { engine_ms: 1, total_ms: 1 }, created_at: 0,
   };

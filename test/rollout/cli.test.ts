@@ -17,7 +17,7 @@ test('rollout + submit + status over the CLI', async () => {
   const url = line.match(/http:\/\/\S+/)?.[0];
   expect(url).toBeDefined();
 
-  const submit = runPolarSync(['submit', 'examples/tasks', '--server', url!, '--harness', 'shell', '--samples', '2']);
+  const submit = runPolarSync(['submit', 'examples/tasks', '--server', url!, '--harness', 'shell', '--command', 'true', '--samples', '2']);
   expect(submit.stderr.toString()).toBe('');
   expect(submit.exitCode).toBe(0);
   const accepted = submit.stdout.toString().trim().split('\n').map((l) => JSON.parse(l) as { task_id: string; sessions: number });

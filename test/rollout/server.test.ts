@@ -40,17 +40,18 @@ function resultFor(spec: Pick<DispatchSpec, 'session_id' | 'task'>, reward: numb
     trajectory: {
       status,
       traces: [],
-      metadata: { reconstruction_stats: { completions: 0, chains: 0, merged: 0, breaks: {} }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
+      metadata: { reconstruction_stats: { completions: 3, chains: 2, merged: 3, breaks: {}, chain_roles: { main: 1, side: 1, retry: 0, compaction: 0 } }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
     },
     timing: { init_ms: 1, ready_queue_ms: 0, run_ms: 2, postrun_ms: 1, build_ms: 0, eval_ms: 1, e2e_ms: 5 },
     node_id: nodeId,
     error: null,
+    attempt: (spec as DispatchSpec).attempt ?? 0,
   };
 }
 
 /** Extras may be invalid on purpose (validation tests), so they are spread over the factory's task. */
 const task = (id: string, extra: Record<string, unknown> = {}) => ({
-  ...taskRequest(id, { num_samples: 4, agent: { harness: 'shell', model_name: 'sim' } }),
+  ...taskRequest(id, { num_samples: 4, agent: { harness: 'shell', command: 'true', model_name: 'sim' } }),
   ...extra,
 });
 
@@ -98,8 +99,11 @@ test('submit expands into num_samples secret sessions, dispatches them, and is i
   const node = fakeNode();
   expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity })).status).toBe(200);
   const first = await post(`${server.url}/rollout/task/submit`, task('t1'));
-  expect(first).toEqual({ status: 200, body: { task_id: 't1', status: 'running', sessions: 4 } });
-  expect((await post(`${server.url}/rollout/task/submit`, task('t1'))).body.sessions).toBe(4);
+  expect(first).toEqual({ status: 200, body: { task_id: 't1', status: 'running', sessions: 4, previous_run: null } });
+  // A running task_id is refused, creating nothing.
+  const again = await post(`${server.url}/rollout/task/submit`, task('t1'));
+  expect(again.status).toBe(409);
+  expect(String(again.body.error)).toContain('t1 is running');
   const sessions = store.sessions.listByTask('t1');
   expect(sessions.map((s) => s.sample_index)).toEqual([0, 1, 2, 3]);
   expect(new Set(sessions.map((s) => s.session_id)).size).toBe(4);
@@ -127,10 +131,10 @@ test('results are idempotent; the group carries GRPO and leave-one-out advantage
   const bySample = [...node.dispatched].sort((a, b) => a.sample_index - b.sample_index);
   for (const [i, spec] of bySample.entries()) {
     const r = await post(`${server.url}/callbacks/session_result`, resultFor(spec, rewards[i]!));
-    expect(r.body).toEqual({ session_id: spec.session_id, accepted: true, duplicate: false });
+    expect(r.body).toEqual({ session_id: spec.session_id, accepted: true, duplicate: false, stale: false });
   }
   const dup = await post(`${server.url}/callbacks/session_result`, resultFor(bySample[0]!, 0));
-  expect(dup).toEqual({ status: 200, body: { session_id: bySample[0]!.session_id, accepted: false, duplicate: true } });
+  expect(dup).toEqual({ status: 200, body: { session_id: bySample[0]!.session_id, accepted: false, duplicate: true, stale: false } });
   expect(store.results.listByTask('t1').length).toBe(4);
 
   // Trainer side: pull, check advantages, ack, pull again.
@@ -138,6 +142,10 @@ test('results are idempotent; the group carries GRPO and leave-one-out advantage
   expect(pulled.groups.map((g) => g.group_id)).toEqual(['g1']);
   const g = pulled.groups[0]!;
   expect(g.rewards).toEqual(rewards);
+  // Each session reports its chains by role, so a trainer sees main-chain counts apart from side chains.
+  expect((g as unknown as { sessions: { chain_roles: unknown; traces: number }[] }).sessions.map((s) => [s.chain_roles, s.traces])).toEqual(
+    rewards.map(() => [{ main: 1, side: 1, retry: 0, compaction: 0 }, 0]),
+  );
   const mean = 0.75;
   const std = Math.sqrt(rewards.reduce((s, r) => s + (r - mean) ** 2, 0) / 4);
   g.grpo_advantages.forEach((a, i) => expect(a).toBeCloseTo((rewards[i]! - mean) / (std + 1e-6), 6));
@@ -180,7 +188,7 @@ test('early stop at early_stop_min_usable_sessions cancels the rest on their nod
   expect(group?.rewards).toEqual([1, 0]);
 });
 
-test('a node that misses heartbeats is unhealthy; its sessions go to another node with attempt + 1; a late duplicate is ignored', async () => {
+test('a node that misses heartbeats is unhealthy; its sessions go to another node with attempt + 1; the old attempt\'s late result is stale and ignored', async () => {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());
   const server = makeServer(store);
@@ -199,7 +207,7 @@ test('a node that misses heartbeats is unhealthy; its sessions go to another nod
   expect(server.listNodes().find((n) => n.node_id === 'a')?.healthy).toBe(false);
   for (const spec of b.dispatched) await post(`${server.url}/callbacks/session_result`, resultFor(spec, 1, 'b'));
   const late = await post(`${server.url}/callbacks/session_result`, resultFor(a.dispatched[0]!, 0, 'a'));
-  expect(late.body.duplicate).toBe(true);
+  expect(late.body).toMatchObject({ accepted: false, stale: true });
   expect(store.results.listByTask('t1').map((r) => r.node_id)).toEqual(['b', 'b', 'b']);
   expect(store.tasks.get('t1')?.status).toBe('COMPLETED');
 });

@@ -68,7 +68,7 @@ function resultFor(spec: DispatchSpec, reward: number, opts: { status?: Trajecto
 
 /** Extras may be invalid on purpose (validation tests), so they are spread over the factory's task. */
 const task = (id: string, extra: Record<string, unknown> = {}) => ({
-  ...taskRequest(id, { num_samples: 3, agent: { harness: 'shell', model_name: 'sim' } }),
+  ...taskRequest(id, { num_samples: 3, agent: { harness: 'shell', command: 'true', model_name: 'sim' } }),
   ...extra,
 });
 

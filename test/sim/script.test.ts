@@ -1,5 +1,6 @@
 import { expect, test } from 'bun:test';
 import { join } from 'node:path';
+import { MODEL_FAMILIES } from '../../src/tokenization/families.ts';
 import { chooseVariant, findShellTool, parseBehaviourScript, planTurn, shellArguments } from '../../src/sim/script.ts';
 import type { ChatTool } from '../../src/tokenization/chat-messages.ts';
 import { HARNESS_TRAFFIC } from '../support/harness-traffic.ts';
@@ -47,13 +48,13 @@ test('scripts validate with clear errors', () => {
 test('planTurn: think + tool call in Qwen3 format, step = tool results, then "Done."', () => {
   const script = parseBehaviourScript({ variants: { solve: { weight: 1, steps: [{ think: 'look', shell: 'ls' }, { say: 'Fixed.' }] } } });
   const tools = [fn('bash', { type: 'object', required: ['command'], properties: { command: { type: 'string' } } })];
-  const plan = (toolResults: number, thinking: 'none' | 'opened' | 'disabled' = 'none') => planTurn({ script, sessionId: 's', toolResults, tools, thinking });
+  const plan = (toolResults: number, thinking: 'none' | 'opened' | 'disabled' = 'none') => planTurn({ script, sessionId: 's', toolResults, tools, thinking, family: MODEL_FAMILIES.qwen3 });
   expect(plan(0).text).toBe('<think>\nlook\n</think>\n\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>');
   expect(plan(0, 'opened').text).toBe('look\n</think>\n\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>');
   expect(plan(0, 'disabled').text).toBe('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>');
   expect(plan(1)).toMatchObject({ text: 'Fixed.', kind: 'say', variant: 'solve' });
   expect(plan(2)).toMatchObject({ text: 'Done.', kind: 'done' });
-  expect(planTurn({ script: null, sessionId: 's', toolResults: 0, tools, thinking: 'none' }).kind).toBe('default');
+  expect(planTurn({ script: null, sessionId: 's', toolResults: 0, tools, thinking: 'none', family: MODEL_FAMILIES.qwen3 }).kind).toBe('default');
 });
 
 test('variant choice is a seeded hash of the session id', () => {

@@ -12,6 +12,7 @@ function harness(overrides: Partial<HarnessSummary> = {}): HarnessSummary {
     pass_at_1: 0.5, mean_reward: 0.5, mean_turns: 3.25, completions: 13, traces: { per_request: 13, prefix_merging: 4 },
     trainer_tokens: { per_request: 91234, prefix_merging: 20345 }, rerender_mismatches: 0, groups_with_reward_variance: 1,
     p50: { init_ms: 120, ready_queue_ms: 0, run_ms: 12_345, postrun_ms: 80, e2e_ms: 12_600 }, trainable_tokens: 1834, chain_breaks: {}, split_sessions: 0,
+    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4,
     ...overrides,
   };
 }
@@ -32,6 +33,7 @@ test('the summary fits 100 columns and lists each task with — for an unevaluat
   const taskLine = text.split('\n').find((l) => l.startsWith('a-task-with'))!;
   expect(taskLine).toMatch(/^a-task-with-a-rather-long-i…\s+1 0 —\s+0\.33\s+3\.0\s+3\s+900\s+1$/);
   expect(text).toMatch(/^claude-code\s+4\s+4\s+3\s+0\.500\s+3\.25\s+1\.00\s+1834\s+0\s+13s$/m);
+  expect(text.replace(/\n {2}/g, ' ')).toContain('claude-code: traces per_request 13 / prefix_merging 4; trainer tokens 91234 / 20345; main chains 4 (4/4 one), side/retry/compact 1/0/0;');
   expect(text).not.toContain('warning:');
   expect(chainWarning(summary(harness()))).toBeNull();
 });

@@ -5,7 +5,7 @@
  * 2 bad usage), its results file and `polar export` on it.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createProgressView, describeSnapshot, type RunSnapshot } from '../../src/stack/run-progress.ts';
@@ -81,6 +81,8 @@ test('runTasks: every task × sample runs through rollout server + gateway + pro
     expect(shell!.traces.per_request).toBe(expectedCompletions);
     // Each session is one chain: one merged trace, sharing the prompt of its first call.
     expect(shell!.traces.prefix_merging).toBe(6);
+    expect(shell!.chain_roles).toEqual({ main: 6, side: 0, retry: 0, compaction: 0 });
+    expect(shell!.sessions_with_one_main_chain).toBe(6);
     if (expectedPasses > 0) expect(shell!.trainer_tokens.prefix_merging).toBeLessThan(shell!.trainer_tokens.per_request);
     const recordTokens = store.completions.listSessionIds().flatMap((id) => store.completions.listBySession(id)).reduce((n, r) => n + r.prompt_ids.length + r.response_ids.length, 0);
     expect(shell!.trainer_tokens.per_request).toBe(recordTokens);
@@ -128,6 +130,9 @@ test('polar run CLI: exit 0, results file, summary.json, export; a timed-out ses
   const unknown = await polar(['run', tasksDir, '--harness', 'nope', '--out', join(scratch, 'bad')]);
   expect(unknown.code).toBe(2);
   expect(unknown.stderr).toContain('unknown harness');
+  const noAgent = await polar(['run', tasksDir, '--out', join(scratch, 'bad')]);
+  expect(noAgent.code).toBe(2);
+  expect(noAgent.stderr).toContain('pass --harness NAME');
   const missing = await polar(['run', join(scratch, 'missing'), '--harness', 'pi']);
   expect(missing.code).toBe(2);
   expect(missing.stderr).toContain('no such task');
@@ -138,6 +143,34 @@ test('polar run CLI: exit 0, results file, summary.json, export; a timed-out ses
   expect(noCommand.code).toBe(2);
   expect(noCommand.stderr).toContain('--harness custom needs --command');
   expect(existsSync(join(scratch, 'bad'))).toBe(false);
+}, 60_000);
+
+test("runTasks without a harness runs each task file's agent block; with one, the file's agent.env and settings are kept", async () => {
+  const dir = writeTasks(join(scratch, 'agent-block-tasks'));
+  // The file's agent: a raw command whose result depends on the file's env (the evaluator greps for "ok").
+  for (const id of ['touch-a', 'touch-b']) {
+    const file = join(dir, id, 'task.yaml');
+    writeFileSync(file, `${readFileSync(file, 'utf8')}agent: {harness: shell, model_name: file-model, command: 'echo $MARK > out.txt', env: {MARK: ok}, settings: {from_file: 1}}\n`);
+  }
+  const tasks = loadTaskDir(dir);
+  const store = openStore(join(scratch, 'agent-block.db'));
+  try {
+    const own = await runTasks({ tasks: [tasks[0]!], samples: 1, modelName: 'polar-sim', builder: 'prefix_merging', store, concurrency: 2, workRoot: join(scratch, 'agent-block-work') });
+    expect(own.statuses).toEqual({ COMPLETED: 1 });
+    const ownTask = store.tasks.get('touch-a')!.task;
+    expect(ownTask.agent).toEqual({ harness: 'shell', model_name: 'file-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { from_file: 1 } });
+    expect(rewardOf(store.results.get(store.sessions.listByTask('touch-a')[0]!.session_id)!)).toBe(1);
+    // --harness shell --command …: the flag's harness, command and model; the file's env and settings stay.
+    const flagged = await runTasks({
+      tasks: [tasks[1]!], harness: 'shell', command: 'echo $MARK > out.txt', samples: 1, modelName: 'flag-model', settings: { api: 'x' },
+      builder: 'prefix_merging', store, concurrency: 2, workRoot: join(scratch, 'agent-block-work-2'),
+    });
+    expect(flagged.statuses).toEqual({ COMPLETED: 1 });
+    expect(store.tasks.get('touch-b')!.task.agent).toEqual({ harness: 'shell', model_name: 'flag-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { from_file: 1, api: 'x' } });
+    expect(rewardOf(store.results.get(store.sessions.listByTask('touch-b')[0]!.session_id)!)).toBe(1);
+  } finally {
+    store.close();
+  }
 }, 60_000);
 
 test('progress view: plain lines only when changed and at most once per interval; p50', () => {

@@ -1,7 +1,8 @@
 /**
  * A fake gateway node for rollout-server tests: a real HTTP server on 127.0.0.1 (port 0) with the node side of the
  * dispatch contract (docs/architecture.md#contracts): `POST /sessions` records the dispatch body and answers 202,
- * `GET /sessions/{id}` says RUNNING for a session it holds (404 otherwise), `DELETE /sessions/{id}` records the cancel.
+ * `GET /sessions/{id}` says RUNNING for a session it holds (404 otherwise), `GET /sessions` lists those, and
+ * `DELETE /sessions/{id}` records the cancel.
  */
 import type { DispatchSpec } from '../../src/rollout/node-client.ts';
 
@@ -18,8 +19,11 @@ export interface FakeGatewayNode {
   stop(): void;
 }
 
-/** Start a fake node; with `token`, a dispatch without `authorization: Bearer <token>` gets 401. */
-export function startFakeGatewayNode(token?: string): FakeGatewayNode {
+/**
+ * Start a fake node; with `token`, a dispatch without `authorization: Bearer <token>` gets 401. `answer` may replace
+ * the 202 for a dispatch (a refusal, a 409, a 5xx): return a Response, or null for the default.
+ */
+export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpec) => Response | null): FakeGatewayNode {
   const dispatched: DispatchSpec[] = [];
   const cancelled: string[] = [];
   const known = new Set<string>();
@@ -28,9 +32,12 @@ export function startFakeGatewayNode(token?: string): FakeGatewayNode {
     hostname: '127.0.0.1',
     routes: {
       '/sessions': {
+        GET: () => Response.json({ sessions: dispatched.filter((d) => known.has(d.session_id)).map((d) => ({ session_id: d.session_id, task_id: d.task.task_id, attempt: d.attempt ?? 0, status: 'RUNNING' })) }),
         POST: async (req) => {
           if (token && req.headers.get('authorization') !== `Bearer ${token}`) return new Response('no', { status: 401 });
           const spec = (await req.json()) as DispatchSpec;
+          const custom = answer?.(spec);
+          if (custom) return custom;
           dispatched.push(spec);
           known.add(spec.session_id);
           return Response.json({ session_id: spec.session_id, status: 'REGISTERED' }, { status: 202 });

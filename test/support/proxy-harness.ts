@@ -28,9 +28,11 @@ export async function startTestProxy(opts: {
   timeoutMs?: number;
   sessions?: SessionDirectory;
   options?: ProxyOptions;
+  /** Capture mode (default chat). */
+  mode?: 'chat' | 'token';
 }): Promise<TestProxy> {
   const store = openStore(':memory:');
-  const engine = createEngineClient({ kind: opts.kind, url: opts.engineUrl, mode: 'chat', timeoutMs: opts.timeoutMs ?? 5000, now: fixedClock(), newId: sequentialIds() });
+  const engine = createEngineClient({ kind: opts.kind, url: opts.engineUrl, mode: opts.mode ?? 'chat', timeoutMs: opts.timeoutMs ?? 5000, now: fixedClock(), newId: sequentialIds() });
   await engine.probe();
   const counters = newProxyCounters();
   const app = createProxyApp({ engine, store, sessions: opts.sessions ?? adHocSessions(), clock: fixedClock(), newId: sequentialIds(), options: opts.options, counters });

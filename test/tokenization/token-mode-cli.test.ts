@@ -1,11 +1,16 @@
-/** `polar proxy --mode token` as a process against the simulator: usage errors exit 2; a call is captured in token mode. */
+/**
+ * `polar proxy --mode token` as a process against the simulator: usage errors exit 2; a call is captured in token mode;
+ * a golden mismatch refuses to start unless accepted; `polar sim --tokenizer DIR` serves another family.
+ */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SimServer } from '../../src/sim/server.ts';
 import { openStore } from '../../src/store/index.ts';
-import { startPolarProxy } from '../support/polar-cli.ts';
+import { loadTokenizer } from '../../src/tokenization/tokenizer.ts';
+import { modelDir } from '../support/model-dirs.ts';
+import { firstLine, startPolarProxy } from '../support/polar-cli.ts';
 
 const root = join(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -59,4 +64,35 @@ test('serves in token mode, records mode "token", exposes the counters on GET /'
   expect(records[0]!.mode).toBe('token');
   expect(records[0]!.capture_error).toBeNull();
   expect(sim.tokenizer.decode(records[0]!.prompt_ids)).toBe('<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n');
+});
+
+test('a start-up golden mismatch (Llama 3.1 files against a Qwen3 engine) refuses to start: exit 1; --allow-golden-mismatch starts', async () => {
+  const llama = modelDir('llama-3.1');
+  // Not spawnSync: the simulator answering the probe runs in this process.
+  const proc0 = Bun.spawn([bun, join(root, 'src/main.ts'), 'proxy', '--port', '0', '--engine', 'sim', '--engine-url', sim.url, '--mode', 'token', '--tokenizer', llama, '--db', join(dir, 'refused.db')], { cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+  const [stderr, code] = await Promise.all([new Response(proc0.stderr).text(), proc0.exited]);
+  expect(code).toBe(1);
+  expect(stderr).toContain('token mode refuses to start: our llama3 chat template rendering');
+  expect(stderr).toContain('--allow-golden-mismatch');
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'sim', '--engine-url', sim.url, '--mode', 'token', '--tokenizer', llama, '--allow-golden-mismatch', '--db', join(dir, 'allowed.db')], dir);
+  const health = (await (await fetch(url)).json()) as { engine_stats: { family: string; golden: { mismatches: number } } };
+  expect(health.engine_stats.family).toBe('llama3');
+  expect(health.engine_stats.golden.mismatches).toBe(1);
+  proc.kill('SIGTERM');
+  expect(await proc.exited).toBe(0);
+});
+
+test('polar sim --tokenizer DIR serves that model: gpt-oss renders harmony, Llama 3.1 starts with <|begin_of_text|>', async () => {
+  for (const [name, start] of [['gpt-oss', '<|start|>system<|message|>'], ['llama-3.1', '<|begin_of_text|>']] as const) {
+    const proc = Bun.spawn([bun, join(root, 'src/main.ts'), 'sim', '--port', '0', '--tokenizer', modelDir(name)], { cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+    const line = await firstLine(proc.stdout);
+    const url = /on (http:\/\/\S+)/.exec(line)?.[1];
+    expect(line).toContain(`serving ${name === 'gpt-oss' ? 'gpt-oss-20b' : 'Llama-3.1-8B-Instruct'}`);
+    const tokenized = (await (await fetch(`${url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }) })).json()) as { tokens: number[] };
+    const tk = await loadTokenizer(modelDir(name));
+    expect(tk.decode(tokenized.tokens).startsWith(start)).toBe(true);
+    if (name === 'llama-3.1') expect(tokenized.tokens[0]).toBe(128000);
+    proc.kill('SIGTERM');
+    await proc.exited;
+  }
 });

@@ -39,12 +39,14 @@ describe('golden: prefix_merging', () => {
     const SYS_MAIN = [1, 1, 1, 2];
     const SYS_SUB = [3, 3, 4];
     const GEN = [7, 8];
-    const m1 = rec({ seq: 0, prompt: [...SYS_MAIN, 200, 201, ...GEN], response: [300, 301, EOT], finish: 'tool-calls' });
+    const say = (role: 'system' | 'user' | 'assistant', t: string) => ({ role, content: [{ type: 'text' as const, text: t }] });
+    const main = [say('system', 'main agent'), say('user', 'task')];
+    const m1 = rec({ seq: 0, prompt: [...SYS_MAIN, 200, 201, ...GEN], response: [300, 301, EOT], finish: 'tool-calls', messages: main });
     // The sub-agent starts while the main agent waits on its tool call.
-    const s1 = rec({ seq: 1, prompt: [...SYS_SUB, 210, ...GEN], response: [310, 311, 312, EOT] });
-    const m2 = rec({ seq: 2, prompt: [...m1.prompt_ids, 300, 301, EOT, 400, 401, 402, ...GEN], response: [320, EOT], finish: 'tool-calls' });
+    const s1 = rec({ seq: 1, prompt: [...SYS_SUB, 210, ...GEN], response: [310, 311, 312, EOT], messages: [say('system', 'sub-agent'), say('user', 'look')] });
+    const m2 = rec({ seq: 2, prompt: [...m1.prompt_ids, 300, 301, EOT, 400, 401, 402, ...GEN], response: [320, EOT], finish: 'tool-calls', messages: [...main, say('assistant', 'a'), say('user', 'b')] });
     // Compaction: the history is replaced by a summary, so the prompt no longer extends any tip.
-    const m3 = rec({ seq: 3, prompt: [...SYS_MAIN, 500, 501, ...GEN], response: [330, 331, EOT] });
+    const m3 = rec({ seq: 3, prompt: [...SYS_MAIN, 500, 501, ...GEN], response: [330, 331, EOT], messages: [say('system', 'main agent'), say('user', 'summary')] });
     const traj = buildTrajectory([m1, s1, m2, m3], { ...BASE, strategy: 'prefix_merging' });
     expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0', 'c2'], ['c1'], ['c3']]);
     expect(traj.traces[0]!.response_ids).toEqual([300, 301, EOT, 400, 401, 402, 7, 8, 320, EOT]);
@@ -52,8 +54,9 @@ describe('golden: prefix_merging', () => {
     expect(traj.traces[1]!.prompt_ids).toEqual([...SYS_SUB, 210, ...GEN]);
     expect(traj.metadata.reconstruction_stats).toEqual({
       completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0 }, other_attempt_completions: 0,
-      rerender_mismatches: 0,
+      rerender_mismatches: 0, chain_roles: { main: 1, side: 1, retry: 0, compaction: 1 }, dropped_traces: { side: 0, retry: 0 },
     });
+    expect(traj.traces.map((t) => [t.metadata.chain_role, t.metadata.source_chain])).toEqual([['main', null], ['side', 0], ['compaction', 0]]);
     expect(verifyTraces([m1, s1, m2, m3], traj).ok).toBe(true);
   });
 
@@ -227,7 +230,14 @@ describe('properties (seeded)', () => {
         expect(t.response_logprobs!.filter((_, i) => t.loss_mask[i] === 1)).toEqual(records.flatMap((r) => r.logprobs));
         expect(t.response_logprobs!.filter((_, i) => t.loss_mask[i] === 0).every((v) => v === 0)).toBe(true);
         expect(traj.metadata.reconstruction_stats.merged).toBe(records.length);
-        expect(verifyTraces(records, traj).violations).toEqual([]);
+        // Re-tokenized canonical copies are re-rendered joins: reported unless accepted, then counted.
+        const rerendered = traj.metadata.reconstruction_stats.rerender_mismatches ?? 0;
+        const strict = verifyTraces(records, traj);
+        expect(strict.violations.every((v) => v.kind === 'context_mismatch')).toBe(true);
+        expect(strict.ok).toBe(rerendered === 0);
+        const accepted = verifyTraces(records, traj, { acceptRerenderedJoins: true });
+        expect(accepted.violations).toEqual([]);
+        expect(accepted.accepted_context_mismatches > 0).toBe(rerendered > 0);
       }
     }
   });
@@ -245,7 +255,7 @@ describe('properties (seeded)', () => {
       const nBreaks = Object.values(stats.breaks).reduce((a, b) => a + b, 0);
       expect(stats.chains).toBe(nBreaks + 1);
       totalBreaks += nBreaks;
-      expect(verifyTraces(records, traj).violations).toEqual([]);
+      expect(verifyTraces(records, traj, { acceptRerenderedJoins: true }).violations).toEqual([]);
     }
     expect(totalBreaks).toBeGreaterThan(100); // the generator really exercises breaks
   });

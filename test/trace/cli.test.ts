@@ -92,7 +92,13 @@ describe('polar trace verify', () => {
     expect(sim.code).toBe(1);
     expect(sim.stdout).toContain('[rescore_mismatch] trace 0 pos');
     expect(sim.stderr).toContain('1 session(s) violate the trace invariant');
-    expect((await polar('verify', '--db', db, '--session', 'sim-a', '--rescore', 'off')).code).toBe(0);
+    // The rebuilt trace carries the changed token, so the next completion's trainer context is not what the engine saw.
+    const off = await polar('verify', '--db', db, '--session', 'sim-a', '--rescore', 'off');
+    expect(off.code).toBe(1);
+    expect(off.stdout).toContain('[context_mismatch]');
+    const accepted = await polar('verify', '--db', db, '--session', 'sim-a', '--rescore', 'off', '--accept-rerendered');
+    expect(accepted.code).toBe(0);
+    expect(accepted.stdout).toContain('re-rendered join(s) accepted');
 
     corruptToken('vllm-b-c2', 0, 7001); // the stored trajectory no longer matches the records
     const stored = await polar('verify', '--db', db, '--session', 'vllm-b');

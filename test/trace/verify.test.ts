@@ -41,13 +41,50 @@ describe('verifyTraces', () => {
     }
   });
 
+  test('a re-rendered join (chat mode) is a context_mismatch in the merged trace, unless accepted knowingly', () => {
+    // The engine's second prompt holds the first answer re-rendered (11 → 12): the trainer's merged context has the
+    // sampled 11, so the second answer's tokens would be trained in a context the policy never saw.
+    const p0 = [1, 2, 3];
+    const a0 = [10, 11, EOT];
+    const p1 = [...p0, 10, 12, EOT, 50, 51];
+    const a1 = [20, 21, EOT];
+    const records = [rec({ seq: 0, prompt: p0, response: a0, logprobs: scored(p0, a0) }), rec({ seq: 1, prompt: p1, response: a1, logprobs: scored(p1, a1) })];
+    const traj = build(records);
+    expect(traj.traces).toHaveLength(1);
+    expect(traj.metadata.reconstruction_stats.rerender_mismatches).toBe(1);
+    // Re-scoring in the merged context disowns only the token whose 4-id window holds the difference; the context
+    // check names the join itself, and also without re-scoring.
+    const report = verifyTraces(records, traj, { rescore: score });
+    expect(report.violations.map((v) => [v.kind, v.completion_id, v.position])).toEqual([['context_mismatch', 'c1', 5], ['rescore_mismatch', 'c1', 5]]);
+    expect(verifyTraces(records, traj).violations.map((v) => v.kind)).toEqual(['context_mismatch']);
+    expect(formatVerifyReport(report)).toContain('differs from the prompt the engine sampled it after, at context token 4');
+    const accepted = verifyTraces(records, traj, { rescore: score, acceptRerenderedJoins: true });
+    expect(accepted.ok).toBe(true);
+    expect(accepted.accepted_context_mismatches).toBe(1);
+    expect(accepted.rescored_tokens).toBe(6);
+    expect(formatVerifyReport(accepted)).toContain('1 re-rendered join(s) accepted');
+    // Per request, each trace is its completion's own context: nothing to report.
+    expect(verifyTraces(records, build(records, 'per_request'), { rescore: score }).ok).toBe(true);
+  });
+
+  test('re-scoring uses the merged context: a logprob right for the engine\'s context but not the trace\'s is caught', () => {
+    const records = session();
+    const traj = clone(build(records));
+    // Change an interstitial (mask 0) token of the trace: the engine's prompt still says 50, the trace 60.
+    traj.traces[0]!.response_ids[3] = 60;
+    const kinds = verifyTraces(records, traj, { rescore: score }).violations.map((v) => v.kind);
+    expect(kinds).toContain('context_mismatch');
+    expect(kinds).toContain('rescore_mismatch');
+  });
+
   test('catches a corrupted sampled token', () => {
     const records = session();
     const traj = clone(build(records));
     traj.traces[0]!.response_ids[5] = 777; // a1[0]
     const report = verifyTraces(records, traj);
     expect(report.ok).toBe(false);
-    expect(report.violations.map((v) => v.kind)).toEqual(['token_mismatch']);
+    // The wrong token is also in the trainer's context of the next completion.
+    expect(report.violations.map((v) => v.kind)).toEqual(['token_mismatch', 'context_mismatch']);
     expect(report.violations[0]).toMatchObject({ trace: 0, completion_id: 'c1', position: 5 });
     expect(formatVerifyReport(report, 'session sess')).toContain('token 777 has loss_mask 1, but completion c1 sampled 20');
   });
@@ -106,8 +143,9 @@ describe('verifyTraces', () => {
     traj.traces[0]!.response_ids = traj.traces[0]!.response_ids.map((id) => id + 1000);
     const report = verifyTraces(records, traj, { maxPerTrace: 3 });
     expect(report.violations).toHaveLength(3);
-    expect(report.suppressed).toBe(5);
-    expect(formatVerifyReport(report)).toContain('and 5 more');
+    // 8 sampled tokens + the shifted contexts of the 2 later completions.
+    expect(report.suppressed).toBe(7);
+    expect(formatVerifyReport(report)).toContain('and 7 more');
   });
 });
 

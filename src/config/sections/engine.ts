@@ -27,6 +27,11 @@ export const engineSchema = z
     kind: z.enum(['sim', 'vllm', 'sglang', 'llamacpp', 'openai']).default('sim').describe('Engine contract: sim (built-in simulator), vllm, sglang, llamacpp or openai (no token capture).'),
     /** Base URL of the engine server, without a trailing path. */
     url: z.url().default('http://127.0.0.1:8000').describe('Base URL of the engine server (scheme, host, port).'),
+    /** Replicas of one engine; two or more are routed with session affinity (engines/replicas.ts) and `url` is ignored. */
+    urls: z
+      .array(z.url())
+      .default([])
+      .describe('Base URLs of replicas of the same engine. With two or more, each session sticks to one replica (its prefix cache), new sessions go to the replica with the fewest calls in flight, replicas are health-checked and can be drained (POST /admin/engine/replicas/drain); `url` is then ignored. Empty: `url` alone.'),
     /** Secret. Bearer key for the engine; env POLAR_ENGINE_API_KEY fills it when unset. */
     api_key: z.string().min(1).nullable().default(null).describe('Secret: API key sent to the engine as a bearer token. When null, the env var POLAR_ENGINE_API_KEY is used if set. Printed redacted.'),
     /** Model name to send; null = ask the engine (/v1/models) at start-up. */
@@ -40,6 +45,18 @@ export const engineSchema = z
       .enum(['auto', 'merge', 'in_place'])
       .default('auto')
       .describe('auto (default): detect at start-up whether the chat template renders a system message after a user turn (vLLM POST /tokenize in chat mode, our own template in token mode) and choose in_place when it does, merge otherwise, logging the choice; merge: every system message joins one leading system message (templates such as Qwen3.5 reject any other order); in_place: a later system message (Claude Code sends one mid-conversation) stays where it is, which keeps prompts prefix-extending for templates that render it (Qwen3).'),
+    /** Token mode: the served model's Hugging Face directory; null = the Qwen3 files embedded in the binary. */
+    tokenizer: z
+      .string()
+      .min(1)
+      .nullable()
+      .default(null)
+      .describe('Token mode: the served model\'s Hugging Face directory (tokenizer.json, tokenizer_config.json or chat_template.jinja, generation_config.json); null uses the Qwen3 tokenizer embedded in the binary.'),
+    /** Token mode: serve although the start-up golden check found a rendering mismatch. */
+    allow_golden_mismatch: z
+      .boolean()
+      .default(false)
+      .describe('Token mode: start even when the start-up golden check finds that our chat template rendering differs from the engine\'s own (/tokenize); false refuses to start.'),
     /** Streamed engine calls for streaming clients (engines/types.ts EngineStreamSetting). */
     stream: z
       .enum(['auto', 'always', 'never'])

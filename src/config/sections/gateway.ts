@@ -51,9 +51,9 @@ export const gatewayNodeSchema = z
     postrun_workers: z.number().int().positive().default(4).describe('Sessions finished at once in POSTRUN (build, evaluate, callback, teardown).'),
     runtime: runtimeSchema.prefault({}),
     /** npm install prefix for pinned harness CLIs (`<dir>/<pkg>@<version>`). */
-    harness_cache_dir: z.string().min(1).default('.polar/harnesses').describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each.'),
+    harness_cache_dir: z.string().min(1).nullable().default(null).describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each; null uses $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses (the cache every polar command shares). A relative path resolves against the directory polar starts in, never a session\'s work directory.'),
     /** Parent of per-session work directories and HOMEs. */
-    work_root: z.string().min(1).default('.polar/work').describe('Parent directory of the per-session work directories and HOMEs.'),
+    work_root: z.string().min(1).default('.polar/work').describe('Parent directory of the per-session work directories and HOMEs; a relative path resolves against the directory polar starts in. A gateway starting here removes what a dead one left (its process groups and directories).'),
   })
   .describe('One gateway node.');
 

@@ -9,6 +9,8 @@ export const proxySchema = z
   .strictObject({
     /** Drop the per-request billing header Claude Code puts in its system prompt, so prefixes stay stable. */
     strip_billing_header: z.boolean().default(true).describe('Remove the per-request billing header line that Claude Code adds to its system prompt, so prompt prefixes stay mergeable.'),
+    /** Chat mode: restore reasoning a harness dropped from its history, from the session's own answers. */
+    restore_reasoning: z.boolean().default(false).describe("Chat mode: before the engine renders a request, put back the reasoning a harness dropped from earlier assistant turns (e.g. Gemini CLI strips thought parts), taken from this session's own earlier answers, so the engine sees the tokens it sampled. No effect in token mode."),
     /** Interval of synthetic keep-alive events while the engine works, in ms. */
     keepalive_interval_ms: z.number().int().positive().default(5000).describe('Interval between keep-alive events on a streaming response while the engine works, in ms.'),
     /** Largest request body accepted, in bytes; a larger one gets 413 in the caller's provider shape. */

@@ -12,3 +12,4 @@ export * from './runtime.ts';
 export * from './session.ts';
 export * from './sim-script.ts';
 export * from './task.ts';
+export * from './runnable.ts';

@@ -44,7 +44,16 @@ export const sessionResultSchema = z.object({
   timing: sessionTimingSchema,
   node_id: z.string(),
   error: z.string().nullable(),
+  /** The dispatch attempt that produced this result (absent = 0); the server ignores a result of a stale attempt. */
+  attempt: z.number().int().min(0).optional(),
 });
+
+/** The attempt a result belongs to: `attempt`, else its trajectory's `metadata.attempt`, else 0. */
+export function resultAttempt(result: { attempt?: number; trajectory: { metadata: { attempt?: unknown } } }): number {
+  if (typeof result.attempt === 'number') return result.attempt;
+  const own = result.trajectory.metadata.attempt;
+  return typeof own === 'number' ? own : 0;
+}
 
 /** Parse a SessionResult in outline. @throws Error `invalid SessionResult: …`. */
 export function parseSessionResultOutline(value: unknown): z.infer<typeof sessionResultSchema> {

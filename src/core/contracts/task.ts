@@ -2,7 +2,8 @@
  * The TaskRequest: what a trainer submits (`POST /rollout/task/submit`) and what travels inside every dispatch to a
  * gateway. Field names follow Polar's `TaskRequest` (https://github.com/NVIDIA-NeMo/ProRL-Agent-Server, `src/polar`).
  * Strict at every depth the control plane owns: an unknown key is an error naming its path. `agent.settings`,
- * `builder.config`, `evaluator.config` and `metadata` are open maps owned by the adapter, builder, evaluator and trainer.
+ * `evaluator.config` and `metadata` are open maps owned by the adapter, evaluator and trainer; `builder.config` is the
+ * builders' chain-role options (src/trace/roles.ts), strict too.
  */
 import { z } from 'zod';
 import { parseOrThrow } from './issues.ts';
@@ -22,9 +23,23 @@ export const agentSpecSchema = z
   })
   .refine((a) => a.harness !== undefined || a.command !== undefined, { message: 'agent needs a harness or a command' });
 
-export const builderSpecSchema = z.strictObject({ strategy: builderNameSchema, config: z.record(z.string(), z.unknown()).optional() });
+/**
+ * `builder.config`: which chains training keeps and how side chains are rewarded (src/trace/roles.ts applies the
+ * defaults: side keep, retries drop_duplicates, side_reward outcome).
+ */
+export const builderConfigSchema = z.strictObject({
+  /** Side chains (another system prompt or tool set than the main conversation). */
+  side: z.enum(['keep', 'drop']).optional(),
+  /** Chains that start with a prompt sent before: keep all, drop those that are nothing but the re-sample, drop all. */
+  retries: z.enum(['keep', 'drop_duplicates', 'drop']).optional(),
+  /** A broadcast outcome reward reaches side chains (`outcome`) or gives them 0 (`zero`). */
+  side_reward: z.enum(['outcome', 'zero']).optional(),
+});
+
+export const builderSpecSchema = z.strictObject({ strategy: builderNameSchema, config: builderConfigSchema.optional() });
 
 export const evaluatorSpecSchema = z.strictObject({
+  /** An evaluator name (EVALUATOR_NAMES in runnable.ts on a stock gateway). */
   strategy: z.string().min(1),
   config: z.record(z.string(), z.unknown()).optional(),
   /** Evaluate in a fresh runtime prepared like the session's, with the session's diff applied. */

@@ -12,6 +12,7 @@ import { IR_VERSION } from '../../core/ir.ts';
 import { GatewayError } from '../../core/errors.ts';
 import type { z } from 'zod';
 import { cleanToolSchema } from '../shared/json-schema.ts';
+import { decodeAnthropicOutputFormat } from '../shared/response-format.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { decodeAssistantBlock, type AssistantParts } from './content.ts';
@@ -64,12 +65,8 @@ function dropBlock(block: AnyBlock, at: string, where: string, warnings: Warning
 export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   const wire = parseWire(MessagesRequestSchema, body);
   const warnings: Warning[] = unknownFieldWarnings(wire, KNOWN_REQUEST_FIELDS, 'request');
-  if (wire.context_management !== undefined) {
-    warnings.push({ code: 'unsupported-field', message: 'context_management is accepted but not applied (history is sent as given)' });
-  }
-  if (wire.output_config !== undefined) {
-    warnings.push({ code: 'unsupported-field', message: 'output_config is accepted but not applied' });
-  }
+  decodeContextManagement(wire.context_management, warnings);
+  const responseFormat = decodeOutputConfig(wire.output_config, warnings);
 
   const messages: IRMessage[] = [];
   const system = decodeSystem(wire.system, ctx.options?.stripBillingHeader !== false, warnings);
@@ -116,6 +113,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   }
   const user = wire.metadata?.user_id;
   if (typeof user === 'string') request.user = user;
+  if (responseFormat) request.responseFormat = responseFormat;
   if (!messages.some((m) => m.role !== 'system')) {
     // Without this an engine gets an empty conversation and answers with an error that hides the cause.
     const dropped = warnings.filter((w) => w.code === 'unsupported-content').map((w) => w.message);
@@ -292,4 +290,52 @@ function decodeToolChoice(
   }
   if (choice.disable_parallel_tool_use !== undefined) out.parallelToolCalls = !choice.disable_parallel_tool_use;
   return out;
+}
+
+/**
+ * `output_config`: `format` (structured outputs, `{type: "json_schema", schema}`) becomes the IR response format;
+ * `effort` has no engine equivalent and is reported. Other keys are reported as unknown.
+ * @throws GatewayError('invalid-request') naming `output_config…` for a malformed value.
+ */
+function decodeOutputConfig(value: unknown, warnings: Warning[]): IRRequest['responseFormat'] {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new GatewayError('invalid-request', 'output_config: must be an object', { param: 'output_config' });
+  }
+  const config = value as Record<string, unknown>;
+  warnings.push(...unknownFieldWarnings(config, new Set(['format', 'effort']), 'output_config'));
+  if (config.effort != null) warnings.push({ code: 'unsupported-field', message: `output_config.effort "${String(config.effort)}" has no engine equivalent and was ignored` });
+  return decodeAnthropicOutputFormat(config.format);
+}
+
+/**
+ * `context_management` (server-side context editing, https://docs.anthropic.com/en/docs/build-with-claude/context-editing):
+ * the proxy never edits a history, because the engine must see what the harness sent and token prefixes must stay
+ * intact. `clear_thinking` with `keep: "all"` (what Claude Code sends) clears nothing, so it is honoured as is; any
+ * other edit is not applied and reported with a `context-management-not-applied` warning naming the edit types.
+ * @throws GatewayError('invalid-request') naming `context_management.edits` when it is not a list of typed edits.
+ */
+function decodeContextManagement(value: unknown, warnings: Warning[]): void {
+  if (value === undefined || value === null) return;
+  const edits = (value as { edits?: unknown }).edits;
+  if (typeof value !== 'object' || Array.isArray(value) || (edits !== undefined && !Array.isArray(edits))) {
+    throw new GatewayError('invalid-request', 'context_management.edits: must be a list of edits', { param: 'context_management.edits' });
+  }
+  const list = (edits ?? []) as unknown[];
+  list.forEach((edit, i) => {
+    if (typeof edit !== 'object' || edit === null || typeof (edit as { type?: unknown }).type !== 'string') {
+      throw new GatewayError('invalid-request', `context_management.edits[${i}].type: must be a string`, { param: `context_management.edits[${i}].type` });
+    }
+  });
+  const applied = list.filter((edit) => {
+    const e = edit as { type: string; keep?: unknown };
+    return !(e.type.startsWith('clear_thinking') && e.keep === 'all');
+  });
+  if (applied.length > 0) {
+    const types = applied.map((e) => (e as { type: string }).type).join(', ');
+    warnings.push({
+      code: 'context-management-not-applied',
+      message: `context_management edits (${types}) were not applied: the engine sees the history exactly as sent (the proxy never edits a conversation, so its token prefixes stay mergeable)`,
+    });
+  }
 }

@@ -5,7 +5,7 @@
  * Fields Anthropic has no place for (seed, min_p, penalties) are left out.
  * Source: https://docs.anthropic.com/en/api/messages
  */
-import type { IRMessage, IRRequest } from '../../core/ir.ts';
+import { responseFormatSchema, type IRMessage, type IRRequest } from '../../core/ir.ts';
 import { encodePart, encodeReasoning, encodeToolUse } from './content.ts';
 import type { AnthropicContentBlock } from './schema.ts';
 
@@ -108,6 +108,8 @@ export function encodeRequest(request: IRRequest): Record<string, unknown> {
         : { type: 'adaptive' };
   }
   if (request.user !== undefined) body.metadata = { user_id: request.user };
+  // The Messages API has no schema-less JSON mode: json_object is sent as a schema for any object.
+  if (request.responseFormat) body.output_config = { format: { type: 'json_schema', schema: responseFormatSchema(request.responseFormat) } };
   if (request.stream) body.stream = true;
   return body;
 }

@@ -17,6 +17,7 @@ import {
   type IRSampling,
   type IRTool,
   type IRToolChoice,
+  type IRResponseFormat,
   type Warning,
 } from '../../core/ir.ts';
 import { cleanToolSchema } from '../shared/json-schema.ts';
@@ -60,7 +61,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
 
   const tools = decodeTools(request.tools, warnings);
   const toolChoice = decodeToolChoice(request.toolConfig, warnings);
-  const { sampling, reasoning } = decodeGenerationConfig(request.generationConfig, warnings);
+  const { sampling, reasoning, responseFormat } = decodeGenerationConfig(request.generationConfig, warnings);
   if (request.safetySettings?.length) {
     warnings.push({ code: 'safety-settings-ignored', message: 'safetySettings are not enforced by this proxy' });
   }
@@ -73,6 +74,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
     ...(toolChoice !== undefined ? { toolChoice } : {}),
     sampling,
     ...(reasoning ? { reasoning } : {}),
+    ...(responseFormat ? { responseFormat } : {}),
     stream: ctx.pathStream ?? false,
     warnings,
   };
@@ -243,7 +245,7 @@ function decodeToolChoice(config: GeminiRequest['toolConfig'], warnings: Warning
 function decodeGenerationConfig(
   config: GeminiRequest['generationConfig'],
   warnings: Warning[],
-): { sampling: IRSampling; reasoning?: IRRequest['reasoning'] } {
+): { sampling: IRSampling; reasoning?: IRRequest['reasoning']; responseFormat?: IRResponseFormat } {
   if (!config) return { sampling: {} };
   warnings.push(...unknownFieldWarnings(config, KNOWN_GENERATION_FIELDS, 'generationConfig'));
   if (config.candidateCount != null && config.candidateCount > 1) {
@@ -251,12 +253,7 @@ function decodeGenerationConfig(
       param: 'generationConfig.candidateCount',
     });
   }
-  if (config.responseMimeType && config.responseMimeType !== 'text/plain') {
-    warnings.push({ code: 'response-format-ignored', message: `responseMimeType "${config.responseMimeType}" is not enforced; the model answers in free text` });
-  }
-  if (config.responseSchema !== undefined || config.responseJsonSchema !== undefined) {
-    warnings.push({ code: 'response-format-ignored', message: 'responseSchema is not enforced' });
-  }
+  const responseFormat = decodeResponseFormat(config, warnings);
   const sampling: IRSampling = {
     ...(config.temperature != null ? { temperature: config.temperature } : {}),
     ...(config.topP != null ? { topP: config.topP } : {}),
@@ -268,7 +265,7 @@ function decodeGenerationConfig(
     ...(config.frequencyPenalty != null ? { frequencyPenalty: config.frequencyPenalty } : {}),
   };
   const thinking = config.thinkingConfig;
-  if (!thinking) return { sampling };
+  if (!thinking) return { sampling, ...(responseFormat ? { responseFormat } : {}) };
   // thinkingBudget: 0 = off, -1 = dynamic, N > 0 = cap in tokens.
   const budget = thinking.thinkingBudget ?? undefined;
   const reasoning: IRRequest['reasoning'] = {
@@ -276,5 +273,34 @@ function decodeGenerationConfig(
     ...(budget !== undefined && budget > 0 ? { budgetTokens: budget } : {}),
     ...(thinking.thinkingLevel ? { effort: thinking.thinkingLevel.toLowerCase() } : {}),
   };
-  return { sampling, reasoning };
+  return { sampling, reasoning, ...(responseFormat ? { responseFormat } : {}) };
+}
+
+/**
+ * `responseMimeType: "application/json"` with `responseJsonSchema` (JSON Schema) or `responseSchema` (OpenAPI
+ * subset, converted) → a JSON-schema format; without a schema → JSON mode. A schema without the JSON mime type,
+ * `text/x.enum` and other mime types are reported as warnings, not enforced.
+ * Source: https://ai.google.dev/gemini-api/docs/structured-output
+ * @throws GatewayError('invalid-request') naming `generationConfig.responseSchema`.
+ */
+function decodeResponseFormat(config: NonNullable<GeminiRequest['generationConfig']>, warnings: Warning[]): IRResponseFormat | undefined {
+  const mime = config.responseMimeType ?? undefined;
+  const schema = config.responseJsonSchema ?? (config.responseSchema != null ? openApiToJsonSchema(config.responseSchema) : undefined);
+  if (mime === 'application/json') {
+    if (schema === undefined || schema === null) return { type: 'json_object' };
+    if (!isRecord(schema)) {
+      const param = config.responseJsonSchema != null ? 'generationConfig.responseJsonSchema' : 'generationConfig.responseSchema';
+      throw new GatewayError('invalid-request', `${param}: must be a schema object`, { param });
+    }
+    const { $schema: _drop, ...rest } = schema;
+    return { type: 'json_schema', schema: rest };
+  }
+  if (mime && mime !== 'text/plain') {
+    warnings.push({ code: 'response-format-ignored', message: `responseMimeType "${mime}" is not enforced; the model answers in free text` });
+    return undefined;
+  }
+  if (schema != null) {
+    warnings.push({ code: 'response-format-ignored', message: 'responseSchema / responseJsonSchema without responseMimeType "application/json" is not enforced' });
+  }
+  return undefined;
 }

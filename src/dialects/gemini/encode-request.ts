@@ -68,6 +68,8 @@ export function encodeRequest(request: IRRequest): Record<string, unknown> {
     ...(sampling.seed !== undefined ? { seed: sampling.seed } : {}),
     ...(sampling.presencePenalty !== undefined ? { presencePenalty: sampling.presencePenalty } : {}),
     ...(sampling.frequencyPenalty !== undefined ? { frequencyPenalty: sampling.frequencyPenalty } : {}),
+    ...(request.responseFormat ? { responseMimeType: 'application/json' } : {}),
+    ...(request.responseFormat?.type === 'json_schema' ? { responseJsonSchema: request.responseFormat.schema } : {}),
     ...(request.reasoning
       ? {
           thinkingConfig: {

@@ -10,6 +10,7 @@ import type { IRContentPart, IRMessage, IRRequest, IRTool, IRToolCall, IRToolCho
 import { IR_VERSION } from '../../core/ir.ts';
 import { imagePartFromUrl } from '../shared/images.ts';
 import { cleanToolSchema } from '../shared/json-schema.ts';
+import { decodeChatResponseFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import type { z } from 'zod';
@@ -27,8 +28,9 @@ type AnyPart = z.output<typeof AnyPartSchema>;
 
 /**
  * Decode a `POST /v1/chat/completions` body.
- * @returns IR request; lossy or unsupported features (response_format, logprobs, unknown fields) are in `warnings`.
- * @throws GatewayError('invalid-request') naming the failing path; `n` > 1 is rejected with `details.param = "n"`.
+ * @returns IR request; lossy or unsupported features (logprobs, unknown fields) are in `warnings`;
+ *   `response_format` becomes `responseFormat` (guided decoding).
+ * @throws GatewayError('invalid-request') naming the failing path (also `response_format.type` when unknown); `n` > 1 is rejected with `details.param = "n"`.
  */
 export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   const wire = parseWire(ChatRequestSchema, body);
@@ -36,9 +38,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   if (wire.n != null && wire.n > 1) {
     throw new GatewayError('invalid-request', `n: only n=1 is supported (got ${wire.n}); send ${wire.n} requests instead`, { param: 'n' });
   }
-  if (wire.response_format != null && !isTextFormat(wire.response_format)) {
-    warnings.push({ code: 'unsupported-field', message: 'response_format is not enforced; the model output is unconstrained' });
-  }
+  const responseFormat = decodeChatResponseFormat(wire.response_format);
   if (wire.logprobs === true || wire.top_logprobs != null) {
     warnings.push({ code: 'unsupported-field', message: 'logprobs are captured for training but not returned to clients' });
   }
@@ -63,13 +63,10 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   if (wire.parallel_tool_calls != null) request.parallelToolCalls = wire.parallel_tool_calls;
   if (request.stream && wire.stream_options?.include_usage != null) request.streamUsage = wire.stream_options.include_usage;
   if (wire.user != null) request.user = wire.user;
+  if (responseFormat) request.responseFormat = responseFormat;
   const reasoning = decodeReasoning(wire, warnings);
   if (reasoning) request.reasoning = reasoning;
   return request;
-}
-
-function isTextFormat(format: unknown): boolean {
-  return typeof format === 'object' && format !== null && (format as { type?: unknown }).type === 'text';
 }
 
 function decodeSampling(wire: ChatRequest, warnings: Warning[]): IRRequest['sampling'] {

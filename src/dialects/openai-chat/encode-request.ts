@@ -46,6 +46,11 @@ export function encodeRequest(request: IRRequest): Record<string, unknown> {
     body.chat_template_kwargs = { enable_thinking: request.reasoning.enabled };
   }
   if (request.user !== undefined) body.user = request.user;
+  const format = request.responseFormat;
+  if (format?.type === 'json_object') body.response_format = { type: 'json_object' };
+  else if (format?.type === 'json_schema') {
+    body.response_format = { type: 'json_schema', json_schema: { name: format.name ?? 'response', schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
+  }
   if (request.stream) {
     body.stream = true;
     if (request.streamUsage !== undefined) body.stream_options = { include_usage: request.streamUsage };

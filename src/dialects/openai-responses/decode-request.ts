@@ -9,6 +9,7 @@ import type { CodecContext } from '../../core/dialect.ts';
 import { GatewayError } from '../../core/errors.ts';
 import { IR_VERSION, type IRContentPart, type IRMessage, type IRReasoning, type IRRequest, type Warning } from '../../core/ir.ts';
 import { imagePartFromUrl } from '../shared/images.ts';
+import { decodeResponsesTextFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { decodeReasoningPayload } from './reasoning-payload.ts';
@@ -57,9 +58,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   if (typeof request.input === 'string') messages.push({ role: 'user', content: [{ type: 'text', text: request.input }] });
   else decodeItems(request.input, messages, warnings);
 
-  if (request.text?.format && request.text.format.type !== 'text') {
-    warnings.push({ code: 'response-format-ignored', message: `text.format "${request.text.format.type}" is not enforced; the model answers in free text` });
-  }
+  const responseFormat = decodeResponsesTextFormat(request.text?.format);
   if (request.text?.verbosity) {
     warnings.push({ code: 'verbosity-ignored', message: `text.verbosity "${request.text.verbosity}" is not supported and was ignored` });
   }
@@ -76,6 +75,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
     tools,
     ...(toolChoice !== undefined ? { toolChoice } : {}),
     ...(request.parallel_tool_calls != null ? { parallelToolCalls: request.parallel_tool_calls } : {}),
+    ...(responseFormat ? { responseFormat } : {}),
     sampling: {
       ...(request.temperature != null ? { temperature: request.temperature } : {}),
       ...(request.top_p != null ? { topP: request.top_p } : {}),

@@ -76,6 +76,10 @@ export function encodeRequest(request: IRRequest): Record<string, unknown> {
     ...(request.sampling.maxTokens !== undefined ? { max_output_tokens: request.sampling.maxTokens } : {}),
     ...(request.reasoning ? { reasoning: { effort: request.reasoning.effort ?? (request.reasoning.enabled ? 'medium' : 'none') } } : {}),
     ...(request.user !== undefined ? { user: request.user } : {}),
+    ...(request.responseFormat?.type === 'json_object' ? { text: { format: { type: 'json_object' } } } : {}),
+    ...(request.responseFormat?.type === 'json_schema'
+      ? { text: { format: { type: 'json_schema', name: request.responseFormat.name ?? 'response', schema: request.responseFormat.schema, ...(request.responseFormat.strict !== undefined ? { strict: request.responseFormat.strict } : {}) } } }
+      : {}),
     stream: request.stream,
     store: false,
     include: ['reasoning.encrypted_content'],

@@ -112,7 +112,7 @@ export const RequestSchema = z.looseObject({
   top_p: z.number().nullish(),
   max_output_tokens: z.number().int().positive().nullish(),
   reasoning: z.looseObject({ effort: z.string().nullish(), summary: z.string().nullish() }).nullish(),
-  text: z.looseObject({ format: z.looseObject({ type: z.string() }).nullish(), verbosity: z.string().nullish() }).nullish(),
+  text: z.looseObject({ format: z.looseObject({ type: z.string(), name: z.string().optional(), schema: z.unknown().optional(), strict: z.boolean().nullish() }).nullish(), verbosity: z.string().nullish() }).nullish(),
   stream: z.boolean().nullish(),
   store: z.boolean().nullish(),
   previous_response_id: z.string().nullish(),

@@ -1,14 +1,19 @@
 /** The evaluator registry: names as TaskRequest.evaluator.strategy spells them. */
+import type { EVALUATOR_CONFIG_SCHEMAS } from '../../core/contracts/index.ts';
+import { harborEvaluator } from './harbor.ts';
 import { sessionCompletedEvaluator } from './session-completed.ts';
 import { swebenchHarnessEvaluator } from './swebench-harness.ts';
 import { testOnOutputEvaluator } from './test-on-output.ts';
 import type { Evaluator } from './types.ts';
 
-export const EVALUATORS: Readonly<Record<string, Evaluator>> = {
+// Typed by the contract's list, so a name the TaskRequest contract documents cannot be missing here.
+const STOCK: Readonly<Record<keyof typeof EVALUATOR_CONFIG_SCHEMAS, Evaluator>> = {
   session_completed: sessionCompletedEvaluator,
   test_on_output: testOnOutputEvaluator,
   swebench_harness: swebenchHarnessEvaluator,
+  harbor: harborEvaluator,
 };
+export const EVALUATORS: Readonly<Record<string, Evaluator>> = STOCK;
 
 /** The evaluator for a strategy name. Throws Error listing the known names. */
 export function getEvaluator(name: string): Evaluator {

@@ -3,19 +3,16 @@
  * (default 0 when no output match is given), expect_output?: string (substring of stdout+stderr),
  * expect_output_regex?: string, timeout_s?: number (default 600)}`. Runs in the session's work tree, or with
  * refresh_runtime in a fresh runtime after applying the session's diff (so the agent cannot tamper with the tests'
- * environment). Reward 1 when every given expectation holds, else 0.
+ * environment). Reward 1 when every given expectation holds, else 0. A command that cannot run (exit 126/127), is
+ * killed or times out throws: the session ends ERROR with that reason, never with reward 0.
  */
 import { z } from 'zod';
+import { testOnOutputConfigSchema } from '../../core/contracts/index.ts';
 import { applyDiff } from '../prepare.ts';
 import type { Evaluator } from './types.ts';
 
-const ConfigSchema = z.object({
-  command: z.string().min(1),
-  expect_exit_code: z.number().int().optional(),
-  expect_output: z.string().optional(),
-  expect_output_regex: z.string().optional(),
-  timeout_s: z.number().positive().default(600),
-}).passthrough();
+/** The config contract (strict: a misspelt key is an error), shared with the rollout server's submit check. */
+const ConfigSchema = testOnOutputConfigSchema;
 
 export const testOnOutputEvaluator: Evaluator = {
   name: 'test_on_output',
@@ -33,6 +30,15 @@ export const testOnOutputEvaluator: Evaluator = {
     }
     const result = await runtime.exec(cfg.command, { timeoutMs: cfg.timeout_s * 1000, signal: ctx.signal });
     const output = `${result.stdout}${result.stderr}`;
+    // An evaluation that did not run says nothing about the agent's work: the session fails with the reason instead of
+    // scoring 0 (a missing python3 would otherwise silently zero every reward).
+    ctx.signal.throwIfAborted();
+    const tail = output.trim().slice(-500);
+    if (result.timedOut) throw new Error(`test command timed out after ${cfg.timeout_s} s: ${tail}`);
+    if (result.exitCode === null) throw new Error(`test command was killed by a signal: ${tail}`);
+    if ((result.exitCode === 126 || result.exitCode === 127) && cfg.expect_exit_code !== result.exitCode) {
+      throw new Error(`test command could not run (exit ${result.exitCode}: ${result.exitCode === 127 ? 'command not found' : 'not executable'}): ${tail}`);
+    }
     const checks: Record<string, boolean> = {};
     const expectExit = cfg.expect_exit_code ?? (cfg.expect_output === undefined && cfg.expect_output_regex === undefined ? 0 : undefined);
     if (expectExit !== undefined) checks.exit_code = result.exitCode === expectExit;

@@ -7,7 +7,7 @@ import { streamJsonResultOutcome, type HarnessAdapter } from './types.ts';
 
 export const claudeCodeAdapter: HarnessAdapter = {
   name: 'claude_code',
-  package: { name: '@anthropic-ai/claude-code', version: '2.1.197', bin: 'claude' },
+  package: { name: '@anthropic-ai/claude-code', version: '2.1.197', bin: 'claude', js: 'native' },
   launch(ctx) {
     const tools = typeof ctx.settings.allowed_tools === 'string' ? ctx.settings.allowed_tools : 'Bash,Read,Edit,Write';
     return {

@@ -13,7 +13,7 @@ import { jsonLines, type HarnessAdapter } from './types.ts';
 
 export const clineAdapter: HarnessAdapter = {
   name: 'cline',
-  package: { name: 'cline', version: '3.0.65', bin: 'cline' },
+  package: { name: 'cline', version: '3.0.65', bin: 'cline', js: 'native' },
   launch(ctx) {
     const providers = {
       version: 1,

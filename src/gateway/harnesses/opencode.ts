@@ -23,7 +23,7 @@ export function opencodeMessageWords(instruction: string): string[] {
 
 export const opencodeAdapter: HarnessAdapter = {
   name: 'opencode',
-  package: { name: 'opencode-ai', version: VERSION, bin: 'opencode', companions: [{ name: '@opencode-ai/plugin', version: VERSION }] },
+  package: { name: 'opencode-ai', version: VERSION, bin: 'opencode', js: 'native', companions: [{ name: '@opencode-ai/plugin', version: VERSION }] },
   launch(ctx) {
     const xdgConfig = `${ctx.home}/.config`;
     const configPath = `${xdgConfig}/opencode/polar.json`;

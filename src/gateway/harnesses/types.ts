@@ -17,6 +17,12 @@ export interface HarnessPackage {
    * needs a newer Node than the host's.
    */
   runtime?: { name: string; version: string };
+  /**
+   * What the bin is: `'native'` (a platform executable, run as it is) or JavaScript (`#!/usr/bin/env node`), with
+   * `bun: true` when Bun can run it on a host without node, or `bun: 'reason'` when it cannot (it then needs node).
+   * Default: JavaScript that runs on Bun.
+   */
+  js?: 'native' | { bun: true | string };
 }
 
 /** What an adapter needs to know about one session. */

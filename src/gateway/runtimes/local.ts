@@ -20,12 +20,12 @@
  * Sources: docs/architecture.md#staging-model, docs/protocol-notes.md#sandboxes; bwrap(1) https://github.com/containers/bubblewrap/blob/main/bwrap.xml , user_namespaces(7),
  * pid_namespaces(7) https://man7.org/linux/man-pages/man7/pid_namespaces.7.html
  */
-import { cpSync, existsSync, lstatSync, mkdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { hasLimits, SessionCgroup, type ResourceLimits } from './limits.ts';
 import { assertWriteInside } from './paths.ts';
-import { runProcess, spawnProcessGroup } from './process.ts';
+import { killGroup, runProcess, spawnProcessGroup } from './process.ts';
 import { SANDBOX_GATEWAY_SOCKET, tunnelCommand } from './tunnel.ts';
 import type { ExecOptions, ExecResult, ProcessSpawner, Runtime, RuntimeProcess, SpawnOptions } from './types.ts';
 
@@ -107,7 +107,7 @@ export class LocalRuntime implements Runtime {
     this.workDir = join(this.root, 'work');
     this.homeDir = join(this.root, 'home');
     this.tmpDir = join(this.root, 'tmp');
-    this.spawner = opts.spawner ?? spawnProcessGroup;
+    this.spawner = opts.spawner ?? this.recordingSpawner(spawnProcessGroup);
     this.isolation = opts.isolation ?? 'bwrap';
     this.network = this.isolation === 'none' ? 'host' : (opts.network ?? 'gateway');
     this.bwrap = this.isolation === 'none' ? null : (opts.bwrapPath !== undefined ? opts.bwrapPath : Bun.which('bwrap'));
@@ -182,12 +182,33 @@ export class LocalRuntime implements Runtime {
     if (this.isolation === 'bwrap' && this.bwrap === null) {
       throw new Error('local runtime: bubblewrap (bwrap) is not installed, so sessions cannot be sandboxed; install it (apt-get install bubblewrap) or set runtime.isolation: none (--no-sandbox) to run harnesses unconfined');
     }
-    for (const dir of [this.workDir, this.homeDir, this.tmpDir, join(this.root, 'etc')]) mkdirSync(dir, { recursive: true });
+    for (const dir of [this.workDir, this.homeDir, this.tmpDir, join(this.root, 'etc'), join(this.root, PGID_DIR)]) mkdirSync(dir, { recursive: true });
+    writeFileSync(join(this.root, OWNER_FILE), String(process.pid));
     writeFileSync(join(this.root, 'etc', 'passwd'), `root:x:0:0:root:/root:/bin/sh\npolar:x:${SANDBOX_UID}:${SANDBOX_UID}:polar:${this.homeDir}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`);
     writeFileSync(join(this.root, 'etc', 'group'), `root:x:0:\npolar:x:${SANDBOX_UID}:\nnogroup:x:65534:\n`);
     if (hasLimits(this.opts.limits) && this.cgroup === null) {
       this.cgroup = SessionCgroup.create(`polar-${basename(this.root)}`, this.opts.limits);
     }
+  }
+
+  /**
+   * Wrap a spawner so each process group this runtime starts is recorded as `<root>/.pgids/<pgid>` until it exits: if
+   * the gateway process dies (SIGKILL), the next one on this work root ends those groups (`reapOrphanSessions`).
+   */
+  private recordingSpawner(spawner: ProcessSpawner): ProcessSpawner {
+    return (argv, o) => {
+      const proc = spawner(argv, o);
+      if (proc.pid !== null && existsSync(join(this.root, PGID_DIR))) {
+        const file = join(this.root, PGID_DIR, String(proc.pid));
+        try {
+          writeFileSync(file, '');
+          void proc.exited.then(() => rmSync(file, { force: true }));
+        } catch {
+          // the session directory is going away; nothing to record
+        }
+      }
+      return proc;
+    };
   }
 
   async stop(): Promise<void> {
@@ -235,5 +256,58 @@ export class LocalRuntime implements Runtime {
     assertWriteInside(this.root, dest);
     mkdirSync(dirname(dest), { recursive: true });
     writeFileSync(dest, content);
+  }
+}
+
+const PGID_DIR = '.pgids';
+const OWNER_FILE = '.owner';
+
+/**
+ * Clean up after gateway processes that died on this work root: every session directory (`s-*`) whose owner process
+ * (`.owner`, the pid of the gateway that started it) is gone has its recorded process groups (`.pgids/<pgid>`) killed
+ * with SIGKILL and is removed. Directories of live gateways (another node sharing the root) are left alone.
+ * @returns how many directories were removed and process groups signalled.
+ */
+export function reapOrphanSessions(workRoot: string): { dirs: number; groups: number } {
+  const out = { dirs: 0, groups: 0 };
+  let names: string[];
+  try {
+    names = readdirSync(workRoot).filter((n) => n.startsWith('s-'));
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    const root = join(workRoot, name);
+    let owner: number | null = null;
+    try {
+      owner = Number(readFileSync(join(root, OWNER_FILE), 'utf8'));
+    } catch {
+      // no owner file: written by a gateway before this rule, or never started; treat as orphaned
+    }
+    if (owner !== null && Number.isInteger(owner) && owner > 0 && isAlive(owner)) continue;
+    let groups: string[] = [];
+    try {
+      groups = readdirSync(join(root, PGID_DIR));
+    } catch {
+      // none recorded
+    }
+    for (const pgid of groups.map(Number).filter((n) => Number.isInteger(n) && n > 1)) {
+      if (!isAlive(-pgid)) continue;
+      killGroup(pgid);
+      out.groups++;
+    }
+    rmSync(root, { recursive: true, force: true });
+    out.dirs++;
+  }
+  return out;
+}
+
+/** True when a process (pid > 0) or process group (pid < 0) exists; signal 0 only checks. */
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -103,7 +103,8 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
       finished: results.size, sessions: counts, rewards, session_list, mean_reward: mean(scored), pass_at_1: passAt1,
       policy_version: policy === null ? null : String(policy), created_at: row.created_at, updated_at: row.updated_at,
     });
-    if (row.status === 'COMPLETED' && passAt1 !== null) {
+    // Finished tasks: COMPLETED, or FAILED when no session was usable (src/rollout/task-results.ts); both count here.
+    if ((row.status === 'COMPLETED' || row.status === 'FAILED') && passAt1 !== null) {
       const key = policy === null ? 'none' : String(policy);
       const p = byPolicy.get(key) ?? { tasks: 0, rewards: [], passes: [], first_at: row.updated_at, last_at: row.updated_at };
       p.tasks++;

@@ -9,6 +9,7 @@ import { GatewayError } from '../../core/errors.ts';
 import { readJsonText, type Env, type ProxyRuntime } from '../context.ts';
 import { DrainTimeout } from '../inference-gate.ts';
 import { controlGuard } from '../middleware.ts';
+import { ReplicaRouter } from '../../engines/replicas.ts';
 
 /** Seconds `POST /admin/inference/pause` waits for in-flight calls by default (the Python Polar's default). */
 export const DEFAULT_PAUSE_TIMEOUT_S = 300;
@@ -56,7 +57,23 @@ export function registerAdminRoutes(app: Hono<Env>, rt: ProxyRuntime): Array<[st
     gate.setPolicyVersion(String(version));
     return c.json({ policy_version: gate.policyVersion, paused: gate.isPaused });
   });
+  // Engine replicas (engines/replicas.ts): their state, and draining one ({"url": ..., "draining": true|false}).
+  const router = () => {
+    const engine = rt.deps.engine;
+    if (!(engine instanceof ReplicaRouter)) throw new GatewayError('not-found', 'the engine has no replicas (set engine.urls to two or more URLs)');
+    return engine;
+  };
+  app.get('/admin/engine/replicas', (c) => c.json({ replicas: router().replicas() }));
+  app.post('/admin/engine/replicas/drain', async (c) => {
+    const body = (await readJsonText(rt, c)).body as { url?: unknown; draining?: unknown } | null;
+    if (typeof body?.url !== 'string') throw new GatewayError('invalid-request', 'body.url must be the URL of an engine replica');
+    if (body.draining !== undefined && typeof body.draining !== 'boolean') throw new GatewayError('invalid-request', 'body.draining must be a boolean (default true)');
+    const replica = router().setDraining(body.url, body.draining ?? true);
+    return c.json({ replica, replicas: router().replicas() });
+  });
   return [
+    [['GET'], '/admin/engine/replicas'],
+    [['POST'], '/admin/engine/replicas/drain'],
     [['GET'], '/sessions/:id/completions'],
     [['GET'], '/admin/inference/status'],
     ...['/admin/inference/pause', '/admin/inference/resume', '/admin/policy_version'].map((path): [string[], string] => [['POST'], path]),

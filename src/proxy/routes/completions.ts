@@ -52,7 +52,13 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     const session = resolveSession(rt, c);
     const { body, text: bodyText } = await readJsonText(rt, c);
     const fromUrl = route.fromUrl?.(url);
-    const ir = decodeBody(rt, route, body, url, fromUrl);
+    let ir = decodeBody(rt, route, body, url, fromUrl);
+    if (rt.reasoning) {
+      const { request, restored } = rt.reasoning.restore(session.session_id, ir);
+      if (restored > 0) {
+        ir = { ...request, warnings: [...ir.warnings, { code: 'reasoning-restored', message: `${restored} assistant turn(s) came back without their reasoning; it was restored from this session's own answers before the engine rendered the history` }] };
+      }
+    }
     const completionId = rt.newId('cmpl');
     /**
      * Commit the record. `clientGone` is read at commit time: a client that disconnected before this point is
@@ -62,6 +68,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     const commit = (completion: EngineCompletion, warnings: Warning[], policyVersion: string | null, clientGone: boolean): IRResponse => {
       // The client-visible id is the record's id, so a reply can be traced to its record.
       const response = { ...completion.response, id: completionId };
+      rt.reasoning?.remember(session.session_id, response);
       if (clientGone) {
         rt.counters.clientDisconnects++;
         warnings = [...warnings, { code: 'client-disconnected', message: 'the client disconnected before the reply was sent: the harness never received this completion' }];

@@ -5,10 +5,12 @@
  * https://docs.sglang.ai/basic_usage/openai_api_completions.html
  */
 import type { ChatMessage, ChatTool } from '../../tokenization/chat-messages.ts';
-import { parseQwen3Output, splitQwen3Reasoning } from '../../tokenization/parsers.ts';
-import { intField, json, readBody, SimHttpError, stopList, thinkingState, tokenIdsField, type Body } from '../request.ts';
+import { promptThinking } from '../../tokenization/families.ts';
+import { splitQwen3Reasoning } from '../../tokenization/parsers.ts';
+import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
 import type { PromptFacts, SimServer, Started } from '../server.ts';
 import { sleep } from '../timing.ts';
+import { guidedSchemaOfOpenAiBody } from '../guided.ts';
 import { sglangMeta } from './sglang.ts';
 
 export async function chatCompletions(sim: SimServer, request: Request): Promise<Response> {
@@ -31,7 +33,7 @@ export async function chatCompletions(sim: SimServer, request: Request): Promise
   const promptIds = sim.tokenizer.encode(promptText);
   const requestedMax = body.max_completion_tokens ?? body.max_tokens;
   const maxTokens = sim.checkContext(promptIds.length, requestedMax === undefined || requestedMax === null ? null : intField(body, body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 0));
-  const facts: PromptFacts = { tools, toolResults: messages.filter((m) => m.role === 'tool').length, thinking: thinkingState(promptText.slice(-32)) };
+  const facts: PromptFacts = { tools, toolResults: messages.filter((m) => m.role === 'tool').length, thinking: promptThinking(sim.family, promptText.slice(-32)) };
   const stream = body.stream === true;
   const started = await sim.run(request, body, {
     promptIds,
@@ -41,6 +43,7 @@ export async function chatCompletions(sim: SimServer, request: Request): Promise
     stopTokenIds: tokenIdsField(body.stop_token_ids, 'stop_token_ids') ?? [],
     ignoreEos: body.ignore_eos === true,
     holdSlot: stream,
+    guided: guidedSchemaOfOpenAiBody(body),
   });
   const parseTools = tools.length > 0 && body.tool_choice !== 'none';
   const ctx = { body, started, parseTools, promptOpenedThinking: facts.thinking === 'opened' };
@@ -51,7 +54,7 @@ export function chatResponse(sim: SimServer, ctx: { body: Body; started: Started
   const { body, started, parseTools } = ctx;
   const { gen, promptIds } = started;
   const text = sim.tokenizer.decode(gen.ids, { skipSpecialTokens: body.skip_special_tokens !== false });
-  const parsed = parseQwen3Output(text, { promptOpenedThinking: ctx.promptOpenedThinking });
+  const parsed = sim.family.parse(text, { promptOpenedThinking: ctx.promptOpenedThinking, tools: Array.isArray(body.tools) ? (body.tools as ChatTool[]) : [] });
   const valid = parseTools && parsed.toolCalls.length > 0 && parsed.toolCalls.every((c) => !c.parserInvalid);
   let content: string | null;
   if (valid) content = parsed.content === '' ? null : parsed.content;

@@ -2,6 +2,7 @@
  * llama.cpp server's `POST /completion` (JSON or `stream: true`): token ids in (`prompt`), `tokens`, `content` and per-token
  * `completion_probabilities` out. https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */
+import { guidedSchemaOfLlamaCpp } from '../guided.ts';
 import { intField, json, readBody, SimHttpError, stopList } from '../request.ts';
 import type { SimServer } from '../server.ts';
 import { dataFrame, pacedTokenStream } from '../stream.ts';
@@ -12,7 +13,7 @@ export async function llamaCompletion(sim: SimServer, request: Request): Promise
   const nPredict = body.n_predict === undefined || body.n_predict === -1 ? null : intField(body, 'n_predict', 0);
   const maxTokens = sim.checkContext(promptIds.length, nPredict);
   const stream = body.stream === true;
-  const started = await sim.run(request, body, { promptIds, maxTokens, stop: stopList(body.stop), ignoreEos: body.ignore_eos === true, holdSlot: stream });
+  const started = await sim.run(request, body, { promptIds, maxTokens, stop: stopList(body.stop), ignoreEos: body.ignore_eos === true, holdSlot: stream, guided: guidedSchemaOfLlamaCpp(body) });
   const { gen } = started;
   const nProbs = typeof body.n_probs === 'number' ? body.n_probs : 0;
   const entries = sim.tokenLogprobs(promptIds, gen.ids, gen.logprobs, nProbs);

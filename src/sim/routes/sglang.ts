@@ -2,6 +2,7 @@
  * SGLang's native `POST /generate`: `input_ids` (or `text`) in, `output_ids`, text and `meta_info` (finish reason,
  * `output_token_logprobs`, `weight_version`) out. https://docs.sglang.ai/basic_usage/native_api.html
  */
+import { guidedSchemaOfSglang } from '../guided.ts';
 import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
 import type { SimServer, Started } from '../server.ts';
 import { dataFrame, pacedTokenStream } from '../stream.ts';
@@ -39,6 +40,7 @@ export async function sglangGenerate(sim: SimServer, request: Request): Promise<
     stopTokenIds: tokenIdsField(sampling.stop_token_ids, 'sampling_params.stop_token_ids') ?? [],
     ignoreEos: sampling.ignore_eos === true,
     holdSlot: body.stream === true,
+    guided: guidedSchemaOfSglang(sampling),
   });
   const { gen } = started;
   // no_stop_trim=false (the default) drops the matched stop token from the text, never from output_ids.

@@ -5,6 +5,7 @@
  * https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#tokenizer-api
  */
 import type { ChatMessage, ChatTool } from '../../tokenization/chat-messages.ts';
+import { guidedSchemaOfOpenAiBody } from '../guided.ts';
 import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
 import type { SimServer, Started } from '../server.ts';
 import { dataFrame, pacedTokenStream } from '../stream.ts';
@@ -22,6 +23,7 @@ export async function completions(sim: SimServer, request: Request): Promise<Res
     stopTokenIds: tokenIdsField(body.stop_token_ids, 'stop_token_ids') ?? [],
     ignoreEos: body.ignore_eos === true,
     holdSlot: body.stream === true,
+    guided: guidedSchemaOfOpenAiBody(body),
   });
   if (body.stream === true) return completionsStream(sim, body, started);
   const { gen } = started;

@@ -1,0 +1,10 @@
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+
+
+def shout(text):
+    return text.upper()

@@ -1,0 +1,199 @@
+/**
+ * Harbor task directories (the format of Terminal-Bench 2 and adapted benchmarks) as Polar tasks:
+ *
+ *   my-task/task.toml            [agent].timeout_sec, [verifier].timeout_sec / env, [environment].docker_image, [metadata]
+ *   my-task/instruction.md       → instruction
+ *   my-task/environment/Dockerfile
+ *   my-task/tests/test.sh        → the `harbor` evaluator (writes /logs/verifier/reward.txt or reward.json)
+ *   my-task/solution/solve.sh    (optional; not given to the agent)
+ *   my-task/sim.yaml             (optional, Polar's own: a behaviour script for the built-in simulator)
+ *
+ * Runtime: with `runtime: 'docker' | 'podman'` the task needs an image: `[environment].docker_image`, else an error
+ * saying to build environment/Dockerfile and set it (Polar does not build images). With the local runtime (the default)
+ * the Dockerfile is read for what can run without an image: `WORKDIR` (the verifier's paths are mapped to it), and
+ * `COPY`/`ADD` of files from environment/ into WORKDIR become upload prepare actions. `RUN`, `FROM`, `ENV` and copies
+ * elsewhere are not run; each one skipped is listed in `notes` so the caller can say what was left out.
+ * Source: https://www.harborframework.com/docs/tasks (task layout, task.toml, the verifier's reward files).
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, posix, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { behaviourScriptSchema, formatIssues, type BehaviourScript, type PrepareAction, type TaskRequest } from '../core/contracts/index.ts';
+// Type-only: task-file.ts loads Harbor directories through this module, so a value dependency back is a cycle.
+import type { LoadedTask } from './task-file.ts';
+
+/** Runtime kinds a Harbor task can be mapped onto. */
+export type HarborRuntimeKind = 'local' | 'docker' | 'podman';
+
+export interface HarborLoadOptions {
+  /** The runtime sessions use (default 'local'). */
+  runtime?: HarborRuntimeKind;
+}
+
+/** Seconds Harbor gives the agent and the verifier when task.toml does not say (its TaskConfig defaults). */
+const DEFAULT_AGENT_TIMEOUT_S = 600;
+const DEFAULT_VERIFIER_TIMEOUT_S = 600;
+/** Setup time (INIT, prepare) on top of the agent and verifier budgets in timeout_seconds. */
+const SETUP_ALLOWANCE_S = 120;
+
+function readSimScript(file: string): BehaviourScript {
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new Error(`${file}: cannot read sim script: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const parsed = behaviourScriptSchema.safeParse(raw);
+  if (!parsed.success) throw new Error(`${file}: invalid sim script: ${formatIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/** True when `dir` is a Harbor task directory (it has task.toml and instruction.md). */
+export function isHarborTaskDir(dir: string): boolean {
+  return existsSync(join(dir, 'task.toml')) && existsSync(join(dir, 'instruction.md'));
+}
+
+type Table = Record<string, unknown>;
+
+function table(value: unknown, path: string, file: string): Table {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`${file}: ${path} must be a table`);
+  return value as Table;
+}
+
+function seconds(value: unknown, path: string, file: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new Error(`${file}: ${path} must be a positive number of seconds`);
+  return value;
+}
+
+/** What the local runtime can take from a Dockerfile: WORKDIR, copies into it, and notes for everything skipped. */
+export function readDockerfile(text: string, envDir: string): { workdir: string | null; prepare: PrepareAction[]; notes: string[] } {
+  let workdir: string | null = null;
+  const copies: Array<{ src: string; dest: string; intoDir: boolean; line: number }> = [];
+  const notes: string[] = [];
+  // Continuation lines are joined, as Docker does; each instruction keeps the number of its first line.
+  const instructions: Array<{ text: string; line: number }> = [];
+  let pending: { text: string; line: number } | null = null;
+  text.split(/\r?\n/).forEach((physical, i) => {
+    const continued = /\\\s*$/.test(physical);
+    const part = continued ? physical.replace(/\\\s*$/, ' ') : physical;
+    pending = pending ? { text: pending.text + part, line: pending.line } : { text: part, line: i + 1 };
+    if (!continued) {
+      instructions.push(pending);
+      pending = null;
+    }
+  });
+  if (pending) instructions.push(pending);
+  instructions.forEach(({ text: raw, line: lineNo }) => {
+    const line = raw.trim().replace(/\s+/g, ' ');
+    if (line === '' || line.startsWith('#')) return;
+    const match = /^([A-Za-z]+)\s+(.*)$/.exec(line);
+    if (!match) return;
+    const instr = match[1]!.toUpperCase();
+    const args = match[2]!.trim();
+    if (instr === 'WORKDIR') workdir = posix.resolve(workdir ?? '/', args);
+    else if (instr === 'COPY' || instr === 'ADD') {
+      const parts = args.split(/\s+/).filter((p) => !p.startsWith('--'));
+      if (parts.length < 2) return;
+      const dest = parts[parts.length - 1]!;
+      const intoDir = dest.endsWith('/') || dest === '.' || parts.length > 2;
+      for (const src of parts.slice(0, -1)) copies.push({ src, dest: posix.resolve(workdir ?? '/', dest), intoDir, line: lineNo });
+    } else if (instr !== 'FROM' && instr !== 'CMD' && instr !== 'ENTRYPOINT' && instr !== 'LABEL') {
+      notes.push(`Dockerfile line ${lineNo} not run locally: ${line.slice(0, 120)}`);
+    } else if (instr === 'FROM') notes.push(`Dockerfile base image not used locally (host tools instead): ${args}`);
+  });
+  const prepare: PrepareAction[] = [];
+  for (const copy of copies) {
+    const src = resolve(envDir, copy.src);
+    const root = workdir ?? null;
+    const inside = root !== null && (copy.dest === root || copy.dest.startsWith(`${root}/`));
+    if (!inside || !existsSync(src)) {
+      notes.push(`Dockerfile line ${copy.line} not copied locally: COPY ${copy.src} ${copy.dest}${inside ? ' (source missing)' : ' (outside WORKDIR)'}`);
+      continue;
+    }
+    const rel = posix.relative(root, copy.dest) || '.';
+    if (statSync(src).isDirectory()) prepare.push({ upload_dir: { src, dest: rel } });
+    else {
+      // `COPY a.py /app/` (or into WORKDIR itself) keeps the file's name.
+      const dest = rel === '.' || copy.intoDir ? posix.join(rel, basename(src)) : rel;
+      prepare.push({ upload_file: { src, dest } });
+    }
+  }
+  return { workdir, prepare, notes };
+}
+
+/**
+ * Load one Harbor task directory as a LoadedTask (its `notes` say what the chosen runtime leaves out).
+ * task_id is the directory name. timeout_seconds = agent + verifier timeouts + a setup allowance; the agent's own
+ * budget travels as metadata.agent_timeout; task.toml's [metadata] travels as metadata.harbor.
+ * @throws Error naming the file on unreadable TOML, bad field types, a missing tests/test.sh, or a container runtime
+ *   without `[environment].docker_image`.
+ */
+export function loadHarborTask(dir: string, opts: HarborLoadOptions = {}): LoadedTask & { notes: string[] } {
+  const abs = resolve(dir);
+  const file = join(abs, 'task.toml');
+  let config: Table;
+  try {
+    config = Bun.TOML.parse(readFileSync(file, 'utf8')) as Table;
+  } catch (error) {
+    throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const agent = table(config.agent, 'agent', file);
+  const verifier = table(config.verifier, 'verifier', file);
+  const environment = table(config.environment, 'environment', file);
+  const metadata = table(config.metadata, 'metadata', file);
+  const instruction = readFileSync(join(abs, 'instruction.md'), 'utf8').trim();
+  if (instruction === '') throw new Error(`${join(abs, 'instruction.md')}: empty instruction`);
+  const testsDir = join(abs, 'tests');
+  if (!existsSync(join(testsDir, 'test.sh'))) throw new Error(`${abs}: Harbor task has no tests/test.sh`);
+  const agentTimeout = seconds(agent.timeout_sec, 'agent.timeout_sec', file, DEFAULT_AGENT_TIMEOUT_S);
+  const verifierTimeout = seconds(verifier.timeout_sec, 'verifier.timeout_sec', file, DEFAULT_VERIFIER_TIMEOUT_S);
+  const verifierEnv = table(verifier.env, 'verifier.env', file);
+  for (const [k, v] of Object.entries(verifierEnv)) if (typeof v !== 'string') throw new Error(`${file}: verifier.env.${k} must be a string`);
+  const image = environment.docker_image;
+  if (image !== undefined && typeof image !== 'string') throw new Error(`${file}: environment.docker_image must be a string`);
+
+  const kind = opts.runtime ?? 'local';
+  const notes: string[] = [];
+  const dockerfile = join(abs, 'environment', 'Dockerfile');
+  let runtime: TaskRequest['runtime'];
+  let workdir: string | null = null;
+  if (kind === 'local') {
+    if (existsSync(dockerfile)) {
+      const read = readDockerfile(readFileSync(dockerfile, 'utf8'), join(abs, 'environment'));
+      workdir = read.workdir;
+      notes.push(...read.notes);
+      runtime = { kind: 'local', ...(read.prepare.length > 0 ? { prepare: read.prepare } : {}) };
+    } else runtime = { kind: 'local' };
+  } else {
+    if (image === undefined) {
+      throw new Error(`${file}: the ${kind} runtime needs an image: build environment/Dockerfile and set [environment].docker_image (Polar does not build images)`);
+    }
+    if (existsSync(dockerfile)) {
+      const m = /^\s*WORKDIR\s+(\S+)/im.exec(readFileSync(dockerfile, 'utf8'));
+      if (m) workdir = m[1]!;
+    }
+    runtime = { kind, image, ...(workdir ? { work_dir: workdir } : {}) };
+  }
+  if (environment.allow_internet === false && kind === 'local') notes.push('allow_internet = false is not enforced by the local runtime');
+
+  const simPath = join(abs, 'sim.yaml');
+  const simScript = existsSync(simPath) ? readSimScript(simPath) : null;
+  const task: LoadedTask['task'] = {
+    task_id: basename(abs),
+    instruction,
+    timeout_seconds: agentTimeout + verifierTimeout + SETUP_ALLOWANCE_S,
+    runtime,
+    evaluator: {
+      strategy: 'harbor',
+      config: {
+        tests_dir: testsDir, timeout_s: verifierTimeout,
+        ...(Object.keys(verifierEnv).length > 0 ? { env: verifierEnv } : {}),
+        ...(workdir ? { workdir } : {}),
+      },
+    },
+    metadata: { agent_timeout: agentTimeout, ...(Object.keys(metadata).length > 0 ? { harbor: metadata } : {}) },
+  };
+  return { task, file, dir: abs, simScriptPath: simScript ? simPath : null, simScript, notes };
+}

@@ -1,0 +1,161 @@
+/**
+ * What the rollout server does with session outcomes: results in (current attempt only; stale ones recorded and
+ * ignored), refusals and cancels recorded as results, and a task finished into its group (or FAILED) when its sessions
+ * are final or early stop is reached.
+ */
+import { resultAttempt, parseSessionResultOutline } from '../core/contracts/index.ts';
+import type { SessionResult } from '../core/records.ts';
+import { buildGroup, isUsable, rewardOf } from '../trace/groups.ts';
+import { ACTIVE_TASK, FINAL_SESSION, HttpError, type RolloutContext } from './context.ts';
+import type { Dispatcher } from './dispatcher.ts';
+import type { NodeRegistry } from './node-registry.ts';
+import { putGroup, type SessionRow } from './store-port.ts';
+import type { TrainerCallbacks } from './trainer-callbacks.ts';
+
+export class TaskResults {
+  constructor(
+    private readonly ctx: RolloutContext,
+    private readonly nodes: NodeRegistry,
+    private readonly dispatcher: Dispatcher,
+    private readonly callbacks: TrainerCallbacks,
+    /** Dispatch again (a finished session frees a slot). */
+    private readonly pump: () => void,
+  ) {}
+
+  /**
+   * Cancel sessions on their nodes and record each as CANCELLED with `reason` (a result row, unless its current
+   * attempt already has one), so the task view, the stored result and exports agree.
+   */
+  async cancel(sessions: SessionRow[], reason: string): Promise<number> {
+    const n = await this.dispatcher.cancelSessions(sessions, reason);
+    this.ctx.store.transaction(() => {
+      for (const s of sessions) this.ctx.store.results.put(placeholderResult(s, 'CANCELLED', s.node_id ?? '', reason, s.attempt));
+    });
+    return n;
+  }
+
+  /**
+   * Store a session's result, once: a second result for the same session is acknowledged and ignored.
+   * Finishes the task (group + advantages + trainer callback) when its last session ends, or early at
+   * early_stop_min_usable_sessions usable results.
+   * @throws HttpError 400 on an invalid result, 404 for an unknown session, 409 when task_id does not match.
+   */
+  async accept(input: unknown): Promise<{ session_id: string; accepted: boolean; duplicate: boolean; stale: boolean }> {
+    let result: SessionResult;
+    try {
+      result = parseSessionResultOutline(input) as unknown as SessionResult;
+    } catch (error) {
+      throw new HttpError(400, (error as Error).message);
+    }
+    const session = this.ctx.store.sessions.get(result.session_id);
+    if (!session) throw new HttpError(404, 'unknown session');
+    if (session.task_id !== result.task_id) throw new HttpError(409, `session belongs to task ${session.task_id}, not ${result.task_id}`);
+    const attempt = resultAttempt(result);
+    if (attempt !== session.attempt) {
+      // A killed, re-dispatched or lost attempt finished after all: recorded (metric, event) and ignored, whichever
+      // arrives first; the current attempt's result decides.
+      this.ctx.metrics.staleResults.inc();
+      this.ctx.events.publish('stale_result', { session_id: session.session_id, task_id: session.task_id, attempt, current_attempt: session.attempt, node_id: result.node_id, status: result.status });
+      return { session_id: result.session_id, accepted: false, duplicate: false, stale: true };
+    }
+    const stored = this.#storeResult(session, result);
+    if (!stored) {
+      this.ctx.metrics.duplicateResults.inc();
+      return { session_id: result.session_id, accepted: false, duplicate: true, stale: false };
+    }
+    this.ctx.metrics.sessionResults.inc({ status: result.status });
+    for (const nodeId of this.nodes.untrackEverywhere(session.session_id)) if (nodeId !== result.node_id) void this.dispatcher.cancelOn(nodeId, session.session_id);
+    this.ctx.events.publish('session_result', { session_id: session.session_id, task_id: session.task_id, status: result.status, reward: rewardOf(result), node_id: result.node_id });
+    await this.checkTask(session.task_id);
+    this.pump();
+    return { session_id: result.session_id, accepted: true, duplicate: false, stale: false };
+  }
+
+  /**
+   * Store a current-attempt result and finish its session; false when the session was already final. A gateway sharing
+   * this store (`polar serve`, `polar run`) has put the row before its callback arrives, so "new" means: the session is
+   * not final yet, whoever stored the row. A session this server cancelled (task cancel, early stop) keeps CANCELLED
+   * in every view, whatever its node reports later (the group was built without it).
+   */
+  #storeResult(session: SessionRow, result: SessionResult): boolean {
+    return this.ctx.store.transaction(() => {
+      const current = this.ctx.store.sessions.get(session.session_id);
+      if (current?.status === 'CANCELLED') {
+        // The node's trajectory replaces the cancel placeholder; the status and the cancel's reason stay.
+        const reason = this.ctx.store.results.get(session.session_id)?.error ?? result.error;
+        if (!this.ctx.store.results.put({ ...result, status: 'CANCELLED', error: reason })) this.ctx.store.results.setStatus(session.session_id, 'CANCELLED', ['ERROR', 'TIMEOUT', 'COMPLETED']);
+        return false;
+      }
+      const fresh = this.ctx.store.results.put(result);
+      if (!current || FINAL_SESSION.has(current.status)) return false;
+      const kept = fresh ? result : (this.ctx.store.results.get(session.session_id) ?? result);
+      this.ctx.store.sessions.update(session.session_id, { status: kept.status });
+      return true;
+    });
+  }
+
+  /** A session a gateway refused at dispatch: it fails alone (ERROR with the node's reason), never retried. */
+  refused(session: SessionRow, nodeId: string, error: string, attempt: number): void {
+    const reason = `refused by gateway ${nodeId}: ${error}`;
+    const result = placeholderResult(session, 'ERROR', nodeId, reason, attempt);
+    this.ctx.metrics.refusedDispatches.inc();
+    if (!this.#storeResult({ ...session, attempt }, result)) return;
+    this.ctx.metrics.sessionResults.inc({ status: 'ERROR' });
+    this.ctx.events.publish('session_result', { session_id: session.session_id, task_id: session.task_id, status: 'ERROR', reward: 0, node_id: nodeId, error: reason });
+    void this.checkTask(session.task_id);
+  }
+
+  /**
+   * Finish a task whose sessions are all final (or early at early_stop_min_usable_sessions usable results): its group
+   * of usable current-attempt results with advantages, COMPLETED, and the trainer callback. A task none of whose
+   * sessions is usable gets no group (a group is never empty) and ends FAILED, the sessions' errors in its status.
+   */
+  async checkTask(taskId: string): Promise<void> {
+    const row = this.ctx.store.tasks.get(taskId);
+    if (!row || row.status !== ACTIVE_TASK) return;
+    const sessions = this.ctx.store.sessions.listByTask(taskId);
+    const byId = new Map(sessions.map((s) => [s.session_id, s]));
+    // Only results of the session's current attempt count (a shared store may hold a stale attempt's row for a while).
+    const results = this.ctx.store.results.listByTask(taskId).filter((r) => {
+      const s = byId.get(r.session_id);
+      return s !== undefined && FINAL_SESSION.has(s.status) && resultAttempt(r) === s.attempt;
+    });
+    const usable = results.filter(isUsable).length;
+    const minUsable = row.task.early_stop_min_usable_sessions;
+    let earlyStopped = false;
+    const open = sessions.filter((s) => !FINAL_SESSION.has(s.status));
+    if (minUsable !== undefined && usable >= minUsable && open.length > 0) {
+      earlyStopped = true;
+      await this.cancel(open, `early stop: ${usable} usable session(s) reached early_stop_min_usable_sessions = ${minUsable}`);
+    } else if (open.length > 0) return;
+    const group = usable > 0 ? buildGroup(row.task, sessions, results, earlyStopped, this.ctx.clock()) : null;
+    const status = group ? 'COMPLETED' : 'FAILED';
+    const finished = this.ctx.store.transaction(() => {
+      const again = this.ctx.store.tasks.get(taskId);
+      if (!again || again.status !== ACTIVE_TASK) return false;
+      if (group) putGroup(this.ctx.store, group);
+      this.ctx.store.tasks.setStatus(taskId, status);
+      this.callbacks.queue(taskId);
+      return true;
+    });
+    if (!finished) return;
+    this.ctx.events.publish('task_finished', { task_id: taskId, status, early_stopped: earlyStopped });
+    if (group) this.ctx.events.publish('group_ready', group);
+    void this.callbacks.deliver();
+  }
+}
+
+/** A result for a session that ended without a trajectory (refused at dispatch, cancelled before it ran). */
+function placeholderResult(session: SessionRow, status: 'ERROR' | 'CANCELLED', nodeId: string, reason: string, attempt: number): SessionResult {
+  return {
+    session_id: session.session_id, task_id: session.task_id, status, node_id: nodeId, error: reason, attempt,
+    trajectory: {
+      status: 'ERROR', traces: [],
+      metadata: {
+        reconstruction_stats: { completions: 0, chains: 0, merged: 0, breaks: {} }, evaluation: null,
+        training_filter: { trainable: false, reasons: [reason] }, attempt, placeholder: true,
+      },
+    },
+    timing: { init_ms: 0, ready_queue_ms: 0, run_ms: 0, postrun_ms: 0, build_ms: 0, eval_ms: 0, e2e_ms: 0 },
+  };
+}

@@ -1,0 +1,86 @@
+/**
+ * Token buffers under side requests: an exact repeat refreshes its buffer, eviction keeps the main conversation,
+ * and a full re-render reuses the session's own sampled ids (also where the harness dropped the reasoning).
+ */
+import { describe, expect, test } from 'bun:test';
+import { detectModelFamily, loadTokenizer, SessionTokenBuffers, type ChatMessage } from '../../src/tokenization/index.ts';
+
+const tk = await loadTokenizer();
+const family = detectModelFamily(tk);
+const eot = tk.eosTokenIds[0]!;
+const tools = [{ type: 'function', function: { name: 'bash', description: 'Run a shell command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }];
+const main = { tools };
+const side = { tools: [] };
+
+/** Sample `text` as its canonical ids + end of turn; commit it; return the assistant message the client echoes. */
+function answer(buffers: SessionTokenBuffers, messages: ChatMessage[], settings: { tools: typeof tools | never[] }, text: string, sampled?: number[]): { plan: ReturnType<SessionTokenBuffers['prepare']>; message: ChatMessage } {
+  const plan = buffers.prepare('s', messages, settings);
+  const message: ChatMessage = { role: 'assistant', content: text };
+  buffers.commit(plan, [...(sampled ?? tk.encode(text)), eot], message);
+  return { plan, message };
+}
+
+function mainTurns(buffers: SessionTokenBuffers, messages: ChatMessage[], count: number): void {
+  for (let i = 0; i < count; i++) {
+    const { message } = answer(buffers, messages, main, `step ${messages.length}`);
+    messages.push(message, { role: 'user', content: `next ${i}` });
+  }
+}
+
+describe('side requests never push the main conversation out', () => {
+  for (const repeats of [1, 8, 20]) {
+    test(`${repeats} repeat(s) of a side request: one side buffer, the next main turn is incremental`, () => {
+      const buffers = new SessionTokenBuffers(tk, family);
+      const messages: ChatMessage[] = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'fix the bug' }];
+      mainTurns(buffers, messages, 3);
+      const sideMessages: ChatMessage[] = [{ role: 'system', content: 'You detect loops. Answer JSON.' }, { role: 'user', content: 'history…' }];
+      for (let r = 0; r < repeats; r++) answer(buffers, sideMessages, side, `{"confidence": ${r}}`);
+      const stats = buffers.stats();
+      expect(stats.repeats).toBe(repeats - 1);
+      expect(stats.evicted).toBe(0);
+      const next = buffers.prepare('s', messages, main);
+      expect(next.incremental).toBe(true);
+    });
+  }
+
+  test('more distinct side conversations than buffers: the main one (most messages) is kept', () => {
+    const buffers = new SessionTokenBuffers(tk, family, { maxContextsPerSession: 3 });
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'fix the bug' }];
+    mainTurns(buffers, messages, 2);
+    for (let k = 0; k < 10; k++) answer(buffers, [{ role: 'system', content: `side ${k}` }, { role: 'user', content: 'q' }], side, 'a');
+    expect(buffers.stats().evicted).toBe(8);
+    expect(buffers.prepare('s', messages, main).incremental).toBe(true);
+  });
+});
+
+describe('full re-render reuses the session\'s sampled ids', () => {
+  test('after a settings change, matched assistant turns keep their sampled ids and their reasoning', () => {
+    const buffers = new SessionTokenBuffers(tk, family);
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'fix the bug' }];
+    // A non-canonical tokenisation of the sampled text (one id per character), with reasoning.
+    const sampledText = '<think>\nlook first\n</think>\n\nhello';
+    const sampled = [...sampledText].flatMap((ch) => tk.encode(ch));
+    expect(sampled).not.toEqual(tk.encode(sampledText));
+    const plan = buffers.prepare('s', messages, main);
+    buffers.commit(plan, [...sampled, eot], { role: 'assistant', content: 'hello', reasoning_content: 'look first' });
+    // The harness echoes the turn without its reasoning, and changes its tool list (a reset: settings-changed).
+    messages.push({ role: 'assistant', content: 'hello' }, { role: 'user', content: 'go on' });
+    const reset = buffers.prepare('s', messages, { tools: [] });
+    expect(reset.reason).toBe('settings-changed');
+    expect(reset.reusedTurns).toBe(1);
+    const first = tk.renderChatIds(messages.slice(0, 2), { tools: [], addGenerationPrompt: true });
+    expect(reset.promptIds.slice(0, first.length)).toEqual(first);
+    expect(reset.promptIds.slice(first.length, first.length + sampled.length + 1)).toEqual([...sampled, eot]);
+    expect(tk.decode(reset.promptIds)).toContain('look first');
+    expect(tk.decode(reset.promptIds).endsWith('<|im_start|>assistant\n')).toBe(true);
+    expect(buffers.stats().reusedTurns).toBe(1);
+  });
+
+  test('a session without sampled turns, or whose turns do not match, gets the plain full render', () => {
+    const buffers = new SessionTokenBuffers(tk, family);
+    const messages: ChatMessage[] = [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'not ours' }, { role: 'user', content: 'q2' }];
+    const plan = buffers.prepare('s', messages, main);
+    expect(plan.reusedTurns).toBe(0);
+    expect(plan.promptIds).toEqual(tk.renderChatIds(messages, { tools, addGenerationPrompt: true }));
+  });
+});
