@@ -13,6 +13,7 @@ import type { FinishReason, IRMessage, IRTool } from '../core/ir.ts';
 import type { SessionResult, SessionTiming, TaskRequest, Trace } from '../core/records.ts';
 import { encodeMessage } from '../dialects/openai-chat/encode-request.ts';
 import { encodeFinishReason } from '../dialects/openai-chat/finish-reason.ts';
+import type { NodeRow } from './store-port.ts';
 
 /** Task status words of the reference (lowercase): running, completed, failed, cancelling, cancelled. */
 export function referenceTaskStatusWord(status: string): string {
@@ -152,16 +153,7 @@ export function referenceTaskStatus(view: TaskView): { task_id: string; status: 
 }
 
 /** Node view as the server lists it (NodeRecord + in_flight). */
-export interface NodeView {
-  node_id: string;
-  url: string;
-  capacity: { init_workers: number; ready_buffer: number; max_run_workers: number; postrun_workers: number };
-  stages: { init: number; ready: number; running: number; postrun: number; queued: number };
-  healthy: boolean;
-  draining: boolean;
-  last_heartbeat: number;
-  in_flight?: number;
-}
+export type NodeView = Omit<NodeRow, 'registered_at'> & { in_flight?: number };
 
 /**
  * GatewayNodeInfo: `{node_id, gateway_url, max_init_workers, max_run_workers, max_postrun_workers, metrics

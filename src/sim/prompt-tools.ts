@@ -7,26 +7,11 @@
  * (DeepSeek-V3.1, Gemma 3) yield none.
  */
 import type { ChatTool } from '../tokenization/chat-messages.ts';
+import { jsonObjectEnd } from '../tokenization/family-parsers.ts';
 
 const JSON_TOOL_START = /\{\s*"type"\s*:\s*"function"/g;
 const TS_TOOL = /(?:^|\n)type (\w+) = \(_: \{\n([\s\S]*?)\}\) => any;/g;
 const TS_PARAM = /^(\w+)(\?)?: ([^,/]+?)(?:,|$)/;
-
-/** End (exclusive) of the balanced JSON object starting at `start`, or -1. */
-function objectEnd(text: string, start: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i++) {
-    const c = text[i];
-    if (inString) {
-      if (c === '\\') i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === '{') depth++;
-    else if (c === '}' && --depth === 0) return i + 1;
-  }
-  return -1;
-}
 
 function tsType(type: string): string {
   const t = type.trim();
@@ -47,7 +32,7 @@ export function toolsFromPromptText(text: string): ChatTool[] {
     tools.push(tool);
   };
   for (const match of text.matchAll(JSON_TOOL_START)) {
-    const end = objectEnd(text, match.index);
+    const end = jsonObjectEnd(text, match.index);
     if (end < 0) continue;
     try {
       const tool = JSON.parse(text.slice(match.index, end)) as ChatTool;

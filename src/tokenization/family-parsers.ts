@@ -18,7 +18,7 @@ export function stripTrailing(text: string, stops: readonly string[]): string {
 }
 
 /** End index (exclusive) of the JSON object starting at `start` (`text[start] === '{'`), or -1 when unbalanced. */
-function jsonObjectEnd(text: string, start: number): number {
+export function jsonObjectEnd(text: string, start: number): number {
   let depth = 0;
   let inString = false;
   for (let i = start; i < text.length; i++) {

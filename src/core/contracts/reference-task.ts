@@ -13,6 +13,7 @@
  */
 import { z } from 'zod';
 import { formatIssues } from './issues.ts';
+import { execStepSchema } from './runtime.ts';
 import { parseTaskRequest, type TaskRequest } from './task.ts';
 
 /** What the reference fills when a TaskRequest leaves it out. Source: ProRL-Agent-Server src/polar/rollout/models.py. */
@@ -28,14 +29,7 @@ const unsupported = z.unknown().optional();
 const prepareActionSchema = z.union([
   z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: z.string().min(1) }) }),
   z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: z.string().min(1) }) }),
-  z.strictObject({
-    exec: z.strictObject({
-      command: z.string().min(1),
-      timeout_s: z.number().positive().optional(),
-      retries: z.number().int().min(0).optional(),
-      backoff_ms: z.number().int().min(0).optional(),
-    }),
-  }),
+  z.strictObject({ exec: execStepSchema }),
   z.strictObject({
     type: z.enum(['upload_file', 'upload_dir', 'exec']),
     source: z.string().nullish(),

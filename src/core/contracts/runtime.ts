@@ -27,18 +27,19 @@ const confinedDestSchema = z.string().min(1).superRefine((dest, ctx) => {
   if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
 });
 
+/** `exec` step: `command` run by the shell, at most `timeout_s` seconds a try, `1 + retries` tries, waits `backoff_ms · 2^attempt` ms between (src/gateway/prepare.ts). */
+export const execStepSchema = z.strictObject({
+  command: z.string().min(1),
+  timeout_s: z.number().positive().optional(),
+  retries: z.number().int().min(0).optional(),
+  backoff_ms: z.number().int().min(0).optional(),
+});
+
 /** One step run in INIT before the harness: copy a host file or directory in, or run a command (retried). */
 export const prepareActionSchema = z.union([
   z.strictObject({ upload_file: z.strictObject({ src: z.string().min(1), dest: confinedDestSchema }) }),
   z.strictObject({ upload_dir: z.strictObject({ src: z.string().min(1), dest: confinedDestSchema }) }),
-  z.strictObject({
-    exec: z.strictObject({
-      command: z.string().min(1),
-      timeout_s: z.number().positive().optional(),
-      retries: z.number().int().min(0).optional(),
-      backoff_ms: z.number().int().min(0).optional(),
-    }),
-  }),
+  z.strictObject({ exec: execStepSchema }),
 ]);
 export type PrepareAction = z.infer<typeof prepareActionSchema>;
 

@@ -22,8 +22,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { z } from 'zod';
 import { harborConfigSchema } from '../../core/contracts/index.ts';
-import { applyDiff } from '../prepare.ts';
 import type { Runtime } from '../runtimes/types.ts';
+import { evaluatedRuntime } from './evaluated-runtime.ts';
 import type { Evaluator } from './types.ts';
 
 /** The config contract, shared with the rollout server's submit check. */
@@ -118,13 +118,7 @@ export const harborEvaluator: Evaluator = {
     if (!parsed.success) throw new Error(`harbor config: ${z.prettifyError(parsed.error)}`);
     const cfg = parsed.data;
     if (!existsSync(join(cfg.tests_dir, 'test.sh'))) throw new Error(`harbor config: ${join(cfg.tests_dir, 'test.sh')} does not exist`);
-    const refresh = ctx.task.evaluator?.refresh_runtime === true;
-    let runtime = ctx.runtime;
-    if (refresh) {
-      const diff = await ctx.diff();
-      runtime = await ctx.freshRuntime();
-      await applyDiff(runtime, diff, ctx.signal);
-    }
+    const { runtime, fresh: refresh } = await evaluatedRuntime(ctx);
     const paths = harborPaths(runtime, cfg.workdir);
     const verifierDir = `${paths.logs}/verifier`;
     // Files the agent may have left there (a stale reward, a doctored test) must not count: both start empty.

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { testOnOutputConfigSchema } from '../../core/contracts/index.ts';
-import { applyDiff } from '../prepare.ts';
+import { evaluatedRuntime } from './evaluated-runtime.ts';
 import type { Evaluator } from './types.ts';
 
 /** The config contract (strict: a misspelt key is an error), shared with the rollout server's submit check. */
@@ -21,13 +21,7 @@ export const testOnOutputEvaluator: Evaluator = {
     const parsed = ConfigSchema.safeParse(ctx.config);
     if (!parsed.success) throw new Error(`test_on_output config: ${z.prettifyError(parsed.error)}`);
     const cfg = parsed.data;
-    const refresh = ctx.task.evaluator?.refresh_runtime === true;
-    let runtime = ctx.runtime;
-    if (refresh) {
-      const diff = await ctx.diff();
-      runtime = await ctx.freshRuntime();
-      await applyDiff(runtime, diff, ctx.signal);
-    }
+    const { runtime, fresh: refresh } = await evaluatedRuntime(ctx);
     const result = await runtime.exec(cfg.command, { timeoutMs: cfg.timeout_s * 1000, signal: ctx.signal });
     const output = `${result.stdout}${result.stderr}`;
     // An evaluation that did not run says nothing about the agent's work: the session fails with the reason instead of

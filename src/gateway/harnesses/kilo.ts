@@ -9,7 +9,7 @@
  * Sources: https://kilo.ai/docs/cli ; checked against @kilocode/cli 7.7.7 (`kilo run --help`, strings of the binary).
  * 7.7.7, not the newest 7.8.1: the registry this project installs from has no @kilocode/cli-linux-x64@7.8.1.
  */
-import { opencodeAdapter, opencodeMessageWords } from './opencode.ts';
+import { opencodeAdapter, opencodeMessageWords, opencodeProviderConfig, sessionXdgDirs } from './opencode.ts';
 import type { HarnessAdapter } from './types.ts';
 
 export const kiloAdapter: HarnessAdapter = {
@@ -20,17 +20,7 @@ export const kiloAdapter: HarnessAdapter = {
     const configPath = `${xdgConfig}/kilo/polar.json`;
     const config = {
       $schema: 'https://app.kilo.ai/config.json',
-      model: `polar/${ctx.modelName}`,
-      enabled_providers: ['polar'],
-      autoupdate: false,
-      share: 'disabled',
-      provider: {
-        polar: {
-          npm: '@ai-sdk/openai-compatible',
-          options: { baseURL: `${ctx.gatewayUrl}/v1`, apiKey: '{env:POLAR_API_KEY}' },
-          models: { [ctx.modelName]: {} },
-        },
-      },
+      ...opencodeProviderConfig(ctx),
     };
     return {
       argv: [ctx.binPath ?? 'kilo', 'run', '--format', 'json', '--auto', '--title', 'polar', '--', ...opencodeMessageWords(ctx.instruction)],
@@ -50,10 +40,7 @@ export const kiloAdapter: HarnessAdapter = {
         KILO_SESSION_RETRY_LIMIT: String(ctx.settings.retry_limit ?? 2),
         KILO_TELEMETRY_LEVEL: 'off',
         POLAR_API_KEY: ctx.sessionId,
-        XDG_CONFIG_HOME: xdgConfig,
-        XDG_DATA_HOME: `${ctx.home}/.local/share`,
-        XDG_CACHE_HOME: `${ctx.home}/.cache`,
-        XDG_STATE_HOME: `${ctx.home}/.local/state`,
+        ...sessionXdgDirs(ctx.home),
       },
       files: [{ path: configPath, content: `${JSON.stringify(config, null, 2)}\n` }],
     };

@@ -9,7 +9,7 @@
  * opencode prints its usage and exits 1 before any model call. `error` events or a non-zero exit mean failure.
  * Source: docs/protocol-notes.md#harness-clis; checked against opencode-ai 1.18.33 (the request body's user message is the exact text).
  */
-import { jsonLines, type HarnessAdapter } from './types.ts';
+import { jsonLines, type HarnessAdapter, type HarnessContext } from './types.ts';
 
 const VERSION = '1.18.33';
 
@@ -21,35 +21,51 @@ export function opencodeMessageWords(instruction: string): string[] {
   return instruction.split(' ');
 }
 
+/**
+ * The OpenCode config (also read by its fork Kilo) that points the `polar` provider at the gateway's OpenAI Chat
+ * endpoint (`@ai-sdk/openai-compatible`, API key from $POLAR_API_KEY) and makes it the only provider and the model,
+ * with auto-update and share off. Source: https://opencode.ai/docs/config/ , https://opencode.ai/docs/providers/.
+ */
+export function opencodeProviderConfig(ctx: Pick<HarnessContext, 'modelName' | 'gatewayUrl'>) {
+  return {
+    model: `polar/${ctx.modelName}`,
+    enabled_providers: ['polar'],
+    autoupdate: false,
+    share: 'disabled',
+    provider: {
+      polar: {
+        npm: '@ai-sdk/openai-compatible',
+        options: { baseURL: `${ctx.gatewayUrl}/v1`, apiKey: '{env:POLAR_API_KEY}' },
+        models: { [ctx.modelName]: {} },
+      },
+    },
+  };
+}
+
+/** XDG base directories (config, data, cache, state) under the session HOME, so the CLI keeps nothing outside it. */
+export function sessionXdgDirs(home: string): Record<string, string> {
+  return {
+    XDG_CONFIG_HOME: `${home}/.config`,
+    XDG_DATA_HOME: `${home}/.local/share`,
+    XDG_CACHE_HOME: `${home}/.cache`,
+    XDG_STATE_HOME: `${home}/.local/state`,
+  };
+}
+
 export const opencodeAdapter: HarnessAdapter = {
   name: 'opencode',
   package: { name: 'opencode-ai', version: VERSION, bin: 'opencode', js: 'native', companions: [{ name: '@opencode-ai/plugin', version: VERSION }] },
   launch(ctx) {
     const xdgConfig = `${ctx.home}/.config`;
     const configPath = `${xdgConfig}/opencode/polar.json`;
-    const config = {
-      model: `polar/${ctx.modelName}`,
-      enabled_providers: ['polar'],
-      autoupdate: false,
-      share: 'disabled',
-      provider: {
-        polar: {
-          npm: '@ai-sdk/openai-compatible',
-          options: { baseURL: `${ctx.gatewayUrl}/v1`, apiKey: '{env:POLAR_API_KEY}' },
-          models: { [ctx.modelName]: {} },
-        },
-      },
-    };
+    const config = opencodeProviderConfig(ctx);
     return {
       argv: [ctx.binPath ?? 'opencode', 'run', '--format', 'json', '--title', 'polar', '--', ...opencodeMessageWords(ctx.instruction)],
       env: {
         OPENCODE_CONFIG: configPath,
         OPENCODE_DISABLE_MODELS_FETCH: '1',
         POLAR_API_KEY: ctx.sessionId,
-        XDG_CONFIG_HOME: xdgConfig,
-        XDG_DATA_HOME: `${ctx.home}/.local/share`,
-        XDG_CACHE_HOME: `${ctx.home}/.cache`,
-        XDG_STATE_HOME: `${ctx.home}/.local/state`,
+        ...sessionXdgDirs(ctx.home),
       },
       files: [
         { path: configPath, content: `${JSON.stringify(config, null, 2)}\n` },

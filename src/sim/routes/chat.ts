@@ -9,7 +9,7 @@ import { promptThinking } from '../../tokenization/families.ts';
 import { splitQwen3Reasoning } from '../../tokenization/parsers.ts';
 import { intField, json, readBody, SimHttpError, stopList, tokenIdsField, type Body } from '../request.ts';
 import type { PromptFacts, SimServer, Started } from '../server.ts';
-import { sleep } from '../timing.ts';
+import { pacedTokenStream } from '../stream.ts';
 import { guidedSchemaOfOpenAiBody } from '../guided.ts';
 import { sglangMeta } from './sglang.ts';
 
@@ -106,61 +106,42 @@ export function chatStream(sim: SimServer, ctx: { body: Body; started: Started; 
   const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
   const chunk = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [choice], ...extra })}\n\n`;
-  const perTokenMs = sim.timing.decodeMs(1);
-  const release = started.release;
-  const encoder = new TextEncoder();
   let offset = 0;
-  let index = 0;
-  const stream = new ReadableStream<Uint8Array>({
-    start: (controller) => {
-      controller.enqueue(encoder.encode(chunk({ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }, withIds ? { prompt_token_ids: promptIds } : {})));
-    },
-    pull: async (controller) => {
-      try {
-        if (index < gen.ids.length) {
-          // Pace at the decode rate, several tokens per chunk when the rate outruns the timer resolution.
-          const batch = perTokenMs > 0 ? Math.max(1, Math.floor(4 / perTokenMs)) : gen.ids.length;
-          const end = Math.min(gen.ids.length, index + batch);
-          await sleep(perTokenMs * (end - index));
-          const out: string[] = [];
-          for (; index < end; index++) {
-            const piece = pieces[index]!;
-            const delta: Record<string, unknown> = {};
-            for (let c = 0; c < piece.length; c++) {
-              const region = regions(offset + c);
-              if (region === 'reasoning') delta.reasoning = `${delta.reasoning ?? ''}${piece[c]}`;
-              else if (region === 'content') delta.content = `${delta.content ?? ''}${piece[c]}`;
-            }
-            offset += piece.length;
-            if (delta.reasoning !== undefined) delta.reasoning_content = delta.reasoning;
-            const last = index === gen.ids.length - 1;
-            const choice: Record<string, unknown> = { index: 0, delta, logprobs: logprobs ? { content: [logprobs[index]] } : null, finish_reason: null };
-            if (withIds) choice.token_ids = [gen.ids[index]];
-            if (last) {
-              if (finalChoice.message.tool_calls.length > 0) {
-                delta.tool_calls = (finalChoice.message.tool_calls as Record<string, unknown>[]).map((call, k) => ({ index: k, ...call }));
-              }
-              choice.finish_reason = finalChoice.finish_reason;
-              choice.stop_reason = finalChoice.stop_reason;
-            }
-            out.push(chunk(choice));
-          }
-          controller.enqueue(encoder.encode(out.join('')));
-          return;
+  return pacedTokenStream(sim.timing, started, {
+    head: chunk({ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }, withIds ? { prompt_token_ids: promptIds } : {}),
+    tokens: (from, to) => {
+      const out: string[] = [];
+      for (let index = from; index < to; index++) {
+        const piece = pieces[index]!;
+        const delta: Record<string, unknown> = {};
+        for (let c = 0; c < piece.length; c++) {
+          const region = regions(offset + c);
+          if (region === 'reasoning') delta.reasoning = `${delta.reasoning ?? ''}${piece[c]}`;
+          else if (region === 'content') delta.content = `${delta.content ?? ''}${piece[c]}`;
         }
-        if (gen.ids.length === 0) controller.enqueue(encoder.encode(chunk({ index: 0, delta: {}, logprobs: null, finish_reason: finalChoice.finish_reason, stop_reason: finalChoice.stop_reason })));
-        if (includeUsage) controller.enqueue(encoder.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: final.usage })}\n\n`));
-        controller.enqueue(encoder.encode('data: [DONE]\n\n'));
-        controller.close();
-        release();
-      } catch (error) {
-        release();
-        controller.error(error);
+        offset += piece.length;
+        if (delta.reasoning !== undefined) delta.reasoning_content = delta.reasoning;
+        const last = index === gen.ids.length - 1;
+        const choice: Record<string, unknown> = { index: 0, delta, logprobs: logprobs ? { content: [logprobs[index]] } : null, finish_reason: null };
+        if (withIds) choice.token_ids = [gen.ids[index]];
+        if (last) {
+          if (finalChoice.message.tool_calls.length > 0) {
+            delta.tool_calls = (finalChoice.message.tool_calls as Record<string, unknown>[]).map((call, k) => ({ index: k, ...call }));
+          }
+          choice.finish_reason = finalChoice.finish_reason;
+          choice.stop_reason = finalChoice.stop_reason;
+        }
+        out.push(chunk(choice));
       }
+      return out.join('');
     },
-    cancel: () => release(),
+    tail: () => {
+      let out = '';
+      if (gen.ids.length === 0) out += chunk({ index: 0, delta: {}, logprobs: null, finish_reason: finalChoice.finish_reason, stop_reason: finalChoice.stop_reason });
+      if (includeUsage) out += `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: final.usage })}\n\n`;
+      return `${out}data: [DONE]\n\n`;
+    },
   });
-  return new Response(stream, { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
 }
 
 /** Which part of the streamed text a character offset is in: reasoning, content, or hidden (tags, tool calls). */
