@@ -14,6 +14,7 @@ import { defaultHarnessCache, harnessPaths } from '../../src/gateway/harnesses/i
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
 import { openStore } from '../../src/store/index.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
+import { SHELL_AGENT_RUN_FLAGS } from '../support/polar-cli.ts';
 
 const root = resolve(import.meta.dir, '../..');
 const bun = process.execPath;
@@ -91,14 +92,14 @@ test.skipIf(!networkIsolated())(`polar run --harness custom: only the named vari
   // test/support/run-shell-agent.ts reads OPENAI_BASE_URL / OPENAI_API_KEY / POLAR_MODEL; custom sets exactly these.
   const settings = JSON.stringify({ base_url_env: { OPENAI_BASE_URL: '/v1' }, api_key_env: ['OPENAI_API_KEY'], model_env: ['POLAR_MODEL'] });
   const command = `${bun} ${join(root, 'test/support/run-shell-agent.ts')} {{INSTRUCTION}}`;
-  const runs = await Promise.all((['chat', 'token'] as const).map((mode) => polarRun('custom', mode, ['--command', command, '--agent-settings', settings])));
+  const runs = await Promise.all((['chat', 'token'] as const).map((mode) => polarRun('custom', mode, ['--command', command, '--agent-settings', settings, ...SHELL_AGENT_RUN_FLAGS])));
   for (const [i, mode] of (['chat', 'token'] as const).entries()) {
     expect(runs[i]!.code).toBe(0);
     expectCompletedToolLoop(runs[i]!.dir, mode, 'bash');
     await expectTraceVerifyClean(runs[i]!.dir, mode);
   }
   // Without the key variable the agent cannot authenticate: the variables named in the settings are what it gets.
-  const bare = await polarRun('custom', 'chat', ['--command', command, '--agent-settings', JSON.stringify({ base_url_env: { OPENAI_BASE_URL: '/v1' } })], 'custom-no-key');
+  const bare = await polarRun('custom', 'chat', ['--command', command, '--agent-settings', JSON.stringify({ base_url_env: { OPENAI_BASE_URL: '/v1' } }), ...SHELL_AGENT_RUN_FLAGS], 'custom-no-key');
   expect(bare.code).not.toBe(0);
   const store = openStore(join(bare.dir, 'results.db'));
   try {

@@ -94,7 +94,9 @@ describe.each([['claude', claudeCode], ['gemini', geminiCli]] as const)('%s', (h
         ['main', null, 3], ['side', 0, 1], ['compaction', 0, 1],
       ]);
       expect(trajectory.metadata.reconstruction_stats.chain_roles).toEqual({ main: 1, side: 1, retry: 0, compaction: 1 });
-      expect(verifyTraces(records, trajectory).ok).toBe(true);
+      // Chat mode: Gemini CLI strips thought parts, so its joins are re-rendered (the engine saw the answer without its
+      // <think> block); verify reports that unless accepted knowingly. Token mode needs no such allowance.
+      expect(verifyTraces(records, trajectory, { acceptRerenderedJoins: mode === 'chat' }).ok).toBe(true);
     });
   }
 });

@@ -61,7 +61,8 @@ test('submit validates the whole TaskRequest with the gateway\'s rules and answe
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ agent: { harness: 'openhands_sdk', model_name: 'm' } }, /agent\.harness: unknown harness "openhands_sdk"/],
     [{ agent: { harness: 'shell', model_name: 'm' } }, /agent\.command: the shell harness needs a command/],
-    [{ evaluator: { strategy: 'harbor' } }, /evaluator\.strategy: unknown evaluator "harbor"/],
+    [{ evaluator: { strategy: 'harbor_rubric' } }, /evaluator\.strategy: unknown evaluator "harbor_rubric"/],
+    [{ evaluator: { strategy: 'harbor' } }, /evaluator\.config\.tests_dir/],
     [{ evaluator: { strategy: 'test_on_output', config: { command: 'true', expect_exit_cod: 0 } } }, /evaluator\.config\.expect_exit_cod: unknown key/],
     [{ runtime: { kind: 'local', isolaton: 'bwrap' } }, /runtime\.isolaton: unknown key/],
     [{ runtime: { kind: 'local', prepare: [{ upload_dir: { src: '/tmp', dest: '../escape' } }] } }, /runtime\.prepare\[0\]\.upload_dir\.dest: .*leaves the session work directory/],
