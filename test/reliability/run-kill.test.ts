@@ -56,7 +56,7 @@ test('SIGKILL of polar run, then the same command: unfinished sessions resume on
   writeFileSync(marker(name), '');
   const [stdout, stderr, code] = await Promise.all([new Response(second.stdout).text(), new Response(second.stderr).text(), second.exited]);
   // The poison task's sessions failed, so the run reports "not every session completed" (exit 1), nothing else.
-  expect({ code, resumed: /resuming \d unfinished task/.test(stderr) }).toEqual({ code: 1, resumed: true });
+  expect({ code, resumed: /resuming \d unfinished task/.test(stdout + stderr) }).toEqual({ code: 1, resumed: true });
   expect(stdout).toContain('summary:');
   expect(statuses(db)).toEqual({ 'k-alpha': 'COMPLETED', 'k-beta': 'COMPLETED', 'k-poison': 'FAILED' });
   const t = tally('SIGKILL polar run', db, good, inFlight);

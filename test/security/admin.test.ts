@@ -18,7 +18,7 @@ import { adHocSessions } from '../../src/proxy/sessions.ts';
 import { startLocalStack } from '../../src/stack/local-stack.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
-import { firstLine, REPO_ROOT } from '../support/polar-cli.ts';
+import { lineMatching, REPO_ROOT } from '../support/polar-cli.ts';
 import { startTestProxy, type TestProxy } from '../support/proxy-harness.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-security-admin-'));
@@ -251,7 +251,7 @@ describe('polar proxy --admin-token', () => {
       cwd: dir, env: { ...process.env, ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
     });
     stopAll.push(() => (proc.kill('SIGTERM'), proc.exited));
-    const line = await firstLine(proc.stdout);
+    const line = await lineMatching(proc.stdout, /listening on/);
     const url = /listening on (http:\/\/\S+)/.exec(line)?.[1];
     if (!url) throw new Error(`polar proxy did not start: ${line} ${await new Response(proc.stderr).text()}`);
     return url;
@@ -281,7 +281,7 @@ describe('polar proxy --admin-token', () => {
       cwd: dir, env: { ...process.env, POLAR_ADMIN_TOKEN: '' }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
     });
     stopAll.push(() => (proc.kill('SIGTERM'), proc.exited));
-    expect(await firstLine(proc.stdout)).toContain('listening on http://0.0.0.0:');
+    expect(await lineMatching(proc.stdout, /listening on/)).toContain('listening on http://0.0.0.0:');
     proc.kill('SIGTERM');
     await proc.exited;
     expect(await new Response(proc.stderr).text()).toMatch(/WARNING polar proxy: listening on 0\.0\.0\.0 WITHOUT an admin token/);
@@ -295,12 +295,21 @@ describe('polar proxy --admin-token', () => {
         cwd: dir, env: process.env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
       });
       stopAll.push(() => (proc.kill('SIGTERM'), proc.exited));
-      const url = /listening on (http:\/\/\S+)/.exec(await firstLine(proc.stdout))![1]!;
+      // Start-up lines go to stdout in any order: read until both the address and the default session are printed.
+      const reader = proc.stdout.getReader();
+      let out = '';
+      while (!/listening on http/.test(out) || !/go to session anon-/.test(out)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        out += new TextDecoder().decode(value);
+      }
+      reader.releaseLock();
+      const url = /listening on (http:\/\/\S+)/.exec(out)![1]!;
       const reply = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
       expect(reply.status).toBe(200);
       proc.kill('SIGTERM');
       await proc.exited;
-      const id = /requests without an API key go to session (anon-[0-9a-f]{24})/.exec(await new Response(proc.stderr).text())?.[1];
+      const id = /requests without an API key go to session (anon-[0-9a-f]{24})/.exec(out)?.[1];
       expect(id).toBeDefined();
       ids.push(id!);
     }

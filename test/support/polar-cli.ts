@@ -56,6 +56,28 @@ export async function firstLine(stream: ReadableStream<Uint8Array>): Promise<str
   return text.split('\n')[0]!;
 }
 
+/**
+ * The first line of `stream` that matches `pattern` (a server may log start-up choices before its "listening on"
+ * line); '' when the stream ends first. Lines before it are read and dropped.
+ */
+export async function lineMatching(stream: ReadableStream<Uint8Array>, pattern: RegExp): Promise<string> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    for (;;) {
+      const lines = text.split('\n');
+      const hit = lines.slice(0, -1).find((line) => pattern.test(line));
+      if (hit !== undefined) return hit;
+      const { value, done } = await reader.read();
+      if (done) return lines.find((line) => pattern.test(line)) ?? '';
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
 export type PolarProcess = Bun.Subprocess<'ignore', 'pipe', 'pipe'>;
 
 /** A temporary directory for the calling test file, and processes to SIGKILL before it is removed in afterAll. */
