@@ -14,8 +14,8 @@ import { join, resolve } from 'node:path';
 import { getHarnessAdapter } from '../../src/gateway/harnesses/index.ts';
 import { defaultHarnessCache, harnessPaths } from '../../src/gateway/harnesses/install.ts';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
-import { openStore } from '../../src/store/index.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
+import { expectCompletedToolLoop } from '../support/run-checks.ts';
 
 const root = resolve(import.meta.dir, '../..');
 const bun = process.execPath;
@@ -33,30 +33,12 @@ async function polarRun(harness: string): Promise<{ code: number; stdout: string
   return { code, stdout, stderr, dir };
 }
 
-/** The one session of the run: COMPLETED, harness success, a tool loop (≥ 2 calls, the last one sees a tool result). */
-function expectCompletedToolLoop(dir: string) {
-  const store = openStore(join(dir, 'results.db'));
-  try {
-    const sessions = store.sessions.listByTask(task.task_id);
-    expect(sessions).toHaveLength(1);
-    const result = store.results.get(sessions[0]!.session_id);
-    expect({ status: result?.status, error: result?.error }).toEqual({ status: 'COMPLETED', error: null });
-    expect(result!.trajectory.metadata.harness_outcome).toMatchObject({ success: true });
-    const records = store.completions.listBySession(sessions[0]!.session_id);
-    expect(records.length).toBeGreaterThanOrEqual(2);
-    expect(records[0]!.finish_reason.unified).toBe('tool-calls');
-    expect(records.at(-1)!.ir_request.messages.some((m) => m.role === 'tool')).toBe(true);
-    return records;
-  } finally {
-    store.close();
-  }
-}
 
 test.skipIf(!networkIsolated())(`polar run --harness claude_code: mid-conversation system messages accepted, tool loop completes ${NEEDS_ISOLATION}`, async () => {
   const run = await polarRun('claude_code');
   if (run.code !== 0) console.error(run.stdout.slice(-3000), run.stderr.slice(-3000));
   expect(run.code).toBe(0);
-  const records = expectCompletedToolLoop(run.dir);
+  const records = expectCompletedToolLoop(run.dir, task.task_id, { firstCallToolCalls: true });
   // The request shape that used to be rejected really was sent, and it is kept in place in the IR.
   const body = records[0]!.request_body as { messages: { role: string }[] };
   expect(body.messages.map((m) => m.role)).toContain('system');
@@ -71,7 +53,7 @@ test.skipIf(!networkIsolated())(
     const run = await polarRun('opencode');
     if (run.code !== 0) console.error(run.stdout.slice(-3000), run.stderr.slice(-3000));
     expect(run.code).toBe(0);
-    const records = expectCompletedToolLoop(run.dir);
+    const records = expectCompletedToolLoop(run.dir, task.task_id, { firstCallToolCalls: true });
     const user = records[0]!.ir_request.messages.find((m) => m.role === 'user');
     expect(user?.content).toEqual([{ type: 'text', text: task.instruction }]);
     expect(task.instruction).toContain('-m unittest -q');

@@ -15,6 +15,7 @@ import { loadTaskDir } from '../../src/rollout/task-file.ts';
 import { openStore } from '../../src/store/index.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
 import { SHELL_AGENT_RUN_FLAGS } from '../support/polar-cli.ts';
+import { expectCompletedToolLoop } from '../support/run-checks.ts';
 
 const root = resolve(import.meta.dir, '../..');
 const bun = process.execPath;
@@ -33,26 +34,6 @@ async function polarRun(harness: string, mode: 'chat' | 'token', extra: string[]
   return { code, stdout, stderr, dir };
 }
 
-/** The one session: COMPLETED, harness success, a tool loop (≥ 2 calls, the last sees a tool result), in `mode`. */
-function expectCompletedToolLoop(dir: string, mode: 'chat' | 'token', shellTool: string) {
-  const store = openStore(join(dir, 'results.db'));
-  try {
-    const sessions = store.sessions.listByTask(task.task_id);
-    expect(sessions).toHaveLength(1);
-    const result = store.results.get(sessions[0]!.session_id);
-    expect({ status: result?.status, error: result?.error }).toEqual({ status: 'COMPLETED', error: null });
-    expect(result!.trajectory.metadata.harness_outcome).toMatchObject({ success: true });
-    const records = store.completions.listBySession(sessions[0]!.session_id);
-    expect(records.length).toBeGreaterThanOrEqual(2);
-    expect(records[0]!.finish_reason.unified).toBe('tool-calls');
-    expect(records[0]!.ir_response?.toolCalls.map((c) => c.name)).toEqual([shellTool]);
-    expect(records.at(-1)!.ir_request.messages.some((m) => m.role === 'tool')).toBe(true);
-    for (const r of records) expect({ mode: r.mode, capture_error: r.capture_error }).toEqual({ mode, capture_error: null });
-    return records;
-  } finally {
-    store.close();
-  }
-}
 
 /**
  * Token mode must verify strictly; in chat mode the engine re-renders earlier answers (re-serialised arguments), so a
@@ -80,7 +61,7 @@ for (const { harness, shellTool, what } of CLIS) {
     const runs = await Promise.all([polarRun(harness, 'chat'), polarRun(harness, 'token')]);
     for (const [i, mode] of (['chat', 'token'] as const).entries()) {
       expect(runs[i]!.code).toBe(0);
-      const records = expectCompletedToolLoop(runs[i]!.dir, mode, shellTool);
+      const records = expectCompletedToolLoop(runs[i]!.dir, task.task_id, { firstCallToolCalls: true, shellTool, mode });
       const user = records[0]!.ir_request.messages.find((m) => m.role === 'user');
       expect(JSON.stringify(user?.content)).toContain('python3 -m unittest -q');
       await expectTraceVerifyClean(runs[i]!.dir, mode);
@@ -95,7 +76,7 @@ test.skipIf(!networkIsolated())(`polar run --harness custom: only the named vari
   const runs = await Promise.all((['chat', 'token'] as const).map((mode) => polarRun('custom', mode, ['--command', command, '--agent-settings', settings, ...SHELL_AGENT_RUN_FLAGS])));
   for (const [i, mode] of (['chat', 'token'] as const).entries()) {
     expect(runs[i]!.code).toBe(0);
-    expectCompletedToolLoop(runs[i]!.dir, mode, 'bash');
+    expectCompletedToolLoop(runs[i]!.dir, task.task_id, { firstCallToolCalls: true, shellTool: 'bash', mode });
     await expectTraceVerifyClean(runs[i]!.dir, mode);
   }
   // Without the key variable the agent cannot authenticate: the variables named in the settings are what it gets.

@@ -12,8 +12,8 @@ import { join, resolve } from 'node:path';
 import { HARNESS_ADAPTERS } from '../../src/gateway/harnesses/index.ts';
 import { defaultHarnessCache, harnessPaths } from '../../src/gateway/harnesses/install.ts';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
-import { openStore } from '../../src/store/index.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
+import { expectCompletedToolLoop } from '../support/run-checks.ts';
 
 const root = resolve(import.meta.dir, '../..');
 const out = mkdtempSync(join(tmpdir(), 'polar-run-without-node-'));
@@ -63,19 +63,7 @@ for (const [name, adapter] of Object.entries(HARNESS_ADAPTERS)) {
       const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
       if (code !== 0) console.error(stdout.slice(-3000), stderr.slice(-3000));
       expect(code).toBe(0);
-      const store = openStore(join(dir, 'results.db'));
-      try {
-        const sessions = store.sessions.listByTask(task.task_id);
-        expect(sessions).toHaveLength(1);
-        const result = store.results.get(sessions[0]!.session_id);
-        expect({ status: result?.status, error: result?.error }).toEqual({ status: 'COMPLETED', error: null });
-        expect(result!.trajectory.metadata.harness_outcome).toMatchObject({ success: true });
-        const records = store.completions.listBySession(sessions[0]!.session_id);
-        expect(records.length).toBeGreaterThanOrEqual(2);
-        expect(records.at(-1)!.ir_request.messages.some((m) => m.role === 'tool')).toBe(true);
-      } finally {
-        store.close();
-      }
+      expectCompletedToolLoop(dir, task.task_id);
     },
     160_000,
   );
