@@ -101,6 +101,24 @@ describe('completions', () => {
     expect(() => store.completions.insert(record({ completion_id: 'c1' }))).toThrow();
     expect(store.completions.count()).toBe(3);
   });
+
+  test('nextSeq stays right while it is remembered: after inserts, after a rolled-back insert, inside a transaction', () => {
+    const store = open();
+    expect(store.completions.nextSeq('ps_a')).toBe(0);
+    store.completions.insert(record({ completion_id: 'c1', session_id: 'ps_a', seq: 0 }));
+    store.completions.insert(record({ completion_id: 'c2', session_id: 'ps_a', seq: 1 }));
+    expect(store.completions.nextSeq('ps_a')).toBe(2);
+    expect(() =>
+      store.transaction(() => {
+        store.completions.insert(record({ completion_id: 'c3', session_id: 'ps_a', seq: 2 }));
+        expect(store.completions.nextSeq('ps_a')).toBe(3);
+        throw new Error('roll back');
+      }),
+    ).toThrow('roll back');
+    expect(store.completions.nextSeq('ps_a')).toBe(2);
+    store.completions.insert(record({ completion_id: 'c4', session_id: 'ps_a', seq: 7 }));
+    expect(store.completions.nextSeq('ps_a')).toBe(8);
+  });
 });
 
 const task: TaskRequest = taskRequest('task_1', {
