@@ -25,9 +25,13 @@ export interface BaseEntry {
   texts: readonly [string, string, string | null];
 }
 
-/** Approximate resident size of an entry in bytes (strings counted at one byte per code unit: JSON is mostly ASCII). */
+/**
+ * Approximate resident size of an entry in bytes. Strings count two bytes per code unit: JavaScriptCore keeps a string
+ * with any character above U+00FF as UTF-16, and a harness request almost always has one (the old one-byte estimate let
+ * a "256 MiB" cache hold ~700 MB in bench/proxy-soak.ts).
+ */
 function entryBytes(entry: BaseEntry): number {
-  return entry.ownBytes + entry.texts[0].length + entry.texts[1].length + (entry.texts[2]?.length ?? 0) + 64;
+  return entry.ownBytes + 2 * (entry.texts[0].length + entry.texts[1].length + (entry.texts[2]?.length ?? 0)) + 64;
 }
 
 export class BaseCache {

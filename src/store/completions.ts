@@ -52,7 +52,10 @@ export interface CompletionRepositoryOptions {
   compress?: boolean;
   /** zstd level 1–22 (default 1: the fastest; JSON deltas gain little from higher levels). */
   zstdLevel?: number;
-  /** Memory budget of the per-session base cache, bytes (default 256 MiB). */
+  /**
+   * Memory budget of the per-session base cache, bytes (default 64 MiB: ~100 sessions of 100 KB requests with their
+   * last record each; a session that fell out costs one read of its newest row on its next call).
+   */
   cacheBytes?: number;
   /** Records kept per session in the cache (default 3: interleaved sub-agents each find their own last call). */
   cachePerSession?: number;
@@ -62,6 +65,8 @@ export interface CompletionRepositoryOptions {
 export const MIN_SHARED_PROMPT_TOKENS = 64;
 /** Longest chain of bases a record may sit on; the next record of the session is stored in full, so reads stay bounded. */
 export const MAX_BASE_DEPTH = 100;
+/** Default budget of the base cache (see CompletionRepositoryOptions.cacheBytes). */
+export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 /** Sessions whose next `seq` is remembered (LRU; a forgotten one costs one indexed read). */
 const MAX_SEQ_SESSIONS = 65_536;
 
@@ -97,7 +102,7 @@ export class CompletionRepository {
     this.format = options.format ?? 2;
     this.compress = options.compress ?? true;
     this.zstdLevel = options.zstdLevel ?? 1;
-    this.cache = new BaseCache(options.cacheBytes ?? 256 * 1024 * 1024, Math.max(1, options.cachePerSession ?? 3));
+    this.cache = new BaseCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES, Math.max(1, options.cachePerSession ?? 3));
   }
 
   /**
