@@ -182,9 +182,11 @@ await defineBench({
           errors: l.errors + l.timeouts + l.non2xx,
         };
       });
-      const rows: Cell[][] = figures.map((f) => [f.name, f.p50, f.p99, f.added50, f.added99, f.rps, f.cpu, f.rss, f.errors]);
+      const finite = (x: number): Cell => (Number.isFinite(x) ? x : 'n/a'); // e.g. CPU per request when none completed
+      const rows: Cell[][] = figures.map((f) => [f.name, f.p50, f.p99, f.added50, f.added99, f.rps, finite(f.cpu), f.rss, f.errors]);
       const [, o, p] = figures as [unknown, (typeof figures)[number], (typeof figures)[number]];
-      const ratio = (a: number, b: number) => (b > 0 ? a / b : Number.NaN);
+      // A peer that answered nothing under load (0 req/s) has no ratio; NaN would reach the table as null.
+      const ratio = (a: number, b: number): Cell => (b > 0 && Number.isFinite(a / b) ? a / b : 'n/a');
       rows.push([`ratio ours/peer`, ratio(o.p50, p.p50), ratio(o.p99, p.p99), ratio(o.added50, p.added50), ratio(o.added99, p.added99), ratio(o.rps, p.rps), ratio(o.cpu, p.cpu), ratio(o.rss, p.rss), '']);
       const sizeText = size === 'small' ? 'small request' : '100 KB Claude-Code-shaped request';
       return {
