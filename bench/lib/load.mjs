@@ -1,7 +1,8 @@
 // Closed-loop load with autocannon (https://github.com/mcollina/autocannon), run under Node in its own process so
 // the load generator never shares an event loop with a contender or with the benchmark script.
 // Usage: node bench/lib/load.mjs SPEC.json → one JSON line {requests, durationS, rps, errors, timeouts, non2xx,
-// latencyP50Ms, latencyP99Ms}. SPEC: {url, method, headers, bodyFile?, connections, durationS}.
+// latencyP50Ms, latencyP99Ms}. SPEC: {url, method, headers, bodyFile?, connections, durationS, rate?}; `rate` caps the
+// total requests per second over all connections (autocannon `overallRate`), for latency at a fixed offered load.
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 
@@ -14,6 +15,7 @@ const result = await autocannon({
   connections: spec.connections,
   duration: spec.durationS,
   timeout: 30,
+  ...(spec.rate ? { overallRate: spec.rate } : {}),
 });
 const completed = result.requests.total;
 console.log(JSON.stringify({
@@ -25,4 +27,5 @@ console.log(JSON.stringify({
   non2xx: result.non2xx,
   latencyP50Ms: result.latency.p50,
   latencyP99Ms: result.latency.p99,
+  latencyP90Ms: result.latency.p90,
 }));

@@ -1,7 +1,7 @@
 /**
  * CPU profile of `polar proxy --engine vllm` serving N sequential 100 KB Claude-Code-shaped Messages calls against
- * the instant mock engine: where our own per-call cost goes. Writes Bun's markdown CPU profile
- * (`--cpu-prof-md`) to DIR and prints its head. Usage: bun bench/lib/profile-proxy.ts [DIR] [N=300]
+ * the instant mock engine (or small ones): where our own per-call cost goes. Writes Bun's markdown CPU profile
+ * (`--cpu-prof-md`) to DIR and prints its head. Usage: bun bench/lib/profile-proxy.ts [DIR] [N=300] [large|small]
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,8 +12,9 @@ import { freePort, startServer, stopAll, type ServerProcess } from './servers.ts
 const ROOT = join(import.meta.dir, '..', '..');
 const outDir = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'polar-profile-')));
 const calls = Number(process.argv[3] ?? 300);
-if (!Number.isInteger(calls) || calls < 1) {
-  console.error('usage: bun bench/lib/profile-proxy.ts [DIR] [N]');
+const size = process.argv[4] ?? 'large';
+if (!Number.isInteger(calls) || calls < 1 || (size !== 'large' && size !== 'small')) {
+  console.error('usage: bun bench/lib/profile-proxy.ts [DIR] [N] [large|small]');
   process.exit(2);
 }
 mkdirSync(outDir, { recursive: true });
@@ -29,7 +30,7 @@ try {
     port,
   });
   servers.push(proxy);
-  const body = JSON.stringify({ ...messagesBodies().large, stream: false });
+  const body = JSON.stringify({ ...messagesBodies()[size], stream: false });
   for (let i = 0; i < calls; i++) {
     const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, body });
     if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
