@@ -36,7 +36,8 @@ await defineBench({
         if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
         await response.arrayBuffer();
       };
-      for (let i = 0; i < 20; i++) await call(); // warm-up: JIT, first-call probe, SQLite pages
+      // Warm-up: JIT (a 100 KB call needs ~100 calls before its cost settles), first-call probe, SQLite pages.
+      for (let i = 0; i < (ctx.quick ? 20 : 100); i++) await call();
       const latencies: number[] = [];
       const cpu0 = treeCpuMs(proxy.pid);
       for (let i = 0; i < calls; i++) {
