@@ -267,7 +267,10 @@ export function chainWarning(summary: RunSummary): string | null {
   const parts: string[] = [];
   if (split > 0) parts.push(`${split} of ${sessions} session(s) split into more than one chain (${Object.entries(breaks).map(([k, v]) => `${k} ${v}`).join(', ')})`);
   if (rerendered > 0) parts.push(`${rerendered} join(s) re-rendered (the next prompt did not hold the sampled tokens)`);
-  const cause = breaks.prefix_break
+  const cause = breaks.dropped_message && !breaks.prefix_break
+    ? 'cause: the harness ends each request with a user message that its next request drops (OpenClaw\'s runtime context: ' +
+      'the openclaw adapter denies the process and sessions_spawn tools by default, which removes it; agent.settings.tools_deny)'
+    : breaks.prefix_break
     ? 'likely cause: the chat template moves mid-conversation system messages (Claude Code sends them) or rewrites earlier turns; ' +
       'fix: --system-messages in-place (config engine.system_messages: in_place) when the template renders them where they are, or --mode token'
     : 'likely cause: the chat template re-renders earlier answers (reasoning dropped, tool JSON re-serialised); fix: --mode token, where the proxy keeps the sampled tokens';

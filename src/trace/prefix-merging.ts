@@ -131,7 +131,7 @@ export function buildPrefixMerged(
     const prompt = rec.prompt_ids;
     const chain = findChain(open, prompt);
     if (chain === null) {
-      openChain(rec, open.length === 0 ? 'first' : 'prefix_break');
+      openChain(rec, open.length === 0 ? 'first' : droppedMessageOf(open, rec) ? 'dropped_message' : 'prefix_break');
       continue;
     }
     // The canonical tail is prompt[tip.length:]; only it is scanned, so a turn costs O(new tokens) here.
@@ -187,6 +187,28 @@ export function buildPrefixMerged(
     rerender_mismatches: chains.reduce((n, c) => n + c.rerenderMismatches, 0),
   };
   return { traces, stats, eotIds };
+}
+
+/**
+ * Whether `rec` continues the conversation of an open chain except for the trailing user message(s) that chain's last
+ * request ended with: its messages repeat that request's up to those messages, then go on with an assistant message
+ * (the answer) where the dropped ones stood. Compares the request messages (the ids cannot say which message a token
+ * came from).
+ */
+function droppedMessageOf(open: readonly Chain[], rec: CompletionRecord): boolean {
+  const next = rec.ir_request?.messages;
+  if (!next) return false;
+  for (const chain of open) {
+    const prev = chain.members[chain.members.length - 1]!.ir_request?.messages;
+    if (!prev || prev.length === 0 || prev[prev.length - 1]!.role !== 'user') continue;
+    let same = 0;
+    while (same < prev.length && same < next.length && JSON.stringify(prev[same]) === JSON.stringify(next[same])) same++;
+    if (same === prev.length || next[same]?.role !== 'assistant') continue;
+    let droppedAreUser = true;
+    for (let i = same; i < prev.length; i++) if (prev[i]!.role !== 'user') droppedAreUser = false;
+    if (droppedAreUser && same > 0) return true;
+  }
+  return false;
 }
 
 /** The open chain with the longest tip that is a strict prefix of `prompt` (ties: the most recently extended). */

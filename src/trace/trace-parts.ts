@@ -13,11 +13,15 @@ export type ChainStart = 'first' | BreakReason;
  * - `prefix_break`: the prompt extends no open chain's tip (sub-agent, compaction, rewritten history);
  * - `no_eot`: the prompt extends a tip but its canonical tail holds no end-of-turn id, so the split failed;
  * - `eot_unknown`: no EOT id was configured and none could be detected (no completion finished with stop);
- * - `capture_error`: the record's token capture is unsound; it gets a chain of its own, masked.
+ * - `capture_error`: the record's token capture is unsound; it gets a chain of its own, masked;
+ * - `dropped_message`: a prefix break whose cause is known: the request continues a chain's conversation after the
+ *   answer, but dropped the user message(s) the chain's last request ended with (a per-request context message the
+ *   harness sends once, e.g. OpenClaw's runtime context). The sampled answer was conditioned on that message and the
+ *   next turn is not, so no single token sequence holds both: a new chain, named for what happened.
  */
-export type BreakReason = 'prefix_break' | 'no_eot' | 'eot_unknown' | 'capture_error';
+export type BreakReason = 'prefix_break' | 'no_eot' | 'eot_unknown' | 'capture_error' | 'dropped_message';
 
-export const BREAK_REASONS: readonly BreakReason[] = ['prefix_break', 'no_eot', 'eot_unknown', 'capture_error'];
+export const BREAK_REASONS: readonly BreakReason[] = ['prefix_break', 'no_eot', 'eot_unknown', 'capture_error', 'dropped_message'];
 
 /** What a builder needs besides the records. */
 export interface BuildContext {

@@ -90,3 +90,38 @@ test.skipIf(!networkIsolated())(`polar run --harness custom: only the named vari
     store.close();
   }
 }, 300_000);
+
+// OpenClaw is not installed by `npm test` (836 MB with its own Node 24; test/support/install-harnesses.ts), so this
+// runs where scripts/harness-matrix.sh or `polar harness install openclaw` has put it into the cache.
+const openclawInstalled = harnessPaths(defaultHarnessCache(), getHarnessAdapter('openclaw').package!).installed;
+test.skipIf(!networkIsolated() || !openclawInstalled)(
+  `polar run --harness openclaw: with the adapter's default tools.deny every request extends the one before (one main chain per session, token mode); with tools_deny [] its runtime-context message breaks each turn as dropped_message (skipped where openclaw is not installed: npm test does not install it) ${NEEDS_ISOLATION}`,
+  async () => {
+    const runs = await Promise.all([
+      polarRun('openclaw', 'token'),
+      polarRun('openclaw', 'token', ['--agent-settings', JSON.stringify({ tools_deny: [] })], 'openclaw-token-full-tools'),
+    ]);
+    for (const run of runs) expect(run.code).toBe(0);
+    const denied = expectCompletedToolLoop(runs[0]!.dir, task.task_id, { firstCallToolCalls: true, shellTool: 'exec', mode: 'token' });
+    const full = expectCompletedToolLoop(runs[1]!.dir, task.task_id, { firstCallToolCalls: true, shellTool: 'exec', mode: 'token' });
+    const marker = '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>';
+    // (The system prompt names the marker too; the carrier is a user message.)
+    const carriers = (records: typeof denied) => records.filter((r) => r.ir_request.messages.some((m) => m.role === 'user' && JSON.stringify(m.content).includes(marker))).length;
+    expect(carriers(denied)).toBe(0);
+    expect(carriers(full)).toBe(full.length);
+    expect(JSON.stringify(full[0]!.ir_request.messages.at(-1))).toContain(marker);
+    const stats = (dir: string) => {
+      const store = openStore(join(dir, 'results.db'));
+      try {
+        const [session] = store.sessions.listByTask(task.task_id);
+        return store.results.get(session!.session_id)!.trajectory.metadata.reconstruction_stats!;
+      } finally {
+        store.close();
+      }
+    };
+    expect(stats(runs[0]!.dir)).toMatchObject({ chains: 1, merged: denied.length });
+    expect(stats(runs[1]!.dir)).toMatchObject({ chains: full.length, breaks: { dropped_message: full.length - 1, prefix_break: 0 } });
+    for (const run of runs) await expectTraceVerifyClean(run.dir, 'token');
+  },
+  (RUN_TIMEOUT_S + 60) * 1000,
+);

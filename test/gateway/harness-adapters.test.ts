@@ -250,6 +250,14 @@ test('openclaw: Node 24 from the registry as its runtime, a polar provider in --
   expect(config.models.providers.polar).toMatchObject({ baseUrl: 'http://127.0.0.1:4321/v1', api: 'openai-completions', apiKey: 'ps_secret123' });
   expect(config.models.providers.polar.models[0].id).toBe('qwen3-sim');
   expect(config.agents.defaults.model.primary).toBe('polar/qwen3-sim');
+  // Quirk: with `process` or `sessions_spawn` available OpenClaw appends a runtime-context user message to every
+  // request and drops it from the next (chain break dropped_message); denied by default, replaceable by a setting.
+  expect(config.tools).toEqual({ deny: ['process', 'sessions_spawn'] });
+  const denyOf = (tools_deny: unknown) => JSON.parse(file(a.launch(ctx({ settings: { tools_deny } })), '/s/home/.openclaw/polar.json')).tools;
+  expect(denyOf([])).toBeUndefined();
+  expect(denyOf(['group:web'])).toEqual({ deny: ['group:web'] });
+  expect(() => a.launch(ctx({ settings: { tools_deny: 'process' } }))).toThrow(/agent.settings.tools_deny/);
+  expect(() => a.launch(ctx({ settings: { tools_deny: [''] } }))).toThrow(/agent.settings.tools_deny/);
   const envelope = (ok: boolean, status: string) => JSON.stringify({ ok, status, final: 'done', usage: { total: 1 } }, null, 2);
   expect(a.outcome({ exitCode: 0, stdout: `${envelope(true, 'ok')}\n`, stderr: '' })).toEqual({ success: true, reason: 'envelope: ok', finalText: 'done' });
   expect(a.outcome({ exitCode: 0, stdout: `${envelope(false, 'error')}\n`, stderr: '' }).success).toBe(false);

@@ -52,4 +52,10 @@ test('split chains and re-rendered joins get one warning with the likely cause a
   expect(rerendered).toContain('2 join(s) re-rendered');
   expect(rerendered).toContain('--mode token');
   expect(rerendered).not.toContain('split into');
+
+  // dropped_message breaks (OpenClaw's per-request context message) name their own cause, not the template's.
+  const dropped = chainWarning(summary(harness({ split_sessions: 2, chain_breaks: { prefix_break: 0, dropped_message: 6 } })))!;
+  expect(dropped).toContain('dropped_message 6');
+  expect(dropped).toContain('agent.settings.tools_deny');
+  expect(dropped).not.toContain('--system-messages');
 });

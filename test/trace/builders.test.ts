@@ -53,7 +53,7 @@ describe('golden: prefix_merging', () => {
     expect(traj.traces[0]!.loss_mask).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1, 1]);
     expect(traj.traces[1]!.prompt_ids).toEqual([...SYS_SUB, 210, ...GEN]);
     expect(traj.metadata.reconstruction_stats).toEqual({
-      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0 }, other_attempt_completions: 0,
+      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0, dropped_message: 0 }, other_attempt_completions: 0,
       rerender_mismatches: 0, chain_roles: { main: 1, side: 1, retry: 0, compaction: 1 }, dropped_traces: { side: 0, retry: 0 },
     });
     expect(traj.traces.map((t) => [t.metadata.chain_role, t.metadata.source_chain])).toEqual([['main', null], ['side', 0], ['compaction', 0]]);
@@ -77,6 +77,32 @@ describe('golden: prefix_merging', () => {
 });
 
 describe('prefix_merging details', () => {
+  test("dropped_message: a trailing per-request user message (OpenClaw's runtime context) that the next request drops breaks the chain with that reason, every completion kept", () => {
+    const GEN = [7, 8];
+    const say = (role: 'system' | 'user', t: string) => ({ role, content: [{ type: 'text' as const, text: t }] });
+    const ctx = (n: number) => say('user', `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nActive exec sessions: ${n}\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>`);
+    const call = { role: 'assistant' as const, content: [], toolCalls: [{ id: 'chatcmpltool1', name: 'exec', arguments: '{"command":"ls"}' }] };
+    const result = { role: 'tool' as const, toolCallId: 'chatcmpltool1', content: [{ type: 'text' as const, text: 'a.py' }] };
+    const head = [say('system', 'sys'), say('user', 'task')];
+    // Turn 1 ends with the context message (ids 60, 61); turn 2 has the answer and tool result where it stood.
+    const t1 = rec({ seq: 0, prompt: [1, 2, 60, 61, ...GEN], response: [10, EOT], finish: 'tool-calls', messages: [...head, ctx(0)] });
+    const t2 = rec({ seq: 1, prompt: [1, 2, 10, EOT, 50, 62, 63, ...GEN], response: [11, EOT], messages: [...head, call, result, ctx(1)] });
+    // Without the request messages (or with an edited history) the same ids stay an unexplained prefix_break.
+    const edited = rec({ seq: 1, prompt: t2.prompt_ids, response: [11, EOT], messages: [say('system', 'sys'), say('user', 'other task'), call, result, ctx(1)] });
+    const traj = buildTrajectory([t1, t2], { ...BASE, strategy: 'prefix_merging' });
+    expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0'], ['c1']]);
+    expect(traj.traces[1]!.metadata.started_by).toBe('dropped_message');
+    expect(traj.metadata.reconstruction_stats).toMatchObject({ chains: 2, merged: 2, breaks: { dropped_message: 1, prefix_break: 0 } });
+    expect(traj.traces.map((t) => t.metadata.chain_role)).toEqual(['main', 'main']);
+    expect(verifyTraces([t1, t2], traj).ok).toBe(true);
+    const other = buildTrajectory([t1, edited], { ...BASE, strategy: 'prefix_merging' });
+    expect(other.metadata.reconstruction_stats).toMatchObject({ breaks: { dropped_message: 0, prefix_break: 1 } });
+    // Once the context message is gone (the adapter's default tools.deny), the same turns extend one chain.
+    const p1 = rec({ seq: 0, prompt: [1, 2, ...GEN], response: [10, EOT], finish: 'tool-calls', messages: head });
+    const p2 = rec({ seq: 1, prompt: [1, 2, ...GEN, 10, EOT, 50, ...GEN], response: [11, EOT], messages: [...head, call, result] });
+    expect(buildTrajectory([p1, p2], { ...BASE, strategy: 'prefix_merging' }).traces).toHaveLength(1);
+  });
+
   test('longest tip wins when several chains are prefixes', () => {
     const a = rec({ seq: 0, prompt: [1, 2], response: [10, EOT] });
     const b = rec({ seq: 1, prompt: [1, 2, 3, 4], response: [11, EOT] }); // extends a, but tail has no EOT → new chain

