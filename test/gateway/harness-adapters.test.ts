@@ -139,14 +139,17 @@ test('cline: openai-compatible provider stored in providers.json (with updatedAt
   const launch = a.launch(ctx({ instruction: '-m is not an option here' }));
   // Quirk: with -P/-m the CLI rebuilds the provider from the flags and drops the stored baseUrl (calls api.openai.com).
   expect(launch.argv).toEqual(['/cache/bin/x', '--json', '--auto-approve', 'true', '--', '-m is not an option here']);
-  // Quirk: without it the CLI starts a detached hub daemon that outlives the run.
-  expect(launch.env).toEqual({ CLINE_SESSION_BACKEND_MODE: 'local' });
+  // Quirk: without it the CLI starts a detached hub daemon that outlives the run. E2E_TEST=true: no-op feature flags
+  // instead of PostHog (the only place the binary reads it).
+  expect(launch.env).toEqual({ CLINE_SESSION_BACKEND_MODE: 'local', E2E_TEST: 'true' });
   const stored = JSON.parse(file(launch, '/s/home/.cline/data/settings/providers.json'));
   expect(stored.lastUsedProvider).toBe('openai-compatible');
   expect(stored.providers['openai-compatible']).toMatchObject({
     settings: { provider: 'openai-compatible', apiKey: 'ps_secret123', model: 'qwen3-sim', baseUrl: 'http://127.0.0.1:4321/v1' }, tokenSource: 'manual',
   });
   expect(typeof stored.providers['openai-compatible'].updatedAt).toBe('string');
+  // Telemetry (its OpenTelemetry exporter) and auto-update are switched off in the global settings file.
+  expect(JSON.parse(file(launch, '/s/home/.cline/data/settings/global-settings.json'))).toEqual({ telemetryOptOut: true, autoUpdateEnabled: false });
 });
 
 test('cline: the last run_result event decides (finishReason completed), not the exit code alone', () => {

@@ -7,9 +7,17 @@
  * default in act mode (`--auto-approve true` says so explicitly). CLINE_SESSION_BACKEND_MODE=local: otherwise the
  * CLI starts a detached "hub" daemon (`cline --cline-hub-daemon`, its own session, so it outlives the CLI's process
  * group) and routes the run through it. The last `run_result` event decides: `finishReason` `completed` is success.
+ * Telemetry and updates off: `$HOME/.cline/data/settings/global-settings.json` `{"telemetryOptOut": true,
+ * "autoUpdateEnabled": false}` (the global settings schema in the binary; `CLINE_GLOBAL_SETTINGS_PATH` would move it).
+ * Without it the CLI resolves otel.cline.bot (its OpenTelemetry endpoint) on every run. Feature flags (PostHog at
+ * data.cline.bot) are fetched regardless, unless `E2E_TEST=true`: in cline 3.0.65 that variable is read in exactly one
+ * place, the choice between the PostHog flag provider and a no-op one. With both the CLI looks up no host at all.
  * Sources: https://docs.cline.bot/cline-cli/overview ; checked against cline 3.0.65 (`cline --help`, `cline auth --help`).
  */
 import { jsonLines, type HarnessAdapter } from './types.ts';
+
+/** Cline's global settings for every session: telemetry opted out, auto-update off. */
+export const CLINE_GLOBAL_SETTINGS = { telemetryOptOut: true, autoUpdateEnabled: false } as const;
 
 export const clineAdapter: HarnessAdapter = {
   name: 'cline',
@@ -29,8 +37,11 @@ export const clineAdapter: HarnessAdapter = {
     };
     return {
       argv: [ctx.binPath ?? 'cline', '--json', '--auto-approve', 'true', '--', ctx.instruction],
-      env: { CLINE_SESSION_BACKEND_MODE: 'local' },
-      files: [{ path: `${ctx.home}/.cline/data/settings/providers.json`, content: `${JSON.stringify(providers, null, 2)}\n` }],
+      env: { CLINE_SESSION_BACKEND_MODE: 'local', E2E_TEST: 'true' },
+      files: [
+        { path: `${ctx.home}/.cline/data/settings/providers.json`, content: `${JSON.stringify(providers, null, 2)}\n` },
+        { path: `${ctx.home}/.cline/data/settings/global-settings.json`, content: `${JSON.stringify(CLINE_GLOBAL_SETTINGS, null, 2)}\n` },
+      ],
     };
   },
   outcome(run) {
