@@ -15,10 +15,18 @@
 # unprivileged user namespaces, then `unshare -rn` is used). Results: $OUT/<harness>/{results.db,summary.json,run.log};
 # each session's harness output (stdout/stderr tails) in $OUT/<harness>/work/harness-logs/s-<hash>.log. A session whose
 # CLI reported failure ends ERROR, and its error (in results.db) quotes the tail of that output.
-# Exit status: 0 when every harness completed every session, 1 otherwise.
+# A CLI that cannot be installed here (crush) gets a row saying why instead of a run.
+# Exit status: 0 when every harness completed every session, 1 otherwise (a not-installable CLI does not count).
 set -u
 cd "$(dirname "$0")/.."
-HARNESSES=${HARNESSES:-"pi claude_code codex qwen_code gemini_cli opencode cline continue kilo openclaw"}
+HARNESSES=${HARNESSES:-"pi claude_code codex qwen_code gemini_cli opencode cline continue kilo openclaw crush"}
+# CLIs with no adapter because they cannot be installed here: a row with the reason instead of a run.
+not_installable() {
+  case "$1" in
+    crush) echo "@charmland/crush 0.96.1 ships no binary in its npm tarball (no optionalDependencies either); its postinstall downloads it from GitHub releases, which this machine cannot reach, and Debian has no package" ;;
+    *) return 1 ;;
+  esac
+}
 SAMPLES=${SAMPLES:-2}
 TASKS=${TASKS:-examples/tasks}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-600}
@@ -39,6 +47,11 @@ status=0
 for h in $HARNESSES; do
   dir="$OUT/$h"
   mkdir -p "$dir"
+  if reason=$(not_installable "$h"); then
+    echo "== $h: not installable here: $reason" >&2
+    echo "$reason" >"$dir/not-installable"
+    continue
+  fi
   echo "== $h: install" >&2
   if ! "$BUN" src/main.ts harness install "$h" >"$dir/install.log" 2>&1; then
     echo "harness-matrix: installing $h failed (see $dir/install.log)" >&2
@@ -62,6 +75,7 @@ const { existsSync, readFileSync } = require("node:fs");
 const rows = [["harness", "sessions completed", "harness ok", "pass@1", "completions", "traces per_request", "traces prefix_merging", "main chains (sessions with 1)", "side/retry/compaction", "trainer tokens per_req/prefix", "reduction", "re-rendered", "exit", "wall"]];
 for (const h of names) {
   const dir = `${out}/${h}`;
+  if (existsSync(`${dir}/not-installable`)) { rows.push([h, "not installable here (reason below)", ...Array(12).fill("-")]); continue; }
   const [rc, secs] = existsSync(`${dir}/exit`) ? readFileSync(`${dir}/exit`, "utf8").trim().split(" ") : ["-", "-"];
   if (!existsSync(`${dir}/summary.json`)) { rows.push([h, "no summary (see run.log / install.log)", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
   const s = JSON.parse(readFileSync(`${dir}/summary.json`, "utf8"));
@@ -76,6 +90,7 @@ for (const [i, r] of rows.entries()) {
   console.log(r.map((c, j) => String(c).padEnd(w[j])).join(" | "));
   if (i === 0) console.log(w.map((n) => "-".repeat(n)).join("-|-"));
 }
+for (const h of names) if (existsSync(`${out}/${h}/not-installable`)) console.log(`${h}: not installable here: ${readFileSync(`${out}/${h}/not-installable`, "utf8").trim()}`);
 for (const h of names) {
   const f = `${out}/${h}/summary.json`;
   if (!existsSync(f)) continue;
