@@ -7,6 +7,7 @@
 #   MODE=token scripts/harness-matrix.sh           # token mode (default chat)
 #   MODE=token TASKS=examples/long-tasks SAMPLES=2 scripts/harness-matrix.sh   # long sessions (35 turns, thinking on)
 #   RESTORE_REASONING=1 scripts/harness-matrix.sh  # chat mode with `polar run --restore-reasoning`
+#   CONCURRENCY=1 HARNESSES=openclaw scripts/harness-matrix.sh   # one session at a time (`polar run --concurrency`)
 #
 # Columns: main chains (prefix_merging chains of the agent conversation; "4 (4/4)" = 4 chains, 4 of 4 sessions with
 # exactly one), side/retry/compaction chains, and the trainer-token reduction per_request / prefix_merging.
@@ -33,6 +34,7 @@ RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-600}
 MODE=${MODE:-chat}
 EXTRA=""
 [ -n "${RESTORE_REASONING:-}" ] && EXTRA="--restore-reasoning"
+[ -n "${CONCURRENCY:-}" ] && EXTRA="$EXTRA --concurrency $CONCURRENCY"
 OUT=${OUT:-out/harness-matrix-$(date -u +%Y%m%dT%H%M%SZ)}
 if command -v bun >/dev/null 2>&1; then BUN=$(command -v bun); else BUN=$PWD/node_modules/.bin/bun; fi
 mkdir -p "$OUT"
