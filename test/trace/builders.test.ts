@@ -2,6 +2,10 @@ import { describe, expect, test } from 'bun:test';
 import type { CompletionRecord, Trace } from '../../src/core/records.ts';
 import { buildTrajectory, detectEotId, isStrictPrefix, verifyTraces } from '../../src/trace/index.ts';
 import { BASE, lp, prng, randInt, randTokens, rec } from '../support/trace-helpers.ts';
+import { join } from 'node:path';
+import { decodeRequest } from '../../src/dialects/openai-chat/decode-request.ts';
+import { codecContext } from '../support/dialects.ts';
+import { HARNESS_TRAFFIC } from '../support/harness-traffic.ts';
 
 const EOT = 99;
 const sampledOf = (trace: Trace) => trace.response_ids.filter((_, i) => trace.loss_mask[i] === 1);
@@ -101,6 +105,19 @@ describe('prefix_merging details', () => {
     const p1 = rec({ seq: 0, prompt: [1, 2, ...GEN], response: [10, EOT], finish: 'tool-calls', messages: head });
     const p2 = rec({ seq: 1, prompt: [1, 2, ...GEN, 10, EOT, 50, ...GEN], response: [11, EOT], messages: [...head, call, result] });
     expect(buildTrajectory([p1, p2], { ...BASE, strategy: 'prefix_merging' }).traces).toHaveLength(1);
+  });
+
+  test('dropped_message on recorded OpenClaw traffic: its two requests (runtime-context message dropped between them) are recognised from their messages', async () => {
+    const messages = async (n: string) => {
+      const body = ((await Bun.file(join(HARNESS_TRAFFIC, 'openclaw/polar-run', `${n}-request.json`)).json()) as { body: unknown }).body;
+      return decodeRequest(body, codecContext()).messages;
+    };
+    const [m1, m2] = [await messages('001'), await messages('002')];
+    // Token ids do not matter for the reason (they are not a prefix either way); the messages decide.
+    const r1 = rec({ seq: 0, prompt: [1, 2, 3], response: [10, EOT], finish: 'tool-calls', messages: m1 });
+    const r2 = rec({ seq: 1, prompt: [1, 2, 4, 10, EOT, 5], response: [11, EOT], messages: m2 });
+    const traj = buildTrajectory([r1, r2], { ...BASE, strategy: 'prefix_merging' });
+    expect(traj.traces[1]!.metadata.started_by).toBe('dropped_message');
   });
 
   test('longest tip wins when several chains are prefixes', () => {

@@ -11,6 +11,8 @@
  * gets one chain per call (break reason `dropped_message`). Those two tools are the only sources of that message for a
  * text-only run (`buildRuntimeFactsContext` in its dist), so the adapter denies them by default (`tools.deny`), which
  * gives one chain per session; `agent.settings.tools_deny` replaces the list (`[]` = OpenClaw's full tool set).
+ * Start-up is CPU work (about 20 CPU-seconds a session) and it exits 6–15 s after its last model call, so on a busy
+ * machine a session needs minutes: docs/protocol-notes.md#time-per-session-kilo-code-openclaw.
  * Sources: https://docs.openclaw.ai/cli/agent#agent-exec , https://docs.openclaw.ai/gateway/local-model-services ;
  * checked against openclaw 2026.9.6 (`openclaw agent exec --help`).
  */
