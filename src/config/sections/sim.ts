@@ -18,6 +18,8 @@ export const simSchema = z
     decode_tps: z.number().min(0).default(0).describe('Simulated decode speed in tokens per second per request; 0 answers without delay.'),
     /** Requests served at once; the rest queue. */
     max_concurrency: z.number().int().positive().default(64).describe('Requests the simulator serves at once (its batch size); further requests wait.'),
+    /** Continuous batching: ms a decode step grows per further running sequence. */
+    decode_step_per_seq_ms: z.number().min(0).default(0).describe('Continuous batching: milliseconds a decode step grows for each further sequence in the batch (step = 1000 / decode_tps + this × (batch − 1)); 0 keeps decode speed independent of the batch.'),
   })
   .describe('The built-in inference simulator: real engine contracts, scripted behaviour, a deterministic toy policy.');
 
