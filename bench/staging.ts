@@ -17,7 +17,9 @@
  * RUN_WORKERS-th session starts RUNNING (ramp-up over) to the moment the last session starts RUNNING (drain begins) —
  * sessions/s over the same window, and the mean / p95 time a session spends in each stage: INIT queue (dispatch → INIT
  * start), INIT, READY wait, RUN, POSTRUN queue (RUN end → POSTRUN start).
- * Run: bun bench/staging.ts [--quick] [r4-i8-w8 ...]   (variant = r<ready_buffer>-i<init_workers>-w<run_workers>)
+ * Run: bun bench/staging.ts [--quick] [r4-i8-w8 ... auto-w8]   (variant = r<ready_buffer>-i<init_workers>-w<run_workers>,
+ * or auto-w<run_workers> for pool_sizing auto under caps of 32); STAGING_INIT_MEAN_S=3.5 sets the INIT mean,
+ * STAGING_SESSIONS=72 the sessions per cell.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,12 +37,17 @@ const INIT = [4, 8, 16];
 const RUN = [4, 8];
 /** Engine: 1000 tok/s for a lone sequence (1 ms/step), +0.125 ms/step per further sequence, 50k prompt tok/s, 16 slots. */
 const ENGINE = { prefillTps: 50_000, decodeTps: 1000, decodeStepPerSeqMs: 0.125, maxConcurrency: 16 };
-const INIT_MEAN_S = 2.0;
+/** Mean of the prepare sleep, s; STAGING_INIT_MEAN_S overrides it (to match RUN as measured on a loaded box). */
+const INIT_MEAN_S = Number(process.env.STAGING_INIT_MEAN_S ?? 2.0);
 const THINK_MEAN_S = 0.15;
 const ANSWER_MEAN = 150;
 const EVAL_MEAN_S = 0.3;
 const POSTRUN_WORKERS = 8;
 const TASK_ID = 'staging-bench';
+/** 12 RUN workers: the READY buffer the rule asks for when INIT ≈ RUN (24), one too small (8), and auto. */
+const SHOWCASE = ['r24-i24-w12', 'r8-i8-w12', 'auto-w12'];
+/** Upper bound of INIT pool and READY buffer in the auto variants. */
+const AUTO_CAP = 32;
 
 // ── distributions ──────────────────────────────────────────────────────────────────────────────────────────────────
 
@@ -133,10 +140,14 @@ const ms = (xs: number[]) => `${Math.round(mean(xs))} / ${Math.round(p95(xs))}`;
 
 await defineBench({
   name: 'staging',
-  variants: () => READY.flatMap((r) => INIT.flatMap((i) => RUN.map((w) => `r${r}-i${i}-w${w}`))),
+  variants: () => [...READY.flatMap((r) => INIT.flatMap((i) => RUN.map((w) => `r${r}-i${i}-w${w}`))), ...RUN.map((w) => `auto-w${w}`), ...SHOWCASE],
   async run(variant, ctx) {
-    const [, ready, init, runWorkers] = /^r(\d+)-i(\d+)-w(\d+)$/.exec(variant)!.map(Number) as [number, number, number, number];
-    const count = ctx.quick ? 24 : 48;
+    // auto-w<N>: pool_sizing auto with AUTO_CAP as the configured (maximum) INIT pool and READY buffer.
+    const auto = /^auto-w(\d+)$/.exec(variant);
+    const [, ready, init, runWorkers] = auto
+      ? [0, AUTO_CAP, AUTO_CAP, Number(auto[1])]
+      : (/^r(\d+)-i(\d+)-w(\d+)$/.exec(variant)!.map(Number) as [number, number, number, number]);
+    const count = Number(process.env.STAGING_SESSIONS ?? (ctx.quick ? 24 : 48));
     const plans = planSessions(count, 20_251_201);
     const work = mkdtempSync(join(tmpdir(), 'polar-bench-staging-'));
     const sim = await SimServer.start(ENGINE);
@@ -148,6 +159,7 @@ await defineBench({
     const node = new GatewayNode({
       nodeId: 'bench',
       capacity: { init_workers: init, ready_buffer: ready, max_run_workers: runWorkers, postrun_workers: POSTRUN_WORKERS },
+      poolSizing: auto ? 'auto' : 'fixed',
       store,
       workRoot: work,
       autoInstallHarness: false,
@@ -214,7 +226,7 @@ await defineBench({
         title: `staging · steady-state engine busy by READY buffer × INIT workers × RUN workers (INIT ≈ RUN)`,
         columns: ['ready_buffer', 'init_workers', 'max_run_workers', 'sessions', 'engine busy', 'mean batch', 'sessions/s', 'window s', 'INIT queue ms', 'INIT ms', 'READY wait ms', 'RUN ms', 'POSTRUN queue ms', 'wall s'],
         rows: [[
-          ready, init, runWorkers, count, busy, batch, doneInWindow / (windowMs / 1000), windowMs / 1000,
+          auto ? `auto → ${node.poolSizes().ready_buffer}` : ready, auto ? `auto → ${node.poolSizes().init_workers}` : init, runWorkers, count, busy, batch, doneInWindow / (windowMs / 1000), windowMs / 1000,
           ms(initQueue), ms(initMs), ms(results.map((r) => r.timing.ready_queue_ms)), ms(runMs), ms(postrunQueue.map((x) => Math.max(0, x))), wallMs / 1000,
         ]],
         keyColumns: 3,

@@ -61,11 +61,11 @@ export interface TimingSnapshot {
 
 export const sleep = (ms: number) => (ms > 0 ? new Promise<void>((r) => setTimeout(r, ms)) : Promise.resolve());
 
-const EPS = 1e-9;
-
 interface Waiter {
   tokens: number;
   resolve: () => void;
+  /** When the token is due at the current batch (set by schedule). */
+  dueAt?: number;
 }
 
 /** One admitted sequence: prefill its uncached prompt, then decode; the slot frees when decode ends or on release. */
@@ -84,7 +84,7 @@ export class Sequence {
 
   /** Tokens decoded so far (whole tokens). */
   get decoded(): number {
-    return Math.min(this.decodeTotal, Math.floor(this.decodeTotal - this.decodeLeft + EPS));
+    return Math.min(this.decodeTotal, Math.floor(this.decodeTotal - this.decodeLeft + 1e-3));
   }
 
   /** Queue `tokens` uncached prompt tokens on the prefill lane; resolves when they are processed. */
@@ -275,50 +275,53 @@ export class TimingModel {
     }
   }
 
-  /** Move the fluid state from `t` to now, settling every prefill and decode that ends on the way. */
+  /**
+   * Move the fluid state from `t` to now, settling every prefill and decode that ends on the way. Each pass runs to the
+   * next event or to now; an event ends when its own end time (computed the same way) is reached, so rounding can never
+   * stall the loop, and a pass that reaches an event settles at least that one.
+   */
   private advance(now = this.scheduler.now()): void {
-    while (this.t < now - EPS) {
+    for (;;) {
       const b = this.decoders.size;
       const step = this.stepMs(b);
       const perPrefillToken = this.options.prefillTps > 0 ? 1000 / this.options.prefillTps : 0;
-      let next = now;
       const head = this.prefillQueue[0];
+      let next = Number.POSITIVE_INFINITY;
       if (head) next = Math.min(next, this.t + head.prefillLeft * perPrefillToken);
       for (const d of this.decoders) next = Math.min(next, this.t + d.decodeLeft * step);
-      const dt = Math.max(0, next - this.t);
+      const target = Math.max(this.t, Math.min(next, now));
+      const dt = target - this.t;
       this.busyMs += this.admitted.size > 0 ? dt : 0;
       this.runningSeqMs += this.admitted.size * dt;
-      this.t = next;
+      const from = this.t;
+      this.t = target;
       if (head) {
-        head.prefillLeft -= perPrefillToken > 0 ? dt / perPrefillToken : head.prefillLeft;
-        if (head.prefillLeft <= EPS) {
+        if (from + head.prefillLeft * perPrefillToken <= target) {
           this.prefillQueue.shift();
           head.prefillLeft = 0;
           head.prefillDone?.();
           head.prefillDone = null;
-        }
+        } else head.prefillLeft -= dt / perPrefillToken;
       }
       const ended: Sequence[] = [];
       for (const d of this.decoders) {
-        d.decodeLeft -= step > 0 ? dt / step : d.decodeLeft;
-        if (d.decodeLeft <= EPS) {
+        if (from + d.decodeLeft * step <= target) {
           d.decodeLeft = 0;
           ended.push(d);
-        }
+        } else d.decodeLeft -= dt / step;
         this.wakeWaiters(d);
       }
-      for (const d of ended) {
-        this.finishNow(d);
-      }
+      for (const d of ended) this.finishNow(d);
+      if (next > now) return;
     }
-    if (this.t < now) this.t = now;
   }
 
+  /** Resolve the waiters whose token is decoded (within 0.001 token) or whose scheduled time has come. */
   private wakeWaiters(d: Sequence): void {
     if (d.waiters.length === 0) return;
-    const decoded = d.decoded;
+    const decoded = d.decodeTotal - d.decodeLeft;
     const keep: Waiter[] = [];
-    for (const w of d.waiters) (decoded >= w.tokens ? w.resolve() : keep.push(w));
+    for (const w of d.waiters) (decoded >= w.tokens - 1e-3 || (w.dueAt !== undefined && w.dueAt <= this.t) ? w.resolve() : keep.push(w));
     d.waiters = keep;
   }
 
@@ -341,7 +344,10 @@ export class TimingModel {
     const step = this.stepMs(this.decoders.size);
     for (const d of this.decoders) {
       next = Math.min(next, this.t + d.decodeLeft * step);
-      for (const w of d.waiters) next = Math.min(next, this.t + Math.max(0, w.tokens - (d.decodeTotal - d.decodeLeft)) * step);
+      for (const w of d.waiters) {
+        w.dueAt = this.t + Math.max(0, w.tokens - (d.decodeTotal - d.decodeLeft)) * step;
+        next = Math.min(next, w.dueAt);
+      }
     }
     if (!Number.isFinite(next)) return;
     this.timer = this.scheduler.setTimer(Math.max(0, next - this.scheduler.now()), () => {

@@ -158,6 +158,24 @@ describe('timing model (continuous batching)', () => {
     expect(log['b:admitted']).toBe(51);
   });
 
+  test('far into the clock with sub-microsecond steps every sequence still ends (no rounding stall)', async () => {
+    const clock = new ManualScheduler(123_456_789.123);
+    const model = new TimingModel({ prefillTps: 3e9, decodeTps: 3e6, maxConcurrency: 8, decodeStepPerSeqMs: 1e-7, scheduler: clock });
+    const done: number[] = [];
+    const all = Promise.all([1, 7, 333, 1001].map(async (n) => {
+      const seq = await model.acquire();
+      await seq.prefill(n * 3);
+      seq.decode(n);
+      await seq.until(Math.ceil(n / 2));
+      await seq.done;
+      done.push(n);
+    }));
+    await clock.advance(10);
+    await all;
+    expect(done.sort((a, b) => a - b)).toEqual([1, 7, 333, 1001]);
+    expect(model.snapshot().running).toBe(0);
+  });
+
   test('rejects a negative per-sequence step cost', () => {
     expect(() => new TimingModel({ prefillTps: 0, decodeTps: 1, maxConcurrency: 1, decodeStepPerSeqMs: -1 })).toThrow(/≥ 0/);
   });

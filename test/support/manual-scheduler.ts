@@ -2,9 +2,14 @@
 import type { TimingScheduler } from '../../src/sim/timing.ts';
 
 export class ManualScheduler implements TimingScheduler {
-  private t = 0;
+  private t: number;
   private nextId = 1;
   private timers = new Map<number, { at: number; fn: () => void }>();
+
+  /** `startMs`: the clock's first reading (a large one exercises float rounding as performance.now hours in does). */
+  constructor(startMs = 0) {
+    this.t = startMs;
+  }
 
   now = (): number => this.t;
 
