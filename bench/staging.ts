@@ -44,8 +44,8 @@ const ANSWER_MEAN = 150;
 const EVAL_MEAN_S = 0.3;
 const POSTRUN_WORKERS = 8;
 const TASK_ID = 'staging-bench';
-/** 12 RUN workers: the READY buffer the rule asks for when INIT ≈ RUN (24), one too small (8), and auto. */
-const SHOWCASE = ['r24-i24-w12', 'r8-i8-w12', 'auto-w12'];
+/** 12 and 16 RUN workers: the READY buffer the rule asks for when INIT ≈ RUN (2 × R), one too small (8), and auto. */
+const SHOWCASE = ['r24-i24-w12', 'r8-i8-w12', 'auto-w12', 'r32-i32-w16', 'auto-w16'];
 /** Upper bound of INIT pool and READY buffer in the auto variants. */
 const AUTO_CAP = 32;
 
