@@ -22,7 +22,7 @@ import { jsonForSchema } from './guided.ts';
 import { SimCounters, type SimMetrics } from './metrics.ts';
 import { scoreLogprob } from './policy.ts';
 import { parseBehaviourScript, planTurn, type BehaviourScript, type ThinkingState, type TurnPlan } from './script.ts';
-import { TimingModel, type Sequence, type TimingScheduler } from './timing.ts';
+import { TimingModel, type Sequence } from './timing.ts';
 import { errorResponse, json, readBody, SimHttpError, sessionOf, tokenIdsField, utf8, type Body } from './request.ts';
 import { chatCompletions } from './routes/chat.ts';
 import { controlRoutes } from './routes/control.ts';
@@ -51,8 +51,6 @@ export interface SimServerOptions {
   maxConcurrency?: number;
   /** Extra ms per decode step for each further sequence in the batch (continuous batching, timing.ts). Default 0. */
   decodeStepPerSeqMs?: number;
-  /** Timers of the timing model (tests run it on virtual time). Default: performance.now and setTimeout. */
-  timingScheduler?: TimingScheduler;
   /** Context length in tokens (prompt + completion). Default: tokenizer_config model_max_length, else 131072. */
   maxModelLen?: number;
   /** Model name served on /v1/models and echoed in replies. Default: the tokenizer's model name. */
@@ -119,7 +117,6 @@ export class SimServer {
       decodeTps: options.decodeTps ?? 2_000,
       maxConcurrency: options.maxConcurrency ?? 64,
       decodeStepPerSeqMs: options.decodeStepPerSeqMs ?? 0,
-      scheduler: options.timingScheduler,
     });
     this.maxModelLen = options.maxModelLen ?? tokenizer.modelMaxLength ?? 131_072;
     this.servedModelName = options.servedModelName ?? tokenizer.modelName;
