@@ -43,9 +43,9 @@ export interface SimServerOptions {
   scriptsDir?: string;
   /** Scripts registered up front, by task id. */
   scripts?: Record<string, unknown>;
-  /** Prompt tokens/s; 0 = instant. Default 200000. */
+  /** Prompt tokens/s for the whole engine (one FIFO prefill lane); 0 = instant. Default 200000. */
   prefillTps?: number;
-  /** Generated tokens/s per sequence; 0 = instant. Default 2000. */
+  /** Generated tokens/s of a sequence decoding alone; 0 = instant. Default 2000. */
   decodeTps?: number;
   /** Concurrent sequences; the rest queue. Default 64. */
   maxConcurrency?: number;
