@@ -53,12 +53,13 @@ export function uploadRootsFromConfig(gateway: GatewayConfig, base = process.cwd
 
 /** What a GatewayNode takes from its `gateway.nodes` entry. Relative paths resolve against `base` (the cwd). */
 export function nodeSettingsFromConfig(node: GatewayNodeConfig, base = process.cwd()): {
-  nodeId: string; host: string; port: number; publicUrl: string | undefined; capacity: GatewayCapacity;
+  nodeId: string; host: string; port: number; publicUrl: string | undefined; capacity: GatewayCapacity; poolSizing: 'fixed' | 'auto';
   workRoot: string; harnessCacheDir: string; runtimeDefaults: Partial<RuntimeSpec>;
 } {
   return {
     nodeId: node.node_id, host: node.host, port: node.port, publicUrl: node.public_url ?? undefined,
     capacity: { init_workers: node.init_workers, ready_buffer: node.ready_buffer, max_run_workers: node.max_run_workers, postrun_workers: node.postrun_workers },
+    poolSizing: node.pool_sizing,
     workRoot: resolve(base, expandHome(node.work_root)),
     harnessCacheDir: node.harness_cache_dir === null ? defaultHarnessCache() : resolve(base, expandHome(node.harness_cache_dir)),
     runtimeDefaults: runtimeDefaultsFromConfig(node.runtime),

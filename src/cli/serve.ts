@@ -55,7 +55,7 @@ export function register(program: Command): void {
           mode: config.engine.mode,
           sim: {
             host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? tokenizerDir, scriptsDir: sim.scripts ?? undefined,
-            prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency,
+            prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency, decodeStepPerSeqMs: sim.decode_step_per_seq_ms,
           },
           node: { ...nodeSettings, uploadRoots: uploadRootsFromConfig(config.gateway) },
           rollout: {

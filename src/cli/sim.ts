@@ -46,6 +46,7 @@ interface SimFlags {
   prefillTps: number;
   decodeTps: number;
   maxConcurrency: number;
+  decodeStepPerSeqMs: number;
   maxModelLen?: number;
   servedModelName?: string;
   weightVersion: string;
@@ -59,9 +60,10 @@ export function register(program: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--tokenizer <dir>', 'Hugging Face model directory (tokenizer.json, tokenizer_config.json); default: embedded Qwen3')
     .option('--scripts <dir>', 'directory of <task_id>.yaml behaviour scripts')
-    .option('--prefill-tps <n>', 'prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'), 200_000)
-    .option('--decode-tps <n>', 'generated tokens per second per sequence (0 = instant)', parseNonNegative('--decode-tps'), 2_000)
+    .option('--prefill-tps <n>', 'prompt tokens per second for the whole engine, one FIFO prefill lane (0 = instant)', parseNonNegative('--prefill-tps'), 200_000)
+    .option('--decode-tps <n>', 'generated tokens per second of a sequence decoding alone (0 = instant)', parseNonNegative('--decode-tps'), 2_000)
     .option('--max-concurrency <n>', 'sequences running at once; the rest queue', parsePositiveInt('--max-concurrency'), 64)
+    .option('--decode-step-per-seq-ms <ms>', 'continuous batching: ms a decode step grows per further running sequence (0 = batch-independent decode)', parseNonNegative('--decode-step-per-seq-ms'), 0)
     .option('--max-model-len <n>', 'context length in tokens (default: the tokenizer config, else 131072)', parsePositiveInt('--max-model-len'))
     .option('--served-model-name <name>', 'model name on /v1/models')
     .option('--weight-version <v>', 'initial policy (weight) version', '0')
@@ -78,6 +80,7 @@ export function register(program: Command): void {
         prefillTps: flags.prefillTps,
         decodeTps: flags.decodeTps,
         maxConcurrency: flags.maxConcurrency,
+        decodeStepPerSeqMs: flags.decodeStepPerSeqMs,
         maxModelLen: flags.maxModelLen,
         servedModelName: flags.servedModelName,
         weightVersion: flags.weightVersion,

@@ -75,6 +75,11 @@ export interface SessionView {
 export interface GatewayNodeOptions {
   nodeId: string;
   capacity?: Partial<GatewayCapacity>;
+  /**
+   * `fixed` (default): INIT and READY use `capacity` as given. `auto`: they are sized from observed INIT and RUN times
+   * (./pool-sizing.ts), with `capacity.init_workers` and `capacity.ready_buffer` as upper bounds.
+   */
+  poolSizing?: 'fixed' | 'auto';
   store: GatewayStore;
   /** Host parent of per-session directories. */
   workRoot: string;

@@ -30,6 +30,7 @@ import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-ro
 import { reapOrphanSessions } from './runtimes/local.ts';
 import { startSessionServer } from './session-api.ts';
 import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
+import { PoolSizer, type PoolSizes } from './pool-sizing.ts';
 
 export { DispatchError } from '../core/contracts/index.ts';
 export type { DispatchSpec, StageCounts } from '../core/contracts/index.ts';
@@ -68,6 +69,9 @@ export class GatewayNode {
   private draining = false;
   private gatewayUrlValue: string | null;
   private readonly ctx: NodeContext;
+  /** INIT pool and READY buffer in use: `capacity`'s, or with `poolSizing: auto` what observed stage times call for. */
+  private pools: PoolSizes;
+  private readonly sizer: PoolSizer | null;
 
   constructor(private readonly opts: GatewayNodeOptions) {
     this.nodeId = opts.nodeId;
@@ -81,6 +85,8 @@ export class GatewayNode {
     for (const [k, v] of Object.entries(this.capacity)) {
       if (!Number.isInteger(v) || v < (k === 'ready_buffer' ? 0 : 1)) throw new Error(`gateway capacity ${k} must be an integer ≥ ${k === 'ready_buffer' ? 0 : 1}, got ${v}`);
     }
+    this.pools = { init_workers: this.capacity.init_workers, ready_buffer: this.capacity.ready_buffer };
+    this.sizer = opts.poolSizing === 'auto' ? new PoolSizer(this.capacity.max_run_workers, this.pools) : null;
     this.clock = opts.clock ?? systemClock;
     this.events = new EventHub(this.clock);
     this.metrics = new GatewayMetrics(this);
@@ -285,6 +291,11 @@ export class GatewayNode {
     return this.metrics.text(this.proxyRegistry ? [this.proxyRegistry] : []);
   }
 
+  /** The INIT pool and READY buffer in use now (differs from `capacity` only with `poolSizing: auto`). */
+  poolSizes(): PoolSizes {
+    return { ...this.pools };
+  }
+
   stageCounts(): StageCounts {
     return {
       queued: this.initQueue.length,
@@ -321,13 +332,21 @@ export class GatewayNode {
    */
   private pump(): void {
     const cap = this.capacity;
+    const pools = this.pools;
     while (this.runningSet.size < cap.max_run_workers && this.readyQueue.length > 0) this.startRun(this.readyQueue.shift()!);
     while (
       this.initQueue.length > 0 &&
-      this.initing.size < cap.init_workers &&
-      this.initing.size + this.readyQueue.length < cap.ready_buffer + (cap.max_run_workers - this.runningSet.size)
+      this.initing.size < pools.init_workers &&
+      this.initing.size + this.readyQueue.length < pools.ready_buffer + (cap.max_run_workers - this.runningSet.size)
     ) this.startInit(this.initQueue.shift()!);
     while (this.postrunQueue.length > 0 && this.postrunning.size < cap.postrun_workers) this.startPostrun(this.postrunQueue.shift()!);
+  }
+
+  /** `poolSizing: auto`: record a finished INIT or RUN (clean ones only) and resize INIT and READY. */
+  private observeStage(stage: 'init' | 'run', ms: number): void {
+    if (!this.sizer) return;
+    this.sizer.observe(stage, ms);
+    this.pools = this.sizer.sizes();
   }
 
   private setStatus(s: Session, status: SessionStatus): void {
@@ -387,6 +406,7 @@ export class GatewayNode {
         s.t.initEnd = this.clock();
         this.initing.delete(s);
         if (s.end !== null) return this.toPostrun(s);
+        this.observeStage('init', s.t.initEnd - s.t.initStart!);
         s.stage = 'ready';
         this.readyQueue.push(s);
         this.setStatus(s, 'READY');
@@ -431,7 +451,11 @@ export class GatewayNode {
       s.evalRuntime.catch(() => {}); // reported when the evaluator asks for it
     }
     const job = runHarness(this.ctx, s).then(
-      () => { s.t.runEnd = this.clock(); this.toPostrun(s); },
+      () => {
+        s.t.runEnd = this.clock();
+        if (s.end === null) this.observeStage('run', s.t.runEnd - s.t.runStart!);
+        this.toPostrun(s);
+      },
       (error: unknown) => {
         s.t.runEnd = this.clock();
         if (s.end === null) s.end = { kind: 'error', error: `run failed: ${errorText(error)}` };

@@ -12,6 +12,8 @@ export interface SimMetrics {
   busyFraction: number;
   busyMs: number;
   wallMs: number;
+  /** ∫ running sequences dt, sequence·ms: Δ runningSeqMs / Δ wallMs is the mean batch over a window. */
+  runningSeqMs: number;
   running: number;
   /** Requests waiting for a slot or held by a pause. */
   queueDepth: number;
@@ -44,6 +46,7 @@ export class SimCounters {
     new Gauge({ name: 'vllm:num_requests_running', help: 'Sequences running.', registers, collect() { this.set(timing.snapshot().running); } });
     new Gauge({ name: 'vllm:num_requests_waiting', help: 'Requests queued (slot or pause).', registers, collect() { this.set(timing.snapshot().queued); } });
     new Gauge({ name: 'polar_sim_busy_fraction', help: 'Time with at least one running sequence / wall time.', registers, collect() { this.set(timing.snapshot().busyFraction); } });
+    new Gauge({ name: 'polar_sim_decode_step_ms', help: 'Time of one decode step at the current decode batch, ms (1000 / decode_tps + decode_step_per_seq_ms × (batch − 1)).', registers, collect() { this.set(timing.stepMs(Math.max(1, timing.snapshot().decoding))); } });
     new Gauge({ name: 'polar_sim_paused', help: '1 while generation is paused.', registers, collect() { this.set(timing.paused ? 1 : 0); } });
     new Gauge({
       name: 'polar_sim_policy_version_info',

@@ -22,7 +22,7 @@ import { jsonForSchema } from './guided.ts';
 import { SimCounters, type SimMetrics } from './metrics.ts';
 import { scoreLogprob } from './policy.ts';
 import { parseBehaviourScript, planTurn, type BehaviourScript, type ThinkingState, type TurnPlan } from './script.ts';
-import { sleep, TimingModel } from './timing.ts';
+import { TimingModel, type Sequence } from './timing.ts';
 import { errorResponse, json, readBody, SimHttpError, sessionOf, tokenIdsField, utf8, type Body } from './request.ts';
 import { chatCompletions } from './routes/chat.ts';
 import { controlRoutes } from './routes/control.ts';
@@ -43,12 +43,14 @@ export interface SimServerOptions {
   scriptsDir?: string;
   /** Scripts registered up front, by task id. */
   scripts?: Record<string, unknown>;
-  /** Prompt tokens/s; 0 = instant. Default 200000. */
+  /** Prompt tokens/s for the whole engine (one FIFO prefill lane); 0 = instant. Default 200000. */
   prefillTps?: number;
-  /** Generated tokens/s per sequence; 0 = instant. Default 2000. */
+  /** Generated tokens/s of a sequence decoding alone; 0 = instant. Default 2000. */
   decodeTps?: number;
   /** Concurrent sequences; the rest queue. Default 64. */
   maxConcurrency?: number;
+  /** Extra ms per decode step for each further sequence in the batch (continuous batching, timing.ts). Default 0. */
+  decodeStepPerSeqMs?: number;
   /** Context length in tokens (prompt + completion). Default: tokenizer_config model_max_length, else 131072. */
   maxModelLen?: number;
   /** Model name served on /v1/models and echoed in replies. Default: the tokenizer's model name. */
@@ -75,8 +77,10 @@ export interface Started {
   weightVersion: string;
   startedAt: number;
   plan: TurnPlan;
-  /** Frees the sequence slot (call once). */
+  /** Frees the sequence slot now (a cancel; a no-op once decode has ended). */
   release: () => void;
+  /** The engine sequence decoding `gen.ids` (streams follow its progress). */
+  sequence: Sequence;
 }
 
 export class SimServer {
@@ -112,6 +116,7 @@ export class SimServer {
       prefillTps: options.prefillTps ?? 200_000,
       decodeTps: options.decodeTps ?? 2_000,
       maxConcurrency: options.maxConcurrency ?? 64,
+      decodeStepPerSeqMs: options.decodeStepPerSeqMs ?? 0,
     });
     this.maxModelLen = options.maxModelLen ?? tokenizer.modelMaxLength ?? 131_072;
     this.servedModelName = options.servedModelName ?? tokenizer.modelName;
@@ -170,6 +175,7 @@ export class SimServer {
       busyFraction: t.busyFraction,
       busyMs: t.busyMs,
       wallMs: t.wallMs,
+      runningSeqMs: t.runningSeqMs,
       running: t.running,
       queueDepth: t.queued,
       paused: t.paused,
@@ -319,7 +325,8 @@ export class SimServer {
     const facts = input.facts ?? this.promptFactsFromIds(input.promptIds);
     const sessionId = sessionOf(request, body);
     const taskId = request.headers.get('x-polar-task');
-    const release = await this.timing.acquire(request.signal);
+    const seq = await this.timing.acquire(request.signal);
+    const release = () => seq.release();
     try {
       const startedAt = this.clock();
       const weightVersion = this.version;
@@ -335,11 +342,14 @@ export class SimServer {
       const gen = generate(this.tokenizer, { promptIds: input.promptIds, text: plan.text, endTokenId: plan.end === undefined ? undefined : this.tokenizer.tokenToId(plan.end), maxTokens: input.maxTokens, stop: input.stop, stopTokenIds: input.stopTokenIds, ignoreEos: input.ignoreEos });
       // The session's first sample carries the choice: log π(variant) joins its first token's logprob.
       if (drawn?.first && gen.logprobs.length > 0) gen.logprobs[0] = withChoiceLogprob(gen.logprobs[0]!, drawn.choice.logprob);
-      await sleep(this.timing.prefillMs(input.promptIds.length - cachedTokens) + (input.holdSlot ? 0 : this.timing.decodeMs(gen.ids.length)));
+      // The engine step loop (timing.ts): the uncached prompt on the prefill lane, then the answer in the decode batch.
+      await seq.prefill(input.promptIds.length - cachedTokens);
+      request.signal.throwIfAborted();
+      seq.decode(gen.ids.length);
+      if (!input.holdSlot) await seq.done;
       this.counters.record(input.promptIds.length, cachedTokens, gen.ids.length);
       if (sessionId) this.remember(sessionId, input.promptIds, gen.ids);
-      if (!input.holdSlot) release();
-      return { gen, promptIds: input.promptIds, cachedTokens, weightVersion, startedAt, plan, release };
+      return { gen, promptIds: input.promptIds, cachedTokens, weightVersion, startedAt, plan, release, sequence: seq };
     } catch (error) {
       release();
       throw error;

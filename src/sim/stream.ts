@@ -1,10 +1,11 @@
 /**
- * A generation streamed at the simulator's decode rate: the prefill already happened in `run` (holdSlot), then each
- * batch of tokens is written after its decode time, several tokens per write when the rate outruns the timer
- * resolution (~4 ms). The sequence slot is released when the stream ends or the client cancels.
+ * A generation streamed as the engine decodes it: the prefill already happened in `run` (holdSlot) and the sequence is
+ * in the decode batch (timing.ts); each write waits until its tokens are decoded, several tokens per write when a step
+ * is shorter than the timer resolution (~4 ms). The engine frees the slot when decode ends; a client cancel frees it
+ * early.
  */
 import type { Started } from './server.ts';
-import { sleep, type TimingModel } from './timing.ts';
+import type { TimingModel } from './timing.ts';
 
 export interface TokenFrames {
   /** Written at once (e.g. a first chunk with the prompt ids). */
@@ -16,8 +17,7 @@ export interface TokenFrames {
 }
 
 export function pacedTokenStream(timing: TimingModel, started: Started, frames: TokenFrames): Response {
-  const { gen, release } = started;
-  const perTokenMs = timing.decodeMs(1);
+  const { gen, release, sequence } = started;
   const encoder = new TextEncoder();
   let index = 0;
   let released = false;
@@ -32,9 +32,10 @@ export function pacedTokenStream(timing: TimingModel, started: Started, frames: 
     pull: async (controller) => {
       try {
         if (index < gen.ids.length) {
-          const batch = perTokenMs > 0 ? Math.max(1, Math.floor(4 / perTokenMs)) : gen.ids.length;
+          const stepMs = timing.stepMs(Math.max(1, timing.snapshot().decoding));
+          const batch = stepMs > 0 ? Math.max(1, Math.floor(4 / stepMs)) : gen.ids.length;
           const end = Math.min(gen.ids.length, index + batch);
-          await sleep(perTokenMs * (end - index));
+          await sequence.until(end);
           const out = frames.tokens(index, end);
           index = end;
           if (out !== '') controller.enqueue(encoder.encode(out));

@@ -58,6 +58,8 @@ export interface LocalStackOptions {
     port?: number;
     publicUrl?: string;
     capacity?: Partial<GatewayCapacity>;
+    /** INIT pool and READY buffer: as given, or sized from observed stage times (GatewayNodeOptions.poolSizing). */
+    poolSizing?: 'fixed' | 'auto';
     workRoot: string;
     harnessCacheDir?: string;
     runtimeDefaults?: Partial<RuntimeSpec>;
@@ -146,6 +148,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     const node = new GatewayNode({
       nodeId: opts.node.nodeId ?? 'local',
       capacity: opts.node.capacity,
+      ...(opts.node.poolSizing ? { poolSizing: opts.node.poolSizing } : {}),
       store: opts.store,
       workRoot: opts.node.workRoot,
       harnessCacheDir: opts.node.harnessCacheDir,

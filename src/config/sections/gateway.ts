@@ -49,6 +49,8 @@ export const gatewayNodeSchema = z
     max_run_workers: z.number().int().positive().default(8).describe('Harness runs at once (RUNNING); this sizes the load on the engine.'),
     /** Concurrent POSTRUN workers (build, evaluate, callback, teardown). */
     postrun_workers: z.number().int().positive().default(4).describe('Sessions finished at once in POSTRUN (build, evaluate, callback, teardown).'),
+    /** fixed: init_workers and ready_buffer as given; auto: sized from observed INIT and RUN times, those as maxima. */
+    pool_sizing: z.enum(['fixed', 'auto']).default('fixed').describe('`fixed` uses init_workers and ready_buffer as given; `auto` sizes both from observed INIT and RUN times (ceil(1.5 × max_run_workers × INIT / RUN) + 1, Little\'s law with headroom) with the configured values as upper bounds.'),
     runtime: runtimeSchema.prefault({}),
     /** npm install prefix for pinned harness CLIs (`<dir>/<pkg>@<version>`). */
     harness_cache_dir: z.string().min(1).nullable().default(null).describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each; null uses $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses (the cache every polar command shares). A relative path resolves against the directory polar starts in, never a session\'s work directory.'),

@@ -13,11 +13,13 @@ export const simSchema = z
     /** Directory of `<task_id>.yaml` behaviour scripts; null = only scripts registered over HTTP. */
     scripts: z.string().min(1).nullable().default(null).describe('Directory of behaviour scripts named `<task_id>.yaml`; null means scripts are only registered at run time.'),
     /** Prompt processing speed in tokens/s; 0 = instant. */
-    prefill_tps: z.number().min(0).default(0).describe('Simulated prefill speed in tokens per second; 0 answers without delay.'),
+    prefill_tps: z.number().min(0).default(0).describe('Simulated prefill speed in prompt tokens per second for the whole engine (one FIFO prefill lane; cached prefix tokens are free); 0 answers without delay.'),
     /** Generation speed in tokens/s per request; 0 = instant. */
-    decode_tps: z.number().min(0).default(0).describe('Simulated decode speed in tokens per second per request; 0 answers without delay.'),
+    decode_tps: z.number().min(0).default(0).describe('Simulated decode speed in tokens per second of a sequence decoding alone (one step = 1000 / decode_tps ms); 0 answers without delay.'),
     /** Requests served at once; the rest queue. */
     max_concurrency: z.number().int().positive().default(64).describe('Requests the simulator serves at once (its batch size); further requests wait.'),
+    /** Continuous batching: ms a decode step grows per further running sequence. */
+    decode_step_per_seq_ms: z.number().min(0).default(0).describe('Continuous batching: milliseconds a decode step grows for each further sequence in the batch (step = 1000 / decode_tps + this × (batch − 1)); 0 keeps decode speed independent of the batch.'),
   })
   .describe('The built-in inference simulator: real engine contracts, scripted behaviour, a deterministic toy policy.');
 
