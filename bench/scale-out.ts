@@ -24,7 +24,9 @@
  *   polar_rollout_duplicate_results_total; calls: completion records in the gateway stores (every recorded call of
  *   every session must be there).
  * Run: bun bench/scale-out.ts [--quick] [--gateways=N] [--sessions=S] [--group=G] [--run-workers=K]
- *   (default 16 gateways × 10,000 sessions; --quick 4 × 400). Variant names are `<N>x<S>`.
+ *   [--player=none] [--profile-server=DIR] (default 16 gateways × 10,000 sessions; --quick 4 × 400). Variant names are
+ *   `<N>x<S>`. `--player=none` runs `true` as the harness (no model calls), to load the control plane alone;
+ *   `--profile-server=DIR` writes a CPU profile of the rollout server there (Bun `--cpu-prof-md`).
  */
 import { Database } from 'bun:sqlite';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,6 +46,10 @@ interface Sizes {
   sessions: number;
   group: number;
   runWorkers: number;
+  /** 'traffic' (default): the recorded-traffic player; 'none': the harness is `true` (no model calls: control plane only). */
+  player: 'traffic' | 'none';
+  /** Write a CPU profile of the rollout server (Bun --cpu-prof-md) into this directory. */
+  profileServer: string | null;
 }
 
 function intArg(ctx: BenchContext, name: string): number | null {
@@ -60,6 +66,8 @@ function sizes(ctx: BenchContext): Sizes {
     sessions: intArg(ctx, 'sessions') ?? (ctx.quick ? 400 : 10_000),
     group: intArg(ctx, 'group') ?? 8,
     runWorkers: intArg(ctx, 'run-workers') ?? 16,
+    player: ctx.args.includes('--player=none') ? 'none' : 'traffic',
+    profileServer: ctx.args.find((a) => a.startsWith('--profile-server='))?.slice('--profile-server='.length) ?? null,
   };
 }
 
@@ -144,7 +152,7 @@ async function run(sz: Sizes) {
     writeFileSync(serverConfig, JSON.stringify({ rollout: { host: '127.0.0.1', port: serverPort, db: join(dir, 'rollout.db') }, store: { path: join(dir, 'rollout-store.db') } }));
     const server = await startServer({
       name: 'polar rollout',
-      cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'rollout', '--config', serverConfig],
+      cmd: [process.execPath, ...(sz.profileServer ? ['--cpu-prof-md', `--cpu-prof-dir=${sz.profileServer}`] : []), join(ROOT, 'src/main.ts'), 'rollout', '--config', serverConfig],
       port: serverPort, readyPath: '/health', timeoutMs: 60_000, env: { BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP },
     });
     servers.push(server);
@@ -201,7 +209,7 @@ async function run(sz: Sizes) {
       const n = Math.min(sz.group, sz.sessions - i * sz.group);
       const task = {
         task_id: `scale-out-${String(i).padStart(5, '0')}`, instruction: 'replay recorded traffic', num_samples: n, timeout_seconds: 900,
-        agent: { harness: 'shell', command: `sh ${player.path}`, model_name: 'sim' },
+        agent: { harness: 'shell', command: sz.player === 'none' ? 'true' : `sh ${player.path}`, model_name: 'sim' },
         builder: { strategy: 'per_request' },
       };
       const response = await fetch(`${server.url}/rollout/task/submit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(task) });
@@ -273,7 +281,7 @@ async function run(sz: Sizes) {
     const span = (a: number[]) => (a.length > 1 ? (a[a.length - 1]! - a[0]!) / 1000 : Number.NaN);
     const fill = Math.min(arrivals.length, sz.gateways * slots);
     const fillS = fill > 1 ? (arrivals[fill - 1]! - arrivals[0]!) / 1000 : Number.NaN;
-    const expectedCalls = Array.from({ length: tasks }, (_, i) => players[i % players.length]!.calls * Math.min(sz.group, sz.sessions - i * sz.group)).reduce((a, b) => a + b, 0);
+    const expectedCalls = sz.player === 'none' ? 0 : Array.from({ length: tasks }, (_, i) => players[i % players.length]!.calls * Math.min(sz.group, sz.sessions - i * sz.group)).reduce((a, b) => a + b, 0);
     const loadNote = `load average (1/5/15 min) at start ${load0}, at end ${load1}; ${Bun.env.HOSTNAME ?? 'this host'} has ${navigator.hardwareConcurrency} cores`;
     return {
       title: `scale-out · one polar rollout → ${sz.gateways} polar gateway processes · ${submitted} sessions (${tasks} groups of ${sz.group}) of recorded traffic (sh + curl) → polar sim`,

@@ -153,12 +153,15 @@ export function tombstoneStatus(taskId: string): Record<string, unknown> {
  * `session.state_changed`), right after ours. Returns the unsubscribe function.
  */
 export function publishReferenceEvents(hub: EventHub, store: RolloutStore): () => void {
+  // A count, not the results themselves: this runs for every session event (bench/scale-out.ts found the JSON decode
+  // of a task's results per event to be the server's largest cost with thousands of sessions in flight).
   const lookup = (taskId: string) => {
     const row = store.tasks.get(taskId);
-    return row ? { task: row.task, completed: store.results.listByTask(taskId).length } : null;
+    return row ? { task: row.task, completed: store.results.countByTask(taskId) } : null;
   };
   return hub.subscribe((event) => {
-    if (event.type.includes('.')) return;
+    // Nobody but this translator listens (no /events client, no dashboard): nothing to translate for.
+    if (event.type.includes('.') || hub.subscriberCount <= 1) return;
     for (const [type, data] of referenceEvents(event.type, event.data, lookup)) hub.publish(type, data);
   });
 }

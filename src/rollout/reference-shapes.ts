@@ -179,6 +179,10 @@ export function referenceNodeInfo(node: NodeView, heartbeatIntervalSeconds: numb
   };
 }
 
+/** Our events whose reference payload needs the task (lookup), and those that need nothing more. */
+const NEEDS_LOOKUP = new Set(['task_submitted', 'session_result', 'task_finished']);
+const PLAIN = new Set(['session_dispatched', 'session_requeued']);
+
 /**
  * The reference's SSE events for one of ours, `[type, payload]` pairs: task.created, task.updated, task.completed,
  * session.state_changed. Source: ProRL-Agent-Server src/polar/rollout/manager.py `_emit` calls.
@@ -187,8 +191,9 @@ export function referenceNodeInfo(node: NodeView, heartbeatIntervalSeconds: numb
 export function referenceEvents(type: string, data: unknown, lookup: (taskId: string) => { task: TaskRequest; completed: number } | null): [string, Record<string, unknown>][] {
   const d = (data ?? {}) as Record<string, unknown>;
   const taskId = typeof d.task_id === 'string' ? d.task_id : null;
-  if (taskId === null) return [];
-  const info = lookup(taskId);
+  if (taskId === null || (!NEEDS_LOOKUP.has(type) && !PLAIN.has(type))) return [];
+  // Only the events whose payload names task fields look the task up (the lookup reads the store).
+  const info = NEEDS_LOOKUP.has(type) ? lookup(taskId) : null;
   switch (type) {
     case 'task_submitted':
       return [['task.created', { task_id: taskId, status: 'running', harness: info?.task.agent.harness ?? null, model: info?.task.agent.model_name ?? null, num_samples: info?.task.num_samples ?? d.num_samples }]];

@@ -40,6 +40,11 @@ export class ResultRepository {
     return row === null ? null : (JSON.parse(row.result) as SessionResult);
   }
 
+  /** How many results a task has (no row is decoded). */
+  countByTask(taskId: string): number {
+    return (this.db.query('SELECT count(*) AS n FROM results WHERE task_id = ?').get(taskId) as { n: number }).n;
+  }
+
   /** Results of a task in arrival order. */
   listByTask(taskId: string): SessionResult[] {
     return (this.db.query('SELECT result FROM results WHERE task_id = ? ORDER BY rowid').all(taskId) as { result: string }[]).map((r) => JSON.parse(r.result) as SessionResult);
