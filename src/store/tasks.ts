@@ -158,6 +158,29 @@ export class SessionRepository {
     return this.list('status = ? ORDER BY created_at, rowid', status);
   }
 
+  /** How many sessions have this status (no row is decoded). */
+  countByStatus(status: string): number {
+    return (this.db.query('SELECT count(*) AS n FROM sessions WHERE status = ?').get(status) as { n: number }).n;
+  }
+
+  /**
+   * The first `limit` REGISTERED sessions in dispatch order: higher `dispatch_priority` of their task first (absent =
+   * 0), then oldest first. Sessions of an unknown task are left out. Reads only the rows it returns, so a dispatch pass
+   * costs what it can dispatch, not the length of the queue.
+   */
+  listQueued(limit: number): SessionRow[] {
+    if (limit <= 0) return [];
+    const rows = this.db
+      .query(
+        `SELECT ${sessionColumns.split(', ').map((c) => `s.${c}`).join(', ')} FROM sessions s
+         JOIN (SELECT task_id, coalesce(json_extract(task, '$.dispatch_priority'), 0) AS priority FROM tasks
+               WHERE task_id IN (SELECT DISTINCT task_id FROM sessions WHERE status = 'REGISTERED')) t ON t.task_id = s.task_id
+         WHERE s.status = 'REGISTERED' ORDER BY t.priority DESC, s.created_at, s.rowid LIMIT ?`,
+      )
+      .all(limit) as RawSession[];
+    return rows.map(decodeSession);
+  }
+
   /** Sessions assigned to this node, oldest first. */
   listByNode(nodeId: string): SessionRow[] {
     return this.list('node_id = ? ORDER BY created_at, rowid', nodeId);

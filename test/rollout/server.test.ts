@@ -116,6 +116,28 @@ test('submit expands into num_samples secret sessions, dispatches them, and is i
   expect(String(bad.body.error)).toContain('num_samples');
 });
 
+test('a deep queue is dispatched up to the free slots, higher dispatch_priority first; a result frees a slot for the next', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  const one = { init_workers: 1, ready_buffer: 0, max_run_workers: 1, postrun_workers: 1 }; // 3 slots
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity: one })).status).toBe(200);
+  expect((await post(`${server.url}/rollout/task/submit`, task('bulk', { num_samples: 40 }))).status).toBe(200);
+  await until(() => node.dispatched.length === 3);
+  expect((await post(`${server.url}/rollout/task/submit`, task('urgent', { num_samples: 2, dispatch_priority: 10 }))).status).toBe(200);
+  await server.pump();
+  expect(node.dispatched.length).toBe(3);
+  expect(store.sessions.countByStatus('REGISTERED')).toBe(39);
+  // One result frees one slot: it goes to the urgent task, not to the 37 older bulk sessions.
+  expect((await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1))).status).toBe(200);
+  await until(() => node.dispatched.length === 4);
+  await server.pump();
+  expect(node.dispatched.length).toBe(4);
+  expect(node.dispatched[3]!.task.task_id).toBe('urgent');
+  expect(store.sessions.listByTask('bulk').filter((s) => s.status === 'INITIALIZING').length).toBe(2);
+});
+
 test('results are idempotent; the group carries GRPO and leave-one-out advantages; a trainer never gets a group twice; callback_url once', async () => {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());

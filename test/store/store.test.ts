@@ -173,6 +173,25 @@ describe('tasks and sessions', () => {
     expect(store.sessions.listByNode('n1').map((s) => s.session_id)).toEqual(['s1']);
     expect(store.sessions.update('nope', { status: 'ERROR' })).toBeNull();
   });
+
+  test('the dispatch queue: REGISTERED sessions by task dispatch_priority, then age, at most `limit`; counts by status', () => {
+    let now = 1000;
+    const store = openStore(':memory:', { clock: () => now++ });
+    store.tasks.upsert({ ...task, task_id: 'low' }, 'RUNNING');
+    store.tasks.upsert({ ...task, task_id: 'high', dispatch_priority: 5 }, 'RUNNING');
+    store.tasks.upsert({ ...task, task_id: 'neg', dispatch_priority: -1 }, 'RUNNING');
+    for (const [id, taskId] of [['l0', 'low'], ['n0', 'neg'], ['h0', 'high'], ['l1', 'low'], ['h1', 'high'], ['x0', 'unknown']] as const) {
+      store.sessions.insert({ session_id: id, task_id: taskId, sample_index: 0, status: 'REGISTERED' });
+    }
+    store.sessions.update('l1', { status: 'RUNNING' });
+    expect(store.sessions.listQueued(10).map((s) => s.session_id)).toEqual(['h0', 'h1', 'l0', 'n0']);
+    expect(store.sessions.listQueued(3).map((s) => s.session_id)).toEqual(['h0', 'h1', 'l0']);
+    expect(store.sessions.listQueued(0)).toEqual([]);
+    expect(store.sessions.listQueued(1)[0]).toMatchObject({ session_id: 'h0', task_id: 'high', status: 'REGISTERED', attempt: 0, metadata: {} });
+    expect(store.sessions.countByStatus('REGISTERED')).toBe(5);
+    expect(store.sessions.countByStatus('RUNNING')).toBe(1);
+    expect(store.sessions.countByStatus('DONE')).toBe(0);
+  });
 });
 
 describe('results and groups', () => {
@@ -191,6 +210,7 @@ describe('results and groups', () => {
     const store = open();
     store.groups.upsert({ group_id: 'g1', task_id: 'task_1', status: 'PENDING' });
     expect(store.groups.listReady()).toEqual([]);
+    expect(store.groups.countReady()).toBe(0);
     expect(store.groups.ack('task_1')).toBe(false);
     store.groups.upsert({ group_id: 'g1', task_id: 'task_1', status: GROUP_EVALUATED, data: { rewards: [1, 0] } });
     store.groups.upsert({ group_id: 'g1', task_id: 'task_2', status: GROUP_EVALUATED });
@@ -201,6 +221,7 @@ describe('results and groups', () => {
     expect(store.groups.ack('task_1')).toBe(false);
     expect(store.groups.ack('g1')).toBe(false);
     expect(store.groups.listReady().map((g) => g.task_id)).toEqual(['task_2']);
+    expect(store.groups.countReady()).toBe(1);
     store.groups.upsert({ group_id: 'g1', task_id: 'task_1', status: GROUP_EVALUATED, data: { rewards: [1, 1] } });
     expect(store.groups.get('task_1')!.acked_at).not.toBeNull();
     expect(store.groups.listReady().map((g) => g.task_id)).toEqual(['task_2']);
