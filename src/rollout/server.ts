@@ -359,12 +359,13 @@ export class RolloutServer {
   #updateGauges(): void {
     const m = this.metrics;
     m.sessionsByStatus.reset();
-    for (const status of ['REGISTERED', 'INITIALIZING']) m.sessionsByStatus.set({ status }, this.store.sessions.listByStatus(status).length);
+    // Counts, not rows: this runs every tick, with the whole queue in REGISTERED (bench/scale-out.ts).
+    for (const status of ['REGISTERED', 'INITIALIZING']) m.sessionsByStatus.set({ status }, this.store.sessions.countByStatus(status));
     const nodes = this.#nodes.counts();
     m.nodes.set({ state: 'healthy' }, nodes.healthy);
     m.nodes.set({ state: 'unhealthy' }, nodes.unhealthy);
     m.nodes.set({ state: 'draining' }, nodes.draining);
-    m.groupsReady.set(this.store.groups.listReady().length);
+    m.groupsReady.set(this.store.groups.countReady());
   }
 }
 

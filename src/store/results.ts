@@ -144,6 +144,11 @@ export class GroupRepository {
     return (this.db.query(`SELECT ${groupColumns} FROM groups WHERE status = ? AND acked_at IS NULL ORDER BY updated_at, rowid`).all(GROUP_EVALUATED) as RawGroup[]).map(decodeGroup);
   }
 
+  /** How many groups listReady would return (no row is decoded). */
+  countReady(): number {
+    return (this.db.query('SELECT count(*) AS n FROM groups WHERE status = ? AND acked_at IS NULL').get(GROUP_EVALUATED) as { n: number }).n;
+  }
+
   /**
    * Acknowledge the ready group of a task.
    * @returns true when this call acknowledged it; false when unknown, not evaluated or already acknowledged.
