@@ -114,6 +114,11 @@ export class TaskResults {
     const row = this.ctx.store.tasks.get(taskId);
     if (!row || row.status !== ACTIVE_TASK) return;
     const sessions = this.ctx.store.sessions.listByTask(taskId);
+    const open = sessions.filter((s) => !FINAL_SESSION.has(s.status));
+    const minUsable = row.task.early_stop_min_usable_sessions;
+    // Nothing can finish yet (sessions open, and too few final ones for an early stop): the results, each with its
+    // trajectories, are not read. Every result calls this, so reading them made a group cost O(group²) decodes.
+    if (open.length > 0 && (minUsable === undefined || sessions.length - open.length < minUsable)) return;
     const byId = new Map(sessions.map((s) => [s.session_id, s]));
     // Only results of the session's current attempt count (a shared store may hold a stale attempt's row for a while).
     const results = this.ctx.store.results.listByTask(taskId).filter((r) => {
@@ -121,9 +126,7 @@ export class TaskResults {
       return s !== undefined && FINAL_SESSION.has(s.status) && resultAttempt(r) === s.attempt;
     });
     const usable = results.filter(isUsable).length;
-    const minUsable = row.task.early_stop_min_usable_sessions;
     let earlyStopped = false;
-    const open = sessions.filter((s) => !FINAL_SESSION.has(s.status));
     if (minUsable !== undefined && usable >= minUsable && open.length > 0) {
       earlyStopped = true;
       await this.cancel(open, `early stop: ${usable} usable session(s) reached early_stop_min_usable_sessions = ${minUsable}`);
