@@ -10,7 +10,8 @@
  * the replica that produced it (`engine_id`).
  *
  * Health: each replica is checked with `GET /v1/models` (health.ts) every `healthIntervalMs`; a failed call with
- * GatewayError 'upstream' or 'timeout' also marks it down until its next successful check.
+ * GatewayError 'upstream' or 'timeout' also marks it down until its next successful check. A call that fails with
+ * 'upstream' before any of it reached the caller is retried once on another usable replica (see #call).
  */
 import { GatewayError } from '../core/errors.ts';
 import type { IRRequest } from '../core/ir.ts';
@@ -194,8 +195,27 @@ export class ReplicaRouter implements EngineClient {
     return best;
   }
 
-  async #call<T>(ctx: EngineCallContext, run: (client: EngineClient) => Promise<T>): Promise<T> {
-    const r = this.#pick(ctx.sessionId);
+  /**
+   * Run a call on the session's replica. A call that fails there with GatewayError 'upstream' (connection refused,
+   * 5xx, a broken stream) before anything of it reached the caller (`delivered()` false) is retried once on another
+   * usable replica: the failed replica is marked down, the session's affinity moves, and the caller sees one answer.
+   * In token mode the shared token buffers are only committed after a successful call, so the retried call renders
+   * the same prompt on the new replica. A timeout or a caller's abort is not retried (the engine may still be working).
+   */
+  async #call<T>(ctx: EngineCallContext, run: (client: EngineClient) => Promise<T>, delivered: () => boolean = () => false): Promise<T> {
+    const first = this.#pick(ctx.sessionId);
+    try {
+      return await this.#attempt(first, ctx, run);
+    } catch (error) {
+      const retryable = error instanceof GatewayError && error.kind === 'upstream' && !(ctx.signal?.aborted ?? false) && !delivered();
+      if (!retryable || !this.#replicas.some((r) => r !== first && r.healthy && !r.draining)) throw error;
+      const second = this.#pick(ctx.sessionId);
+      this.#log(`engine replica ${first.url} failed a call of session ${ctx.sessionId} (${error.message}); retrying it on ${second.url}`);
+      return await this.#attempt(second, ctx, run);
+    }
+  }
+
+  async #attempt<T>(r: Replica, ctx: EngineCallContext, run: (client: EngineClient) => Promise<T>): Promise<T> {
     r.outstanding++;
     r.requests++;
     this.#metrics.requests.inc({ replica: r.url });
@@ -227,10 +247,16 @@ export class ReplicaRouter implements EngineClient {
   }
 
   stream(request: IRRequest, ctx: EngineCallContext, onEvent: (event: EngineStreamEvent) => void): Promise<EngineCompletion> {
+    // Once an event went to the caller, a failure is final: a retry would stream a second answer after the first part.
+    let delivered = false;
+    const forward = (event: EngineStreamEvent) => {
+      delivered = true;
+      onEvent(event);
+    };
     return this.#call(ctx, async (client) => {
       if (!client.stream) throw new GatewayError('internal', `engine ${client.id} does not stream`);
-      return { engineId: client.id, ...(await client.stream(request, ctx, onEvent)) };
-    });
+      return { engineId: client.id, ...(await client.stream(request, ctx, forward)) };
+    }, () => delivered);
   }
 
   countTokens(request: IRRequest, ctx: EngineCallContext): Promise<number> {

@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { Registry } from 'prom-client';
 import { fixedClock } from '../../src/core/clock.ts';
 import { sequentialIds } from '../../src/core/ids.ts';
+import { GatewayError } from '../../src/core/errors.ts';
 import { createEngineClient, ReplicaRouter } from '../../src/engines/index.ts';
+import type { EngineClient } from '../../src/engines/types.ts';
 import { replicaMetrics } from '../../src/observe/replica-metrics.ts';
 import { createProxyApp } from '../../src/proxy/app.ts';
 import { adHocSessions } from '../../src/proxy/sessions.ts';
@@ -39,10 +41,10 @@ afterAll(async () => {
   await Promise.all(sims.map((s) => s.stop()));
 });
 
-async function stack(mode: 'chat' | 'token') {
+async function stack(mode: 'chat' | 'token', urls: string[] = sims.map((s) => s.url)) {
   const registry = new Registry();
   const engine = createEngineClient({
-    kind: 'sim', url: 'http://127.0.0.1:1', urls: sims.map((s) => s.url), mode, timeoutMs: 10_000, now: fixedClock(), newId: sequentialIds(),
+    kind: 'sim', url: 'http://127.0.0.1:1', urls, mode, timeoutMs: 10_000, now: fixedClock(), newId: sequentialIds(),
     goldenRate: 0, log: () => {}, replicas: { healthIntervalMs: 0, metrics: replicaMetrics(registry) },
   }) as ReplicaRouter;
   expect(engine).toBeInstanceOf(ReplicaRouter);
@@ -201,4 +203,122 @@ test('affinity: false routes each call by least outstanding requests alone (a se
     expect(second.engineId).toBe(`sim@${sims[affinity ? 0 : 1]!.url}`);
     engine.close();
   }
+});
+
+/** A replica in front of `target` that forwards everything, or answers every POST with 503 while `state.fail`. */
+function flakyFront(target: string) {
+  const state = { fail: false };
+  const server = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    async fetch(req) {
+      const url = new URL(req.url);
+      if (state.fail && req.method === 'POST') return Response.json({ error: { message: 'replica overloaded' } }, { status: 503 });
+      const headers = new Headers(req.headers);
+      headers.delete('host');
+      const upstream = await fetch(target + url.pathname + url.search, { method: req.method, headers, body: req.method === 'GET' ? undefined : await req.text() });
+      return new Response(await upstream.arrayBuffer(), { status: upstream.status, headers: { 'content-type': upstream.headers.get('content-type') ?? 'application/json' } });
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, state, stop: () => server.stop(true) };
+}
+
+describe('a call that fails on its replica before any byte is retried once on another', () => {
+  test('token mode, HTTP 503: the session moves to the healthy replica; one answer, an extending prompt, one chain', async () => {
+    const front = flakyFront(sims[0]!.url);
+    const s = await stack('token', [front.url, sims[1]!.url]);
+    try {
+      const messages = start();
+      await s.turn('sess-r', messages, 0);
+      expect(s.store.completions.listBySession('sess-r')[0]!.engine_id).toBe(`sim@${front.url}`);
+      front.state.fail = true;
+      await s.turn('sess-r', messages, 1); // 503 on the front, answered by the other replica
+      const { text } = await s.turn('sess-r', messages, 2);
+      expect(text).toContain('The project has one file');
+      const records = s.store.completions.listBySession('sess-r');
+      expect(records.map((r) => r.engine_id)).toEqual([`sim@${front.url}`, `sim@${sims[1]!.url}`, `sim@${sims[1]!.url}`]);
+      for (const [i, rec] of records.entries()) {
+        expect(rec.capture_error).toBeNull();
+        expect(rec.logprobs).toEqual(rescoreCompletion(rec.prompt_ids, rec.response_ids));
+        if (i > 0) {
+          const head = [...records[i - 1]!.prompt_ids, ...records[i - 1]!.response_ids];
+          expect(rec.prompt_ids.slice(0, head.length)).toEqual(head);
+        }
+      }
+      const trajectory = buildTrajectory(records, { strategy: 'prefix_merging', session_id: 'sess-r', task_id: TASK, harness: 'test', status: 'COMPLETED', eotIds: sims[0]!.tokenizer.eosTokenIds });
+      expect(trajectory.metadata.reconstruction_stats.chains).toBe(1);
+      const [down, up] = s.engine.replicas();
+      expect(down).toMatchObject({ url: front.url, healthy: false, sessions: 0 });
+      expect(down!.error).toContain('503');
+      expect(up).toMatchObject({ url: sims[1]!.url, healthy: true, sessions: 1 });
+      const metrics = await s.registry.metrics();
+      expect(metrics).toContain(`polar_engine_replica_errors_total{replica="${front.url}"} 1`);
+      expect(metrics).toMatch(/polar_engine_replica_routed_total\{replica="[^"]+",reason="moved"\} 1/);
+    } finally {
+      await s.close();
+      await front.stop();
+    }
+  });
+
+  test('chat mode, connection refused: answered by the other replica, the record names it', async () => {
+    const front = flakyFront(sims[0]!.url);
+    const s = await stack('chat', [front.url, sims[1]!.url]);
+    try {
+      await front.stop(); // probed, then gone: its port refuses connections
+      await s.turn('c-r', start(), 0);
+      const [rec] = s.store.completions.listBySession('c-r');
+      expect(rec!.engine_id).toBe(`sim@${sims[1]!.url}`);
+      expect(rec!.response_ids.length).toBe(rec!.logprobs.length);
+      expect(s.engine.replicas()[0]!.error).toContain('unreachable');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+test('no retry once part of a stream reached the caller, on a timeout, or with no other usable replica', async () => {
+  const calls: string[] = [];
+  const fake = (name: string, behaviour: 'ok' | 'upstream-after-event' | 'timeout' | 'upstream'): EngineClient => ({
+    kind: 'sim', id: `sim@${name}`, mode: 'chat',
+    probe: async () => {},
+    servedModel: () => 'm',
+    countTokens: async () => 1,
+    streams: () => true,
+    complete: async () => {
+      calls.push(`${name}:complete`);
+      if (behaviour === 'timeout') throw new GatewayError('timeout', `${name} timed out`);
+      if (behaviour !== 'ok') throw new GatewayError('upstream', `${name} failed with HTTP 500`);
+      return { ok: name } as never;
+    },
+    stream: async (_request, _ctx, onEvent) => {
+      calls.push(`${name}:stream`);
+      if (behaviour === 'upstream-after-event') {
+        onEvent({ type: 'answered' });
+        throw new GatewayError('upstream', `${name} failed mid-stream`);
+      }
+      if (behaviour !== 'ok') throw new GatewayError('upstream', `${name} failed with HTTP 502`);
+      return { ok: name } as never;
+    },
+  });
+  const router = (a: Parameters<typeof fake>[1], b: Parameters<typeof fake>[1] | null) => new ReplicaRouter(
+    [{ url: 'http://a', client: fake('a', a) }, ...(b ? [{ url: 'http://b', client: fake('b', b) }] : [])],
+    { healthIntervalMs: 0, metrics: replicaMetrics(new Registry()), log: () => {} },
+  );
+  const request = {} as never;
+  const events: string[] = [];
+  // Before any event: retried, and the caller gets only the second replica's answer.
+  expect(await router('upstream', 'ok').stream(request, { sessionId: 's', requestId: 'r' }, (e) => events.push(e.type))).toMatchObject({ engineId: 'sim@b' });
+  expect(calls.splice(0)).toEqual(['a:stream', 'b:stream']);
+  expect(await router('upstream', 'ok').complete(request, { sessionId: 's', requestId: 'r' })).toMatchObject({ engineId: 'sim@b' });
+  expect(calls.splice(0)).toEqual(['a:complete', 'b:complete']);
+  // After an event reached the caller: final.
+  await expect(router('upstream-after-event', 'ok').stream(request, { sessionId: 's', requestId: 'r' }, (e) => events.push(e.type))).rejects.toThrow(/mid-stream/);
+  expect(calls.splice(0)).toEqual(['a:stream']);
+  expect(events).toEqual(['answered']);
+  // A timeout is not retried (the engine may still be generating); neither is a failure with no other replica.
+  await expect(router('timeout', 'ok').complete(request, { sessionId: 's', requestId: 'r' })).rejects.toThrow(/timed out/);
+  expect(calls.splice(0)).toEqual(['a:complete']);
+  await expect(router('upstream', null).complete(request, { sessionId: 's', requestId: 'r' })).rejects.toThrow(/HTTP 500/);
+  // Both fail: one retry only, the second error reaches the caller.
+  await expect(router('upstream', 'upstream').complete(request, { sessionId: 's', requestId: 'r' })).rejects.toThrow(/b failed/);
+  expect(calls.splice(0)).toEqual(['a:complete', 'a:complete', 'b:complete']);
 });
