@@ -23,6 +23,7 @@ import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, UsageError, untilSignal } from './common.ts';
 import { engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
 import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
+import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 
 export function register(program: Command): void {
   program
@@ -34,8 +35,10 @@ export function register(program: Command): void {
     .option('--insecure-no-token', 'allow a non-loopback node host without a control-plane token (prints a warning)')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer)')
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
-    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
+    .option('--engine-url <url>', 'engine base URL without /v1 (overrides engine.url and engine.urls); repeat it or separate URLs with commas for replicas', collectEngineUrls)
+    .action(async (opts: { config: string; nodeId?: string; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean; engineUrl?: string[] }) => {
       const config = loadConfigForCli(opts.config);
+      if (opts.engineUrl) config.engine = { ...config.engine, ...engineUrlFields(opts.engineUrl) };
       if (opts.nodeId === undefined) {
         if (config.gateway.nodes.length !== 1) throw new UsageError(`${opts.config} has ${config.gateway.nodes.length} gateway nodes; pass --node-id (one of ${config.gateway.nodes.map((n) => n.node_id).join(', ')})`);
         opts.nodeId = config.gateway.nodes[0]!.node_id;

@@ -1,5 +1,5 @@
 /**
- * `polar proxy --port P --engine KIND --engine-url URL [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
+ * `polar proxy --port P --engine KIND --engine-url URL[,URL…] [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
  * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]`: the
  * proxy alone, for capturing any harness run by hand (docs/architecture.md#processes). Every API key opens an ad-hoc
  * session (no key → one session with a random `anon-…` id, printed at start); records go to the SQLite store in --db
@@ -13,7 +13,8 @@
  */
 import { GatewayError } from '../core/errors.ts';
 import { placementLogLine } from '../engines/system-placement.ts';
-import { EngineHealthMonitor, engineLivenessCheck } from '../engines/health.ts';
+import { EngineHealthMonitor, engineReplicasLivenessCheck } from '../engines/health.ts';
+import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 import { Option, type Command } from 'commander';
 import { createEngineClient, ENGINE_KINDS, type EngineConfig } from '../engines/index.ts';
 import type { EngineKind, EngineStreamSetting } from '../engines/types.ts';
@@ -30,7 +31,7 @@ interface ProxyFlags {
   port: number;
   host: string;
   engine: string;
-  engineUrl: string;
+  engineUrl: string[];
   engineApiKey?: string;
   mode: string;
   allowGoldenMismatch?: boolean;
@@ -78,7 +79,7 @@ export function register(program: Command): void {
     .description('run the capturing proxy alone in front of an inference engine (ad-hoc session per API key)')
     .requiredOption('--port <port>', 'port to listen on (0 = any free port)', parsePort)
     .requiredOption('--engine <kind>', `engine kind: ${ENGINE_KINDS.join(', ')}`)
-    .requiredOption('--engine-url <url>', 'engine base URL without /v1, e.g. http://127.0.0.1:8000')
+    .requiredOption('--engine-url <url>', 'engine base URL without /v1, e.g. http://127.0.0.1:8000; repeat it or separate URLs with commas for replicas of one engine (session affinity, least outstanding requests, health checks)', collectEngineUrls)
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (tokenizer.json + chat template); default: embedded Qwen3')
     .addOption(new Option('--family <name>', 'token mode: model family; default: detected from the chat template').choices(MODEL_FAMILY_NAMES as string[]))
@@ -134,7 +135,7 @@ export function register(program: Command): void {
       try {
         engine = createEngineClient({
           kind: flags.engine as EngineKind,
-          url: flags.engineUrl,
+          ...engineUrlFields(flags.engineUrl),
           apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
           servedModel: flags.servedModel,
           mode: flags.mode,
@@ -155,8 +156,8 @@ export function register(program: Command): void {
       // the probe (unknown model, broken capture) is a failure of the work: exit 1 with the reason.
       const log = (line: string) => console.error(`polar proxy: ${line}`);
       const engineHealth = new EngineHealthMonitor({
-        check: engineLivenessCheck({ kind: flags.engine, url: flags.engineUrl, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY }),
-        describe: `engine ${flags.engine} at ${flags.engineUrl}`, log,
+        check: engineReplicasLivenessCheck({ kind: flags.engine, ...engineUrlFields(flags.engineUrl), apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY }),
+        describe: `engine ${flags.engine} at ${flags.engineUrl.join(', ')}`, log,
       });
       try {
         await engine.probe();

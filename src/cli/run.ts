@@ -1,5 +1,5 @@
 /**
- * `polar run TASKS [--harness NAME] [--samples N] [--engine KIND --engine-url URL] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
+ * `polar run TASKS [--harness NAME] [--samples N] [--engine KIND --engine-url URL[,URL…]] [--mode chat|token] [--tokenizer DIR] [--db FILE] [--out DIR]
  * [--builder prefix_merging] [--concurrency N]`: the one-shot job. Everything runs in this process:
  * the simulator (when no engine is given), a rollout server and one gateway node with the proxy, the same path as
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
@@ -16,7 +16,8 @@ import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { assertSandboxAvailable, describeSandbox, parseRuntimeSpec, sandboxLine, type RuntimeSpec } from '../gateway/runtimes/index.ts';
 import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
-import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
+import { engineReplicasLivenessCheck, waitForEngine } from '../engines/health.ts';
+import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
 import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { printTaskNotes } from './harbor-flags.ts';
@@ -32,7 +33,7 @@ interface RunFlags extends DatasetFlags {
   samples: number;
   fresh?: boolean;
   engine?: string;
-  engineUrl?: string;
+  engineUrl?: string[];
   engineApiKey?: string;
   servedModel?: string;
   systemMessages: SystemMessagePlacement | 'auto';
@@ -101,7 +102,7 @@ export function register(program: Command): void {
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
     .option('--samples <n>', 'num_samples: sessions per task', parsePositiveInt('--samples'), 1)
     .option('--engine <kind>', `inference engine: ${ENGINE_KINDS.join(', ')} (default: start the simulator in-process)`)
-    .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine)')
+    .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine); repeat it or separate URLs with commas for replicas of one engine (session affinity, least outstanding requests)', collectEngineUrls)
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
     .option('--served-model <name>', 'model name sent to the engine (default: the first it lists)')
     .addOption(new Option('--system-messages <placement>', "with --engine: auto (detect whether the engine's chat template renders a system message after a user turn), merge later system messages into the leading one, or keep them in place (templates that allow it, e.g. Qwen3)").choices(['auto', 'merge', 'in-place']).default('auto'))
@@ -177,7 +178,7 @@ export function register(program: Command): void {
 
       const engine = flags.engine
         ? {
-            kind: flags.engine as EngineKind, url: flags.engineUrl!, mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
+            kind: flags.engine as EngineKind, ...engineUrlFields(flags.engineUrl!), mode: flags.mode as CaptureMode, apiKey: flags.engineApiKey ?? process.env.POLAR_ENGINE_API_KEY,
             servedModel: flags.servedModel, systemMessages: flags.systemMessages,
             tokenizerDir: flags.tokenizer, allowGoldenMismatch: flags.allowGoldenMismatch === true,
           }
@@ -185,7 +186,7 @@ export function register(program: Command): void {
       if (engine) {
         // Before anything is created or dispatched: an engine that never answers would otherwise fail every session.
         try {
-          await waitForEngine(engineLivenessCheck(engine), { describe: `engine ${engine.kind} at ${engine.url}`, timeoutMs: flags.engineWaitS * 1000 });
+          await waitForEngine(engineReplicasLivenessCheck(engine), { describe: `engine ${engine.kind} at ${flags.engineUrl!.join(', ')}`, timeoutMs: flags.engineWaitS * 1000 });
         } catch (error) {
           console.error(`polar run: ${(error as Error).message}`);
           console.error('polar run: start the engine (or fix --engine/--engine-url); nothing was run.');
@@ -223,7 +224,7 @@ export function register(program: Command): void {
         viewStopped = true;
       };
       try {
-        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness ?? 'from each task file'} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl}` : 'the built-in simulator'}; results → ${dbPath}`);
+        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness ?? 'from each task file'} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl!.join(', ')}` : 'the built-in simulator'}; results → ${dbPath}`);
         console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
         const report = await runTasks({
           tasks,

@@ -18,6 +18,7 @@ import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal, UsageError } from './common.ts';
 import { engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
 import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
+import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 
 export function register(program: Command): void {
   program
@@ -29,8 +30,13 @@ export function register(program: Command): void {
     .option('--insecure-no-token', 'allow non-loopback listen addresses without a control-plane token (prints a warning)')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer; with --with-sim the simulator serves it too)')
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
-    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean }) => {
+    .option('--engine-url <url>', 'engine base URL without /v1 (overrides engine.url and engine.urls); repeat it or separate URLs with commas for replicas', collectEngineUrls)
+    .action(async (opts: { config: string; port?: number; withSim?: boolean; insecureNoToken?: boolean; tokenizer?: string; allowGoldenMismatch?: boolean; engineUrl?: string[] }) => {
       const config = loadConfigForCli(opts.config);
+      if (opts.engineUrl) {
+        if (opts.withSim) throw new UsageError('--engine-url and --with-sim exclude each other (--with-sim uses the in-process simulator as the engine)');
+        config.engine = { ...config.engine, ...engineUrlFields(opts.engineUrl) };
+      }
       const tokenizerDir = opts.tokenizer ?? config.engine.tokenizer ?? undefined;
       if (tokenizerDir !== undefined && !existsSync(tokenizerDir)) throw new UsageError(`tokenizer directory ${tokenizerDir} does not exist`);
       const nodeConfig = config.gateway.nodes[0]!;
