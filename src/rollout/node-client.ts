@@ -16,8 +16,11 @@ export interface NodeClient {
   dispatch(spec: DispatchSpec): Promise<DispatchOutcome>;
   /** Cancel a session on the node; false when the node does not know it. Never throws for a 404. */
   cancel(sessionId: string, reason?: string): Promise<boolean>;
-  /** The node's view of a session: its status, or null when the node does not know it (404). */
-  getSession(sessionId: string): Promise<{ status: string; attempt?: number } | null>;
+  /**
+   * The node's view of a session: its status, dispatch attempt and, once it ended, its SessionResult (`result`, as the
+   * node would have posted it to the callback URL); null when the node does not know it (404).
+   */
+  getSession(sessionId: string): Promise<{ status: string; attempt?: number; result?: unknown } | null>;
   /** Every session the node holds (`GET /sessions`). @throws Error when the node cannot be reached or answers badly. */
   listSessions(): Promise<SessionSummary[]>;
 }
@@ -68,8 +71,12 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
         return null;
       }
       if (!response.ok) throw new Error(`node ${base} session lookup failed: HTTP ${response.status}`);
-      const body = (await response.json()) as { status?: unknown; attempt?: unknown };
-      return { status: typeof body.status === 'string' ? body.status : 'UNKNOWN', ...(typeof body.attempt === 'number' ? { attempt: body.attempt } : {}) };
+      const body = (await response.json()) as { status?: unknown; attempt?: unknown; result?: unknown };
+      return {
+        status: typeof body.status === 'string' ? body.status : 'UNKNOWN',
+        ...(typeof body.attempt === 'number' ? { attempt: body.attempt } : {}),
+        ...(body.result !== undefined && body.result !== null ? { result: body.result } : {}),
+      };
     },
   };
 }

@@ -24,6 +24,8 @@ export class NodeRegistry {
   readonly #nodes = new Map<string, NodeState>();
   /** node_id → session ids dispatched there and not final. */
   readonly #inFlight = new Map<string, Set<string>>();
+  /** Session id → heartbeats in a row in which its node reported it ended while this server still has it open. */
+  readonly #endedSightings = new Map<string, number>();
 
   constructor(private readonly ctx: RolloutContext, private readonly makeClient: (url: string) => NodeClient) {}
 
@@ -82,7 +84,7 @@ export class NodeRegistry {
    * Record a heartbeat's stage counts and live session statuses; an unhealthy node becomes healthy again.
    * @throws HttpError 404 for an unknown node, 400 for an invalid heartbeat.
    */
-  heartbeat(nodeId: string, input: unknown): { row: NodeRow; recovered: boolean } {
+  heartbeat(nodeId: string, input: unknown): { row: NodeRow; recovered: boolean; ended: string[] } {
     const state = this.#nodes.get(nodeId);
     if (!state) throw new HttpError(404, `unknown node ${nodeId}: register first`);
     const parsed = heartbeatSchema.safeParse(input);
@@ -91,27 +93,44 @@ export class NodeRegistry {
     state.row = { ...state.row, stages: parsed.data.stages, healthy: true, last_heartbeat: this.ctx.clock() };
     state.dispatchedSinceHeartbeat = 0;
     state.transportFailures = 0;
-    this.ctx.store.transaction(() => {
+    const ended = this.ctx.store.transaction(() => {
       this.ctx.store.nodes.upsert(state.row);
-      if (parsed.data.sessions) this.#refreshSessionStages(nodeId, parsed.data.sessions);
+      return parsed.data.sessions ? this.#refreshSessionStages(nodeId, parsed.data.sessions) : [];
     });
     if (recovered) this.ctx.events.publish('node_healthy', { node_id: nodeId });
-    return { row: state.row, recovered };
+    return { row: state.row, recovered, ended };
   }
 
   /**
    * Take a node's view of the sessions it runs (RUNNING, POST_RUN, …) into the store, for `GET /rollout/task/{id}`.
    * Only sessions this server dispatched to that node and still has open move; final statuses come with results.
    */
-  #refreshSessionStages(nodeId: string, statuses: Record<string, string>): void {
+  /**
+   * Also returns the sessions whose result this server is missing: the node reported them ended (a status that is not
+   * live) in two heartbeats in a row while this server still has them open on that node. Their callback was lost
+   * (retries exhausted while this server was overloaded) or arrived as stale before this server adopted the node's
+   * attempt (a dispatch that timed out but reached the node); the caller fetches the result from the node. Two
+   * sightings, so a callback that is merely in flight is not raced.
+   */
+  #refreshSessionStages(nodeId: string, statuses: Record<string, string>): string[] {
     const mine = this.#inFlight.get(nodeId);
-    if (!mine) return;
+    if (!mine) return [];
+    const ended: string[] = [];
     for (const [sessionId, status] of Object.entries(statuses)) {
-      if (!LIVE_SESSION.has(status) || !mine.has(sessionId)) continue;
+      if (!mine.has(sessionId)) continue;
+      const live = LIVE_SESSION.has(status);
+      if (live) this.#endedSightings.delete(sessionId);
       const current = this.ctx.store.sessions.get(sessionId);
-      if (!current || current.node_id !== nodeId || FINAL_SESSION.has(current.status) || current.status === status) continue;
-      this.ctx.store.sessions.update(sessionId, { status });
+      if (!current || current.node_id !== nodeId || FINAL_SESSION.has(current.status)) continue;
+      if (!live) {
+        const seen = (this.#endedSightings.get(sessionId) ?? 0) + 1;
+        this.#endedSightings.set(sessionId, seen);
+        if (seen >= 2) ended.push(sessionId);
+        continue;
+      }
+      if (current.status !== status) this.ctx.store.sessions.update(sessionId, { status });
     }
+    return ended;
   }
 
   /** Drain a node: it gets no new sessions; the ones it runs finish. @throws HttpError 404 for an unknown node. */
@@ -179,11 +198,13 @@ export class NodeRegistry {
 
   /** Forget a session on a node; true when it was tracked there. */
   untrack(nodeId: string, sessionId: string): boolean {
+    this.#endedSightings.delete(sessionId);
     return this.#inFlight.get(nodeId)?.delete(sessionId) ?? false;
   }
 
   /** Forget a session on every node; returns the nodes it was tracked on. */
   untrackEverywhere(sessionId: string): string[] {
+    this.#endedSightings.delete(sessionId);
     const nodes: string[] = [];
     for (const [nodeId, set] of this.#inFlight) if (set.delete(sessionId)) nodes.push(nodeId);
     return nodes;

@@ -270,9 +270,14 @@ export class RolloutServer {
     return row;
   }
 
-  /** Record a heartbeat's stage counts; an unhealthy node becomes healthy again. @throws HttpError 404 for an unknown node. */
+  /**
+   * Record a heartbeat's stage counts; an unhealthy node becomes healthy again. Sessions the node reports ended twice
+   * while this server has no result for them get their result fetched from the node (TaskResults.recover).
+   * @throws HttpError 404 for an unknown node.
+   */
   heartbeat(nodeId: string, input: unknown): NodeRow {
-    const { row } = this.#nodes.heartbeat(nodeId, input);
+    const { row, ended } = this.#nodes.heartbeat(nodeId, input);
+    if (ended.length > 0) void this.#results.recover(nodeId, ended);
     void this.pump();
     return row;
   }

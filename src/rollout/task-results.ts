@@ -94,6 +94,27 @@ export class TaskResults {
     });
   }
 
+  /**
+   * Fetch from their node the results of sessions it reports ended but whose callback this server never accepted
+   * (NodeRegistry heartbeat), and accept each as if it had been posted; a result of another attempt is stale as usual.
+   * Never throws: an unreachable node or a session without a result is left to the next heartbeat.
+   */
+  async recover(nodeId: string, sessionIds: readonly string[]): Promise<void> {
+    const client = this.nodes.get(nodeId)?.client;
+    if (!client) return;
+    for (const id of sessionIds) {
+      if (this.ctx.stopped()) return;
+      const view = await client.getSession(id).catch(() => null);
+      if (!view?.result) continue;
+      try {
+        const outcome = await this.accept(view.result);
+        this.ctx.events.publish('result_recovered', { session_id: id, node_id: nodeId, accepted: outcome.accepted, stale: outcome.stale });
+      } catch (error) {
+        this.ctx.events.publish('result_recovered', { session_id: id, node_id: nodeId, accepted: false, error: error instanceof Error ? error.message : String(error) });
+      }
+    }
+  }
+
   /** A session a gateway refused at dispatch: it fails alone (ERROR with the node's reason), never retried. */
   refused(session: SessionRow, nodeId: string, error: string, attempt: number): void {
     const reason = `refused by gateway ${nodeId}: ${error}`;

@@ -138,6 +138,31 @@ test('a deep queue is dispatched up to the free slots, higher dispatch_priority 
   expect(store.sessions.listByTask('bulk').filter((s) => s.status === 'INITIALIZING').length).toBe(2);
 });
 
+test('a result whose callback never arrived is fetched from the node after two heartbeats report the session ended', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity })).status).toBe(200);
+  expect((await post(`${server.url}/rollout/task/submit`, task('lost', { num_samples: 2 }))).status).toBe(200);
+  await until(() => node.dispatched.length === 2);
+  const [a, b] = node.dispatched;
+  // The node finished both; only b's callback reached the server.
+  node.results.set(a!.session_id, resultFor(a!, 1));
+  node.results.set(b!.session_id, resultFor(b!, 0));
+  expect((await post(`${server.url}/callbacks/session_result`, resultFor(b!, 0))).status).toBe(200);
+  const beat = () => post(`${server.url}/nodes/n1/heartbeat`, { stages: idle, sessions: { [a!.session_id]: 'COMPLETED', [b!.session_id]: 'COMPLETED' } });
+  expect((await beat()).status).toBe(200);
+  await Bun.sleep(50);
+  expect(node.lookups).toEqual([]); // one sighting: its callback may still be in flight
+  expect((await beat()).status).toBe(200);
+  await until(() => store.sessions.get(a!.session_id)?.status === 'COMPLETED');
+  expect(node.lookups).toEqual([a!.session_id]); // b has its result: never asked for
+  expect(store.results.get(a!.session_id)?.trajectory.metadata.evaluation).toEqual({ outcome_reward: 1 });
+  await until(() => store.tasks.get('lost')?.status === 'COMPLETED');
+  expect((store.groups.get('lost')?.data as { rewards?: number[] }).rewards).toEqual([1, 0]);
+});
+
 test('results are idempotent; the group carries GRPO and leave-one-out advantages; a trainer never gets a group twice; callback_url once', async () => {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());

@@ -1,7 +1,7 @@
 /**
  * A fake gateway node for rollout-server tests: a real HTTP server on 127.0.0.1 (port 0) with the node side of the
  * dispatch contract (docs/architecture.md#contracts): `POST /sessions` records the dispatch body and answers 202,
- * `GET /sessions/{id}` says RUNNING for a session it holds (404 otherwise), `GET /sessions` lists those, and
+ * `GET /sessions/{id}` says RUNNING for a session it holds (COMPLETED with its `results` entry once set; 404 otherwise), `GET /sessions` lists those, and
  * `DELETE /sessions/{id}` records the cancel.
  */
 import type { DispatchSpec } from '../../src/rollout/node-client.ts';
@@ -14,6 +14,10 @@ export interface FakeGatewayNode {
   readonly cancelled: string[];
   /** Sessions the node holds (dispatched and not cancelled). */
   readonly known: Set<string>;
+  /** Ended sessions: `GET /sessions/{id}` answers their status COMPLETED with this SessionResult as `result`. */
+  readonly results: Map<string, unknown>;
+  /** `GET /sessions/{id}` calls in arrival order. */
+  readonly lookups: string[];
   /** Forget every session, as a restarted node would. */
   forget(): void;
   stop(): void;
@@ -27,6 +31,8 @@ export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpe
   const dispatched: DispatchSpec[] = [];
   const cancelled: string[] = [];
   const known = new Set<string>();
+  const results = new Map<string, unknown>();
+  const lookups: string[] = [];
   const server = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',
@@ -44,7 +50,12 @@ export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpe
         },
       },
       '/sessions/:id': {
-        GET: (req) => (known.has(req.params.id) ? Response.json({ status: 'RUNNING' }) : new Response('', { status: 404 })),
+        GET: (req) => {
+          lookups.push(req.params.id);
+          const result = results.get(req.params.id);
+          if (result !== undefined) return Response.json({ status: 'COMPLETED', attempt: (result as { attempt?: number }).attempt ?? 0, result });
+          return known.has(req.params.id) ? Response.json({ status: 'RUNNING' }) : new Response('', { status: 404 });
+        },
         DELETE: (req) => {
           cancelled.push(req.params.id);
           return known.delete(req.params.id) ? Response.json({ ok: true }) : new Response('', { status: 404 });
@@ -52,5 +63,5 @@ export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpe
       },
     },
   });
-  return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled, known, forget: () => known.clear(), stop: () => server.stop(true) };
+  return { url: `http://127.0.0.1:${server.port}`, dispatched, cancelled, known, results, lookups, forget: () => known.clear(), stop: () => server.stop(true) };
 }
