@@ -9,6 +9,9 @@ import { SESSION_LIST_LIMIT } from './node-client.ts';
 import { nodeSlots, pickNode } from './scheduler.ts';
 import type { SessionRow } from './store-port.ts';
 
+/** Dispatch requests in flight to one node at a time. */
+export const DISPATCH_CONCURRENCY = 8;
+
 export class Dispatcher {
   #pumping: Promise<void> | null = null;
   #pumpAgain = false;
@@ -85,7 +88,20 @@ export class Dispatcher {
         sends.push({ state: target.state, session, task, attempt });
       }
     });
-    await Promise.all(sends.map((d) => this.#send(d.state, d.session, d.task, d.attempt)));
+    // At most DISPATCH_CONCURRENCY requests in flight per node: a burst of hundreds at once made loaded gateways answer
+    // after the client timeout, and each timed-out dispatch was re-queued and ran a second time elsewhere
+    // (bench/scale-out.ts, 16 gateways × 8,000 sessions: 459 sessions ran twice).
+    const byNode = new Map<NodeState, typeof sends>();
+    for (const d of sends) byNode.set(d.state, [...(byNode.get(d.state) ?? []), d]);
+    await Promise.all([...byNode.values()].map(async (list) => {
+      let next = 0;
+      await Promise.all(Array.from({ length: Math.min(DISPATCH_CONCURRENCY, list.length) }, async () => {
+        while (next < list.length) {
+          const d = list[next++]!;
+          await this.#send(d.state, d.session, d.task, d.attempt);
+        }
+      }));
+    }));
   }
 
   /**

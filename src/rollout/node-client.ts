@@ -40,13 +40,20 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
   const headers = controlPlaneHeaders(options.controlPlaneToken);
   const call = (path: string, init: RequestInit) =>
     doFetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) });
-  return {
+  const client: NodeClient = {
     async dispatch(spec) {
       try {
         const response = await call('/sessions', { method: 'POST', body: JSON.stringify(spec) });
         return classifyDispatchAnswer(response.status, await response.text());
       } catch (error) {
-        return { kind: 'unavailable', error: `node ${base} unreachable: ${error instanceof Error ? error.message : String(error)}` };
+        const why = error instanceof Error ? error.message : String(error);
+        // A timed-out dispatch may have reached the node (it was slow to answer, not gone): ask before the session is
+        // re-queued, so it does not run twice. Held there: adopt its attempt. Unknown or unreachable: unavailable.
+        if (error instanceof Error && error.name === 'TimeoutError') {
+          const held = await client.getSession(spec.session_id).catch(() => null);
+          if (held) return { kind: 'held', attempt: held.attempt ?? null, status: held.status };
+        }
+        return { kind: 'unavailable', error: `node ${base} unreachable: ${why}` };
       }
     },
     async listSessions() {
@@ -79,4 +86,5 @@ export function httpNodeClient(baseUrl: string, options: HttpNodeClientOptions =
       };
     },
   };
+  return client;
 }
