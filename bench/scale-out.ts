@@ -201,6 +201,8 @@ async function run(sz: Sizes) {
     const tasks = Math.ceil(sz.sessions / sz.group);
     const load0 = loadAvg();
     const cpu0 = treeCpuMs(server.pid);
+    const gwCpu0 = gateways.reduce((a, g) => a + treeCpuMs(g.pid), 0);
+    const simCpu0 = treeCpuMs(sim.pid);
     const submitStart = Date.now();
     const t0 = performance.now();
     let submitted = 0;
@@ -246,6 +248,9 @@ async function run(sz: Sizes) {
     }
     const wallS = (performance.now() - t0) / 1000 - (stalled ? 120 : 0);
     const serverCpuMs = treeCpuMs(server.pid) - cpu0;
+    // Gateways with their live children (finished harness processes are not counted: their CPU is the player's).
+    const gatewaysCpuMs = gateways.reduce((a, g) => a + treeCpuMs(g.pid), 0) - gwCpu0;
+    const simCpuMs = treeCpuMs(sim.pid) - simCpu0;
     const load1 = loadAvg();
     clearInterval(sampler);
     const serverPeakMB = peakRssBytes(server.pid) / 2 ** 20;
@@ -303,7 +308,7 @@ async function run(sz: Sizes) {
       notes: [
         `${players.length} recordings (${players.map((p) => `${p.name}: ${p.calls}`).join(', ')}); group i replays recording i mod ${players.length}.`,
         `per gateway: init_workers ${capacity.init_workers}, ready_buffer ${capacity.ready_buffer}, max_run_workers ${capacity.max_run_workers}, postrun_workers ${capacity.postrun_workers} (${slots} slots; ${sz.gateways * slots} in flight at most); started and registered in ${startS.toFixed(1)} s; idle RSS of all gateways ${(gatewayIdleRss / 2 ** 20).toFixed(0)} MB, peak ${(gatewaysRssPeak / 2 ** 20).toFixed(0)} MB (with harness children, sampled each second).`,
-        `submit of ${tasks} tasks (16 in flight) took ${submitS.toFixed(1)} s; server RSS sampled peak ${(serverRssPeak / 2 ** 20).toFixed(0)} MB; server CPU ${(serverCpuMs / 1000).toFixed(1)} s over ${wallS.toFixed(1)} s wall.`,
+        `submit of ${tasks} tasks (16 in flight) took ${submitS.toFixed(1)} s; server RSS sampled peak ${(serverRssPeak / 2 ** 20).toFixed(0)} MB; server CPU ${(serverCpuMs / 1000).toFixed(1)} s over ${wallS.toFixed(1)} s wall; gateway processes ${(gatewaysCpuMs / submitted).toFixed(1)} ms CPU per session (${(gatewaysCpuMs / 1000).toFixed(0)} s in all), simulator ${(simCpuMs / submitted).toFixed(1)} ms per session.`,
         `duplicated = sessions run on two gateways (${ranTwice}) + duplicate callbacks acknowledged by the server (${dupCallbacks}); stale results ${stale}; re-dispatched ${redispatched}; callbacks the gateways gave up on ${callbackFailures.length}.`,
         loadNote,
       ],
