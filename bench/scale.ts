@@ -48,9 +48,9 @@ function recordings(): { name: string; requests: RecordedRequest[] }[] {
         .filter((f) => f.endsWith('-request.json'))
         .sort()
         .map((f) => {
-          const rec = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { url: string; headers: Record<string, string>; body: unknown };
+          const rec = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { url: string; headers?: Record<string, string>; body: unknown };
           const headers: Record<string, string> = {};
-          for (const [k, v] of Object.entries(rec.headers)) {
+          for (const [k, v] of Object.entries(rec.headers ?? {})) {
             // Recorded keys and hop-by-hop headers are replaced; the session key goes in per session.
             if (!['authorization', 'x-api-key', 'x-goog-api-key', 'host', 'content-length', 'connection', 'accept-encoding', 'transfer-encoding'].includes(k.toLowerCase())) headers[k] = v;
           }
@@ -118,7 +118,8 @@ async function recordTimings(baseUrl: string, bySession: Map<string, number[]>, 
   const added: number[] = [];
   const inProxy: number[] = [];
   for (const [key, own] of bySession) {
-    const response = await fetch(`${baseUrl}/sessions/${key}/completions`);
+    // The records of a session are readable with its own API key (or the admin token).
+    const response = await fetch(`${baseUrl}/sessions/${key}/completions`, { headers: { authorization: `Bearer ${key}` } });
     const body = (await response.json()) as { completions?: { seq: number; timings: { engine_ms: number; total_ms: number } }[] };
     const records = body.completions ?? [];
     if (records.length !== own.length) errors.push(`${key}: ${records.length} records for ${own.length} calls`);
@@ -221,7 +222,7 @@ async function runGateway(sessions: number, recs: { name: string; requests: Reco
         node_id: 'bench', host: '127.0.0.1', port,
         // Everything RUNNING at once: INIT may take every session, READY needs no buffer, POSTRUN only cleans up.
         init_workers: sessions, ready_buffer: 0, max_run_workers: sessions, postrun_workers: 64,
-        runtime: { kind: 'local', bwrap: 'never' },
+        runtime: { kind: 'local', isolation: 'none' },
         work_root: join(dir, 'work'), harness_cache_dir: join(dir, 'harnesses'),
       }],
     },
