@@ -329,11 +329,16 @@ export class SessionTokenBuffers {
    * (the sampled ids keep them all). Null when the rendering does not have that shape.
    */
   private renderSuffix(assistant: ChatMessage, newMessages: readonly ChatMessage[], settings: RenderSettings, settingsKey: string): { ids: number[]; openedThinking: boolean } | null {
-    const options = { tools: settings.tools, enableThinking: settings.enableThinking, family: this.family };
-    let head = this.anchorRenders.get(settingsKey);
+    // When the template reads the tools only in its system header (tokenizer.ts `templateToolsOnlyInHeader`), the
+    // text after the echoed assistant turn is the same without them, and leaving them out saves converting and
+    // JSON-dumping the whole tool list (~60 KB for Claude Code) in the template engine on every turn.
+    const headerOnly = this.tokenizer.toolsOnlyInHeader;
+    const options = { tools: headerOnly ? [] : settings.tools, enableThinking: settings.enableThinking, family: this.family };
+    const anchorKey = headerOnly ? `no-tools:${settings.enableThinking ?? null}` : settingsKey;
+    let head = this.anchorRenders.get(anchorKey);
     if (head === undefined) {
       head = this.tokenizer.renderChat([ANCHOR], { ...options, addGenerationPrompt: false });
-      this.anchorRenders.set(settingsKey, head);
+      this.anchorRenders.set(anchorKey, head);
       if (this.anchorRenders.size > 16) this.anchorRenders.delete(this.anchorRenders.keys().next().value!);
     }
     const echoed = this.family.singleToolCall && (assistant.tool_calls?.length ?? 0) > 1 ? { ...assistant, tool_calls: assistant.tool_calls!.slice(0, 1) } : assistant;

@@ -59,6 +59,12 @@ export interface LoadedTokenizer {
   readonly modelMaxLength: number | null;
   /** The Jinja chat template source. */
   readonly chatTemplate: string;
+  /**
+   * True when the template reads `tools` only before its loop over the messages (the system header) and binds it to
+   * no other name (no `set`, no macro): the rendering of messages after the first one is then the same with or
+   * without tools. See `templateToolsOnlyInHeader`.
+   */
+  readonly toolsOnlyInHeader: boolean;
   /** The model family detected from the template and vocabulary (families.ts), or null when none matches. */
   readonly family: ModelFamily | null;
 }
@@ -161,8 +167,25 @@ async function load(dir: string | null): Promise<LoadedTokenizer> {
     vocabSize: tokenizer.get_vocab(true).size,
     modelMaxLength: typeof maxLength === 'number' && maxLength > 0 && maxLength < 1e15 ? maxLength : null,
     chatTemplate: templateSource,
+    toolsOnlyInHeader: templateToolsOnlyInHeader(templateSource),
     family,
   };
+}
+
+/**
+ * A conservative reading of a Jinja chat template: true only when it has a `for … in messages` loop, every mention of
+ * the word `tools` comes before that loop, and no `set` statement or block and no macro body mentions tools (so the tool list cannot
+ * reach the loop under another name). Qwen3's template passes (tools are listed in the system header only); Llama
+ * 3.1's (`set` of tools) and gpt-oss's (no messages loop at top level) do not. False means "assume tools matter".
+ * Template syntax: https://jinja.palletsprojects.com/en/stable/templates/
+ */
+export function templateToolsOnlyInHeader(source: string): boolean {
+  const loop = /\{%-?\s*for\s+\w+\s+in\s+messages\b/.exec(source);
+  if (loop === null) return false;
+  for (const match of source.matchAll(/\btools\b/g)) if (match.index! > loop.index) return false;
+  // A `set` statement, a `set` block or a macro body (up to its end tag) that mentions tools.
+  for (const statement of source.matchAll(/\{%-?\s*set\b[\s\S]*?%\}|\{%-?\s*(macro|set)\b[\s\S]*?\bend\1\b/g)) if (/\btools\b/.test(statement[0])) return false;
+  return true;
 }
 
 function pickTemplate(value: unknown): string | undefined {
