@@ -21,17 +21,17 @@ export interface BaseEntry {
   ownBytes: number;
   /** Tokens of `tokens` that are prompt_ids. */
   promptLength: number;
-  /** request_body, ir_request and ir_response JSON texts as stored (ir_response null when the record has none). */
-  texts: readonly [string, string, string | null];
+  /**
+   * request_body, ir_request and ir_response JSON texts as UTF-8 bytes (ir_response null when the record has none):
+   * one byte per ASCII character and off the JS string heap, where a string with any character above U+00FF (a
+   * harness request almost always has one) costs two bytes per character.
+   */
+  texts: readonly [Uint8Array, Uint8Array, Uint8Array | null];
 }
 
-/**
- * Approximate resident size of an entry in bytes. Strings count two bytes per code unit: JavaScriptCore keeps a string
- * with any character above U+00FF as UTF-16, and a harness request almost always has one (the old one-byte estimate let
- * a "256 MiB" cache hold ~700 MB in bench/proxy-soak.ts).
- */
+/** Approximate resident size of an entry in bytes (its own token bytes, its text bytes, a fixed overhead). */
 function entryBytes(entry: BaseEntry): number {
-  return entry.ownBytes + 2 * (entry.texts[0].length + entry.texts[1].length + (entry.texts[2]?.length ?? 0)) + 64;
+  return entry.ownBytes + entry.texts[0].byteLength + entry.texts[1].byteLength + (entry.texts[2]?.byteLength ?? 0) + 64;
 }
 
 export class BaseCache {

@@ -1,7 +1,7 @@
 /**
  * Completion records: one row per proxied model call. Token arrays are packed (packing.ts). Rows are written in
  * format 2 (migration 3): a record that extends an earlier record of its session (its "base") stores only the prompt
- * ids after the shared prefix and its JSON texts as deltas against the base's (delta.ts), zstd-compressed; so a
+ * ids after the shared prefix and its JSON texts as deltas against the base's UTF-8 bytes (delta.ts), zstd-compressed; so a
  * session costs O(final size) on disk instead of O(turns²). Format 1 rows (full arrays, plain JSON text) still read.
  * A base is always a committed row of the same session, inserted before the rows that refer to it; it may belong to
  * an earlier dispatch attempt of the session (the base is only a compression reference, so that is harmless).
@@ -9,7 +9,7 @@
 import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
-import { applyTextDelta, commonSegmentPrefix, cutSegments, decodeTextColumn, encodeTextColumn, textDelta, type TextDelta } from './delta.ts';
+import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, type ByteDelta } from './delta.ts';
 import { int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
@@ -53,8 +53,9 @@ export interface CompletionRepositoryOptions {
   /** zstd level 1–22 (default 1: the fastest; JSON deltas gain little from higher levels). */
   zstdLevel?: number;
   /**
-   * Memory budget of the per-session base cache, bytes (default 64 MiB: ~100 sessions of 100 KB requests with their
-   * last record each; a session that fell out costs one read of its newest row on its next call).
+   * Memory budget of the per-session base cache, bytes (default 32 MiB: its texts are UTF-8 bytes, so this holds as
+   * many 100 KB records as 64 MiB of UTF-16 strings did, ~100 sessions with their last record each; a session that
+   * fell out costs one read of its newest row on its next call).
    */
   cacheBytes?: number;
   /** Records kept per session in the cache (default 3: interleaved sub-agents each find their own last call). */
@@ -66,7 +67,7 @@ export const MIN_SHARED_PROMPT_TOKENS = 64;
 /** Longest chain of bases a record may sit on; the next record of the session is stored in full, so reads stay bounded. */
 export const MAX_BASE_DEPTH = 100;
 /** Default budget of the base cache (see CompletionRepositoryOptions.cacheBytes). */
-export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
 /** Sessions whose next `seq` is remembered (LRU; a forgotten one costs one indexed read). */
 const MAX_SEQ_SESSIONS = 65_536;
 
@@ -79,7 +80,8 @@ const insertSql = `INSERT INTO completions (${columns}) VALUES (${columns.split(
 interface Resolved {
   tokens: Int32Array;
   promptLength: number;
-  texts: [string, string, string | null];
+  /** request_body, ir_request, ir_response JSON texts as UTF-8 bytes. */
+  texts: [Uint8Array, Uint8Array, Uint8Array | null];
   depth: number;
 }
 
@@ -149,11 +151,12 @@ export class CompletionRepository {
       base = null;
       prefix = 0;
     }
-    const deltas = texts.map((text, k) => (text === null ? null : textDelta(text, base?.texts[k] ?? null))) as [TextDelta, TextDelta, TextDelta | null];
+    const bytes = texts.map((text) => (text === null ? null : utf8Bytes(text))) as [Uint8Array, Uint8Array, Uint8Array | null];
+    const deltas = bytes.map((text, k) => (text === null ? null : bytesDelta(text, base?.texts[k] ?? null))) as [ByteDelta, ByteDelta, ByteDelta | null];
     if (prefix === 0 && deltas.every((d) => d === null || (d.prefix === 0 && d.suffix === 0))) base = null;
 
     const suffixPacked = packInt32(rec.prompt_ids, prefix);
-    const encoded = deltas.map((d) => (d === null ? null : encodeTextColumn(d, this.compress, this.zstdLevel)));
+    const encoded = deltas.map((d) => (d === null ? null : encodeBytesColumn(d, this.compress, this.zstdLevel)));
     this.run(rec, encoded as [Uint8Array, Uint8Array, Uint8Array | null], suffixPacked, responsePacked, logprobsPacked, 2, base?.completion_id ?? null, prefix);
 
     // Inside an outer transaction the row may still roll back, so it must not become anyone's base.
@@ -170,7 +173,7 @@ export class CompletionRepository {
       length: rec.prompt_ids.length + response.length,
       ownBytes: suffixPacked.byteLength + responsePacked.byteLength,
       promptLength: rec.prompt_ids.length,
-      texts,
+      texts: bytes,
     });
   }
 
@@ -372,7 +375,7 @@ function decodeBody(row: CompletionRow, base: Resolved | null): Resolved {
     const tokens = new Int32Array(prompt.length + response.length);
     tokens.set(prompt, 0);
     tokens.set(response, prompt.length);
-    return { tokens, promptLength: prompt.length, texts: [textOf(row.request_body), textOf(row.ir_request), row.ir_response === null ? null : textOf(row.ir_response)], depth: 0 };
+    return { tokens, promptLength: prompt.length, texts: [bytesOf(row.request_body), bytesOf(row.ir_request), row.ir_response === null ? null : bytesOf(row.ir_response)], depth: 0 };
   }
   if (row.format !== 2) throw new Error(`completion ${row.completion_id} has unknown row format ${row.format} (written by a newer polar?)`);
   const prefix = row.prompt_prefix;
@@ -384,8 +387,14 @@ function decodeBody(row: CompletionRow, base: Resolved | null): Resolved {
   if (prefix > 0) tokens.set(base!.tokens.subarray(0, prefix), 0);
   tokens.set(suffix, prefix);
   tokens.set(response, prefix + suffix.length);
-  const text = (value: string | Uint8Array, k: number): string =>
-    typeof value === 'string' ? value : applyTextDelta(decodeTextColumn(value), base?.texts[k] ?? null);
+  const text = (value: string | Uint8Array, k: number): Uint8Array => {
+    if (typeof value === 'string') return utf8Encoder.encode(value);
+    const delta = decodeColumn(value);
+    const baseText = base?.texts[k] ?? null;
+    if (delta.unit === 'utf8') return applyBytesDelta(delta, baseText);
+    // A row written before deltas were taken on bytes: offsets in UTF-16 code units, applied on the decoded base.
+    return utf8Encoder.encode(applyTextDelta(delta, baseText === null ? null : utf8Decoder.decode(baseText)));
+  };
   return {
     tokens,
     promptLength: prefix + suffix.length,
@@ -394,8 +403,31 @@ function decodeBody(row: CompletionRow, base: Resolved | null): Resolved {
   };
 }
 
-function textOf(value: string | Uint8Array): string {
-  return typeof value === 'string' ? value : new TextDecoder().decode(value);
+const utf8Encoder = new TextEncoder();
+/** Fatal: a corrupt stored text fails here with a clear error instead of turning into U+FFFD. */
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Scratch for utf8Bytes; grows to the largest text seen (3 bytes per UTF-16 code unit at most). */
+let scratch = new Uint8Array(1 << 20);
+
+/**
+ * A string's UTF-8 bytes in an exact-size array: `encodeInto` a reused scratch buffer, then one copy out (2-3× faster
+ * than `encode` on 100-400 KB texts in Bun, which allocates and zero-fills per call).
+ */
+function utf8Bytes(text: string): Uint8Array {
+  if (scratch.byteLength < text.length * 3) scratch = new Uint8Array(text.length * 3);
+  const { written } = utf8Encoder.encodeInto(text, scratch);
+  return scratch.slice(0, written);
+}
+
+/** A format-1 text column as UTF-8 bytes (stored as TEXT, or as a BLOB by an old writer). */
+function bytesOf(value: string | Uint8Array): Uint8Array {
+  return typeof value === 'string' ? utf8Encoder.encode(value) : value;
+}
+
+/** JSON.parse of stored UTF-8 bytes. @throws Error on invalid UTF-8 or JSON (a corrupt row). */
+function parseJsonBytes(bytes: Uint8Array): unknown {
+  return JSON.parse(utf8Decoder.decode(bytes));
 }
 
 function toRecord(row: CompletionRow, body: Resolved): CompletionRecord {
@@ -404,9 +436,9 @@ function toRecord(row: CompletionRow, body: Resolved): CompletionRecord {
     session_id: row.session_id,
     seq: row.seq,
     dialect: row.dialect as CompletionRecord['dialect'],
-    request_body: JSON.parse(body.texts[0]),
-    ir_request: JSON.parse(body.texts[1]),
-    ir_response: body.texts[2] === null ? null : JSON.parse(body.texts[2]),
+    request_body: parseJsonBytes(body.texts[0]) as CompletionRecord['request_body'],
+    ir_request: parseJsonBytes(body.texts[1]) as CompletionRecord['ir_request'],
+    ir_response: body.texts[2] === null ? null : (parseJsonBytes(body.texts[2]) as CompletionRecord['ir_response']),
     finish_reason: JSON.parse(row.finish_reason),
     prompt_ids: Array.from(body.tokens.subarray(0, body.promptLength)),
     response_ids: Array.from(body.tokens.subarray(body.promptLength)),

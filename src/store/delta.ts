@@ -3,7 +3,7 @@
  * session each call's prompt repeats the whole history, so storing every prompt in full grows O(turns²); storing only
  * what a call adds over its base keeps a session O(final size).
  * - Token ids: `prompt_ids = (base.prompt_ids ++ base.response_ids)[0, prefix) ++ suffix`.
- * - JSON text (request body, IR request, IR response): `text = base[0, p) ++ middle ++ base[base.length − s, base.length)`
+ * - JSON text (request body, IR request, IR response), as UTF-8 bytes: `text = base[0, p) ++ middle ++ base[base.length − s, base.length)`
  *   (a common prefix and a common suffix: a chat body appends messages before a trailing `"tools": […]`).
  * Pure functions, no I/O; the repository (completions.ts) decides which base to use and stores the result.
  */
@@ -48,6 +48,8 @@ export interface TextDelta {
 export const MIN_TEXT_SHARED = 256;
 
 /**
+ * The delta format rows were written in before byte deltas (codec 0/1, offsets in UTF-16 code units); new rows use
+ * `bytesDelta`. Kept so old rows read (`applyTextDelta`) and tests can write such rows.
  * Split `text` into what it shares with `base` (common prefix and suffix, never overlapping and never splitting a
  * surrogate pair, so each part encodes to UTF-8 losslessly) and the `middle` it adds. Returns `{0, 0, text}` when less
  * than MIN_TEXT_SHARED code units are shared or there is no base.
@@ -101,11 +103,91 @@ function commonSuffix(a: string, b: string, limit: number): number {
 const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
 const isLowSurrogate = (c: number) => c >= 0xdc00 && c <= 0xdfff;
 
+/**
+ * A text held as UTF-8 bytes, stored as `base[0, prefix) ++ middle ++ base[base.length − suffix, base.length)`;
+ * lengths in bytes. The base cache keeps texts as UTF-8 (one byte per ASCII character, off the JS string heap, where a
+ * string with any character above U+00FF costs two bytes per character), so deltas are computed on bytes too.
+ */
+export interface ByteDelta {
+  prefix: number;
+  suffix: number;
+  middle: Uint8Array;
+}
+
+/**
+ * `textDelta` on UTF-8 bytes: the common prefix and suffix never overlap and never split a UTF-8 sequence (a cut
+ * never lands on a continuation byte), so the middle is valid UTF-8 on its own. `{0, 0, text}` when less than
+ * MIN_TEXT_SHARED bytes are shared or there is no base.
+ * Cost: native memcmp over blocks (Buffer.compare), then a short per-byte scan.
+ */
+export function bytesDelta(text: Uint8Array, base: Uint8Array | null): ByteDelta {
+  if (base === null || base.byteLength === 0) return { prefix: 0, suffix: 0, middle: text };
+  const a = asBuffer(text);
+  const b = asBuffer(base);
+  const limit = Math.min(a.length, b.length);
+  let prefix = commonBytePrefix(a, b, limit);
+  while (prefix > 0 && prefix < a.length && isContinuation(a[prefix]!)) prefix--;
+  let suffix = commonByteSuffix(a, b, limit - prefix);
+  while (suffix > 0 && isContinuation(a[a.length - suffix]!)) suffix--;
+  if (prefix + suffix < MIN_TEXT_SHARED) return { prefix: 0, suffix: 0, middle: text };
+  return { prefix, suffix, middle: text.subarray(prefix, text.length - suffix) };
+}
+
+/**
+ * Rebuild a text's UTF-8 bytes from its byte delta.
+ * @throws Error when the delta does not fit the base (a corrupt row or a wrong base).
+ */
+export function applyBytesDelta(delta: ByteDelta, base: Uint8Array | null): Uint8Array {
+  if (delta.prefix === 0 && delta.suffix === 0) return delta.middle;
+  const b = base ?? new Uint8Array(0);
+  if (delta.prefix < 0 || delta.suffix < 0 || delta.prefix + delta.suffix > b.byteLength) {
+    throw new Error(`text delta (prefix ${delta.prefix}, suffix ${delta.suffix} bytes) does not fit a base of ${b.byteLength} bytes`);
+  }
+  const out = new Uint8Array(delta.prefix + delta.middle.byteLength + delta.suffix);
+  out.set(b.subarray(0, delta.prefix), 0);
+  out.set(delta.middle, delta.prefix);
+  out.set(b.subarray(b.byteLength - delta.suffix), delta.prefix + delta.middle.byteLength);
+  return out;
+}
+
+const isContinuation = (byte: number) => (byte & 0xc0) === 0x80;
+
+/** A Buffer view of the same memory (no copy), for its native `compare`. */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function commonBytePrefix(a: Buffer, b: Buffer, limit: number): number {
+  let i = 0;
+  for (let block = 8192; block >= 8; block >>= 4) {
+    while (i + block <= limit && a.compare(b, i, i + block, i, i + block) === 0) i += block;
+  }
+  while (i < limit && a[i] === b[i]) i++;
+  return i;
+}
+
+function commonByteSuffix(a: Buffer, b: Buffer, limit: number): number {
+  let i = 0;
+  const aEnd = a.length;
+  const bEnd = b.length;
+  for (let block = 8192; block >= 8; block >>= 4) {
+    while (i + block <= limit && a.compare(b, bEnd - i - block, bEnd - i, aEnd - i - block, aEnd - i) === 0) i += block;
+  }
+  while (i < limit && a[aEnd - i - 1] === b[bEnd - i - 1]) i++;
+  return i;
+}
+
 // --- column codec -------------------------------------------------------------------------------------------------
 
-/** First byte of a stored text column (format 2): how the rest is encoded. */
+/**
+ * First byte of a stored text column (format 2): how the rest is encoded. 0/1: a TextDelta (prefix and suffix in
+ * UTF-16 code units), raw or zstd; 2/3: a ByteDelta (prefix and suffix in UTF-8 bytes), raw or zstd. New rows are
+ * written as 2/3; 0/1 rows (written before) are still read.
+ */
 const RAW = 0;
 const ZSTD = 1;
+const RAW_BYTES = 2;
+const ZSTD_BYTES = 3;
 
 /** Texts shorter than this (UTF-8 bytes, roughly) are stored raw: zstd's frame overhead outweighs the gain. */
 const MIN_COMPRESS_CHARS = 128;
@@ -114,6 +196,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /**
+ * The column encoding of the older TextDelta rows (codec 0/1; new rows use encodeBytesColumn).
  * Encode a text delta as a BLOB: `[codec byte][payload]`, payload = UTF-8 of `${prefix}:${suffix}:${middle}`, zstd
  * compressed (level `level`, 1–3 are fast) when `compress` and the middle is not tiny.
  * Source: https://bun.com/docs/api/utils#bun-zstdcompresssync
@@ -132,6 +215,44 @@ export function encodeTextColumn(delta: TextDelta, compress: boolean, level: num
   out[0] = RAW;
   out.set(utf8, 1);
   return out;
+}
+
+/**
+ * Encode a byte delta as a BLOB: `[codec byte][payload]`, payload = `${prefix}:${suffix}:` in ASCII followed by the
+ * middle's UTF-8 bytes, zstd compressed (level `level`) when `compress` and the middle is not tiny.
+ * Source: https://bun.com/docs/api/utils#bun-zstdcompresssync
+ */
+export function encodeBytesColumn(delta: ByteDelta, compress: boolean, level: number): Uint8Array {
+  const header = encoder.encode(`${delta.prefix}:${delta.suffix}:`);
+  const payload = new Uint8Array(header.byteLength + delta.middle.byteLength);
+  payload.set(header, 0);
+  payload.set(delta.middle, header.byteLength);
+  const packed = compress && delta.middle.byteLength >= MIN_COMPRESS_CHARS ? Bun.zstdCompressSync(payload, { level }) : null;
+  const body = packed ?? payload;
+  const out = new Uint8Array(body.byteLength + 1);
+  out[0] = packed ? ZSTD_BYTES : RAW_BYTES;
+  out.set(body, 1);
+  return out;
+}
+
+/**
+ * Decode a BLOB written by encodeTextColumn (a TextDelta, `unit: 'utf16'`) or encodeBytesColumn (a ByteDelta,
+ * `unit: 'utf8'`).
+ * @throws Error on an unknown codec byte, invalid UTF-8 or a malformed header (a corrupt row).
+ */
+export function decodeColumn(blob: Uint8Array): ({ unit: 'utf16' } & TextDelta) | ({ unit: 'utf8' } & ByteDelta) {
+  const codec = blob[0];
+  if (codec !== RAW_BYTES && codec !== ZSTD_BYTES) return { unit: 'utf16', ...decodeTextColumn(blob) };
+  const payload = codec === RAW_BYTES ? blob.subarray(1) : Bun.zstdDecompressSync(blob.subarray(1));
+  const first = payload.indexOf(0x3a); // ':'
+  const second = first < 0 ? -1 : payload.indexOf(0x3a, first + 1);
+  const prefix = second < 0 ? NaN : Number(decoder.decode(payload.subarray(0, first)));
+  const suffix = second < 0 ? NaN : Number(decoder.decode(payload.subarray(first + 1, second)));
+  if (second < 0 || first === 0 || second === first + 1 || !Number.isSafeInteger(prefix) || !Number.isSafeInteger(suffix) || prefix < 0 || suffix < 0) {
+    throw new Error('stored text column has a malformed delta header (corrupt row)');
+  }
+  // The middle's UTF-8 is checked when the rebuilt text is decoded (completions.ts uses a fatal decoder).
+  return { unit: 'utf8', prefix, suffix, middle: payload.subarray(second + 1) };
 }
 
 /**

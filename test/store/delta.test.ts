@@ -11,7 +11,7 @@ import type { CompletionRecord } from '../../src/core/records.ts';
 import { MAX_BASE_DEPTH, migrations, openStore, type CompletionRepositoryOptions, type Store } from '../../src/store/index.ts';
 import { migrate } from '../../src/store/migrations.ts';
 import { BaseCache, type BaseEntry } from '../../src/store/base-cache.ts';
-import { applyTextDelta, commonSegmentPrefix, cutSegments, decodeTextColumn, encodeTextColumn, textDelta } from '../../src/store/delta.ts';
+import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn, encodeTextColumn, textDelta } from '../../src/store/delta.ts';
 import { packFloat32, packInt32 } from '../../src/store/packing.ts';
 import { useTempStores } from '../support/temp-stores.ts';
 
@@ -324,9 +324,70 @@ describe('text deltas', () => {
   });
 });
 
+describe('byte deltas (what new rows store)', () => {
+  const utf8 = (text: string) => new TextEncoder().encode(text);
+  const text = (bytes: Uint8Array) => new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+
+  test('never split a UTF-8 sequence and rebuild exactly, raw and zstd', () => {
+    // The texts differ inside a 4-byte sequence (U+1F600 vs U+1F601) and inside a 3-byte one (✓ vs ✔) at the end.
+    const base = `${'é✓'.repeat(200)}\u{1F600}${'x'.repeat(300)}✓`;
+    const other = `${'é✓'.repeat(200)}\u{1F601}${'x'.repeat(300)}✔`;
+    const delta = bytesDelta(utf8(other), utf8(base));
+    expect(delta.prefix).toBe(utf8('é✓'.repeat(200)).byteLength);
+    expect(text(delta.middle)).toBe(`\u{1F601}${'x'.repeat(300)}✔`);
+    const appended = bytesDelta(utf8(`${base}🎉 more`), utf8(base));
+    expect(appended).toEqual({ prefix: utf8(base).byteLength, suffix: 0, middle: utf8('🎉 more') });
+    for (const [d, t] of [[delta, other], [appended, `${base}🎉 more`]] as const) {
+      for (const compress of [true, false]) {
+        const decoded = decodeColumn(encodeBytesColumn(d, compress, 1));
+        expect(decoded.unit).toBe('utf8');
+        if (decoded.unit !== 'utf8') continue;
+        expect({ prefix: decoded.prefix, suffix: decoded.suffix, middle: Array.from(decoded.middle) }).toEqual({ prefix: d.prefix, suffix: d.suffix, middle: Array.from(d.middle) });
+        expect(text(applyBytesDelta(decoded, utf8(base)))).toBe(t);
+      }
+    }
+  });
+
+  test('prefix and suffix never overlap; too little in common is stored whole; corrupt columns are clear errors', () => {
+    const base = utf8('ab'.repeat(500));
+    for (const t of ['ab'.repeat(501), 'ab'.repeat(499), 'ab'.repeat(500), `${'ab'.repeat(500)}c${'ab'.repeat(500)}`]) {
+      const delta = bytesDelta(utf8(t), base);
+      expect(delta.prefix + delta.suffix).toBeLessThanOrEqual(Math.min(utf8(t).byteLength, base.byteLength));
+      expect(text(applyBytesDelta(delta, base))).toBe(t);
+    }
+    expect(bytesDelta(utf8('{"a":1}'), utf8('{"a":2}'))).toEqual({ prefix: 0, suffix: 0, middle: utf8('{"a":1}') });
+    expect(() => decodeColumn(new Uint8Array([2, 65]))).toThrow(/malformed delta header/);
+    expect(() => decodeColumn(new Uint8Array([9, 1, 2]))).toThrow(/unknown codec 9/);
+    expect(() => applyBytesDelta({ prefix: 10, suffix: 10, middle: new Uint8Array(0) }, utf8('short'))).toThrow(/does not fit/);
+  });
+
+  test('rows whose text deltas count UTF-16 code units (written before) still read, and serve as a base', () => {
+    const path = tempDb();
+    const store = open(path);
+    const items = randomSession(11, 'u', 3);
+    const records = items.map((item) => ({ ...item.rec, request_body: { messages: [{ role: 'user', content: `héllo ✓ 🎉 ${'word '.repeat(100)}` }, { role: 'user', content: `turn ${item.rec.seq} ✔` }] } }));
+    store.completions.insert(records[0]!);
+    store.completions.insert(records[1]!);
+    // Rewrite the second row's request_body as the old writer stored it: a TextDelta in code units (codec 0 or 1). The
+    // shared prefix holds 'é✓🎉', so its length in code units is not its length in bytes.
+    const old = textDelta(JSON.stringify(records[1]!.request_body), JSON.stringify(records[0]!.request_body));
+    expect(old.prefix).toBeGreaterThan(100);
+    const legacy = encodeTextColumn(old, true, 1);
+    expect([0, 1]).toContain(legacy[0]!);
+    const db = new Database(path);
+    db.query('UPDATE completions SET request_body = ? WHERE completion_id = ?').run(legacy, records[1]!.completion_id);
+    expect((db.query('SELECT base_id FROM completions WHERE completion_id = ?').get(records[1]!.completion_id) as { base_id: string }).base_id).toBe(records[0]!.completion_id);
+    db.close();
+    const fresh = open(path); // empty cache: the next insert decodes the legacy row as its base
+    expect(fresh.completions.get(records[1]!.completion_id)).toEqual(records[1]!);
+    fresh.completions.insert(records[2]!);
+    expect(fresh.completions.listBySession(records[0]!.session_id)).toEqual(records);
+  });
+});
+
 describe('base cache', () => {
   const entry = (id: string, bytes: number): BaseEntry => ({
-    completion_id: id, depth: 0, segments: [new Int32Array(bytes / 4)], length: bytes / 4, ownBytes: bytes, promptLength: bytes / 4, texts: ['', '', null],
+    completion_id: id, depth: 0, segments: [new Int32Array(bytes / 4)], length: bytes / 4, ownBytes: bytes, promptLength: bytes / 4, texts: [new Uint8Array(0), new Uint8Array(0), null],
   });
 
   test('keeps the newest entries per session and evicts the least recently used session over budget', () => {
