@@ -9,7 +9,7 @@
 import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
-import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, type ByteDelta } from './delta.ts';
+import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
 import { int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
@@ -80,8 +80,8 @@ const insertSql = `INSERT INTO completions (${columns}) VALUES (${columns.split(
 interface Resolved {
   tokens: Int32Array;
   promptLength: number;
-  /** request_body, ir_request, ir_response JSON texts as UTF-8 bytes. */
-  texts: [Uint8Array, Uint8Array, Uint8Array | null];
+  /** request_body, ir_request, ir_response JSON texts as UTF-8 bytes in consecutive pieces (joined when used). */
+  texts: [Uint8Array[], Uint8Array[], Uint8Array[] | null];
   depth: number;
 }
 
@@ -334,7 +334,7 @@ export class CompletionRepository {
       length: resolved.tokens.length,
       ownBytes: resolved.tokens.byteLength,
       promptLength: resolved.promptLength,
-      texts: resolved.texts,
+      texts: [joinPieces(resolved.texts[0]), joinPieces(resolved.texts[1]), resolved.texts[2] === null ? null : joinPieces(resolved.texts[2])],
     };
     // A row read inside an outer transaction may be one of its own uncommitted inserts: usable now, not cacheable.
     if (!this.db.inTransaction) this.cache.add(sessionId, entry);
@@ -375,7 +375,7 @@ function decodeBody(row: CompletionRow, base: Resolved | null): Resolved {
     const tokens = new Int32Array(prompt.length + response.length);
     tokens.set(prompt, 0);
     tokens.set(response, prompt.length);
-    return { tokens, promptLength: prompt.length, texts: [bytesOf(row.request_body), bytesOf(row.ir_request), row.ir_response === null ? null : bytesOf(row.ir_response)], depth: 0 };
+    return { tokens, promptLength: prompt.length, texts: [[bytesOf(row.request_body)], [bytesOf(row.ir_request)], row.ir_response === null ? null : [bytesOf(row.ir_response)]], depth: 0 };
   }
   if (row.format !== 2) throw new Error(`completion ${row.completion_id} has unknown row format ${row.format} (written by a newer polar?)`);
   const prefix = row.prompt_prefix;
@@ -387,13 +387,13 @@ function decodeBody(row: CompletionRow, base: Resolved | null): Resolved {
   if (prefix > 0) tokens.set(base!.tokens.subarray(0, prefix), 0);
   tokens.set(suffix, prefix);
   tokens.set(response, prefix + suffix.length);
-  const text = (value: string | Uint8Array, k: number): Uint8Array => {
-    if (typeof value === 'string') return utf8Encoder.encode(value);
+  const text = (value: string | Uint8Array, k: number): Uint8Array[] => {
+    if (typeof value === 'string') return [utf8Encoder.encode(value)];
     const delta = decodeColumn(value);
     const baseText = base?.texts[k] ?? null;
-    if (delta.unit === 'utf8') return applyBytesDelta(delta, baseText);
+    if (delta.unit === 'utf8') return applyBytesDeltaToPieces(delta, baseText ?? []);
     // A row written before deltas were taken on bytes: offsets in UTF-16 code units, applied on the decoded base.
-    return utf8Encoder.encode(applyTextDelta(delta, baseText === null ? null : utf8Decoder.decode(baseText)));
+    return [utf8Encoder.encode(applyTextDelta(delta, baseText === null ? null : utf8Decoder.decode(joinPieces(baseText))))];
   };
   return {
     tokens,
@@ -425,9 +425,9 @@ function bytesOf(value: string | Uint8Array): Uint8Array {
   return typeof value === 'string' ? utf8Encoder.encode(value) : value;
 }
 
-/** JSON.parse of stored UTF-8 bytes. @throws Error on invalid UTF-8 or JSON (a corrupt row). */
-function parseJsonBytes(bytes: Uint8Array): unknown {
-  return JSON.parse(utf8Decoder.decode(bytes));
+/** JSON.parse of stored UTF-8 bytes (consecutive pieces). @throws Error on invalid UTF-8 or JSON (a corrupt row). */
+function parseJsonBytes(pieces: readonly Uint8Array[]): unknown {
+  return JSON.parse(utf8Decoder.decode(joinPieces(pieces)));
 }
 
 function toRecord(row: CompletionRow, body: Resolved): CompletionRecord {

@@ -138,15 +138,57 @@ export function bytesDelta(text: Uint8Array, base: Uint8Array | null): ByteDelta
  * @throws Error when the delta does not fit the base (a corrupt row or a wrong base).
  */
 export function applyBytesDelta(delta: ByteDelta, base: Uint8Array | null): Uint8Array {
-  if (delta.prefix === 0 && delta.suffix === 0) return delta.middle;
-  const b = base ?? new Uint8Array(0);
-  if (delta.prefix < 0 || delta.suffix < 0 || delta.prefix + delta.suffix > b.byteLength) {
-    throw new Error(`text delta (prefix ${delta.prefix}, suffix ${delta.suffix} bytes) does not fit a base of ${b.byteLength} bytes`);
+  return joinPieces(applyBytesDeltaToPieces(delta, base === null ? [] : [base]));
+}
+
+/**
+ * `applyBytesDelta` on a text held as consecutive pieces, returning pieces (views of the base's pieces and of the
+ * middle, nothing copied): decoding a chain of deltas this way copies each text once at the end instead of at every
+ * link.
+ * @throws Error when the delta does not fit the base (a corrupt row or a wrong base).
+ */
+export function applyBytesDeltaToPieces(delta: ByteDelta, base: readonly Uint8Array[]): Uint8Array[] {
+  if (delta.prefix === 0 && delta.suffix === 0) return [delta.middle];
+  const length = piecesLength(base);
+  if (delta.prefix < 0 || delta.suffix < 0 || delta.prefix + delta.suffix > length) {
+    throw new Error(`text delta (prefix ${delta.prefix}, suffix ${delta.suffix} bytes) does not fit a base of ${length} bytes`);
   }
-  const out = new Uint8Array(delta.prefix + delta.middle.byteLength + delta.suffix);
-  out.set(b.subarray(0, delta.prefix), 0);
-  out.set(delta.middle, delta.prefix);
-  out.set(b.subarray(b.byteLength - delta.suffix), delta.prefix + delta.middle.byteLength);
+  const out = slicePieces(base, 0, delta.prefix);
+  if (delta.middle.byteLength > 0) out.push(delta.middle);
+  for (const piece of slicePieces(base, length - delta.suffix, length)) out.push(piece);
+  return out;
+}
+
+/** Total bytes of consecutive pieces. */
+export function piecesLength(pieces: readonly Uint8Array[]): number {
+  let n = 0;
+  for (const piece of pieces) n += piece.byteLength;
+  return n;
+}
+
+/** The pieces as one array (the piece itself when there is only one). */
+export function joinPieces(pieces: readonly Uint8Array[]): Uint8Array {
+  if (pieces.length === 1) return pieces[0]!;
+  const out = new Uint8Array(piecesLength(pieces));
+  let at = 0;
+  for (const piece of pieces) {
+    out.set(piece, at);
+    at += piece.byteLength;
+  }
+  return out;
+}
+
+/** Bytes [start, end) of consecutive pieces, as views. */
+function slicePieces(pieces: readonly Uint8Array[], start: number, end: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let at = 0;
+  for (const piece of pieces) {
+    const from = Math.max(start, at);
+    const to = Math.min(end, at + piece.byteLength);
+    if (from < to) out.push(from === at && to === at + piece.byteLength ? piece : piece.subarray(from - at, to - at));
+    at += piece.byteLength;
+    if (at >= end) break;
+  }
   return out;
 }
 
