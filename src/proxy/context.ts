@@ -86,11 +86,27 @@ export function resolveSession(rt: ProxyRuntime, c: Context<Env>): ProxySessionI
   return info;
 }
 
-/** The parsed body and its exact text (the recorder stores the text as received instead of re-serialising it). */
-export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{ body: unknown; text: string }> {
-  const text = await c.req.text();
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+const lenientUtf8 = new TextDecoder('utf-8');
+
+/**
+ * The parsed body, its exact text and, when the body is valid UTF-8 without a byte-order mark, the bytes it was
+ * decoded from (the recorder stores the text as received instead of re-serialising it, and hands the store the bytes so
+ * it need not encode the text again). Invalid UTF-8 is decoded with U+FFFD replacements, as `Request.text()` does.
+ */
+export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{ body: unknown; text: string; bytes?: Uint8Array }> {
+  const raw = new Uint8Array(await c.req.arrayBuffer());
+  let text: string;
+  let bytes: Uint8Array | undefined;
   try {
-    return { body: JSON.parse(text) as unknown, text };
+    text = strictUtf8.decode(raw);
+    // A leading byte-order mark is dropped from the text, so the bytes would not be the text's own.
+    if (!(raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf)) bytes = raw;
+  } catch {
+    text = lenientUtf8.decode(raw);
+  }
+  try {
+    return { body: JSON.parse(text) as unknown, text, ...(bytes ? { bytes } : {}) };
   } catch (thrown) {
     rt.counters.rejected++;
     throw new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);

@@ -18,6 +18,8 @@ export interface RecordInput {
   requestBody: unknown;
   /** The request body's exact JSON text as received, stored as is (no re-serialisation on the hot path). */
   requestText?: string;
+  /** The UTF-8 bytes `requestText` was decoded from, when valid (the store keeps them instead of encoding the text). */
+  requestBytes?: Uint8Array;
   irRequest: IRRequest;
   completion: EngineCompletion;
   /** Resolved policy version (admin version in force at entry, else engine-reported, else the session's). */
@@ -75,7 +77,7 @@ export class Recorder {
       created_at: now,
     };
     record.seq = this.store.completions.nextSeq(input.sessionId);
-    this.store.completions.insert(record, input.requestText === undefined ? undefined : { requestBodyJson: input.requestText });
+    this.store.completions.insert(record, input.requestText === undefined ? undefined : { requestBodyJson: input.requestText, requestBodyUtf8: input.requestBytes });
     this.counters.completions++;
     if (captureError !== null) this.counters.captureErrors++;
     if (this.onRecord) {

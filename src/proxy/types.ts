@@ -12,7 +12,7 @@ import type { EngineClient } from '../engines/types.ts';
 export interface ProxyStore {
   completions: {
     /** Synchronous; committed when it returns. */
-    insert(rec: CompletionRecord, opts?: { requestBodyJson?: string }): void;
+    insert(rec: CompletionRecord, opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array }): void;
     /** A session's records in `seq` order. */
     listBySession(sessionId: string): CompletionRecord[];
     /** The next 0-based seq of a session. */

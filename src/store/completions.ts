@@ -112,11 +112,13 @@ export class CompletionRepository {
    * when this returns (WAL). `prompt_ids`/`response_ids` must be int32 integers; logprobs are stored as float32.
    * `opts.requestBodyJson`: the request body's JSON text as received, stored instead of `JSON.stringify(request_body)`
    * (the proxy has it already; re-serialising a 100 KB body was a large share of the per-call CPU).
+   * `opts.requestBodyUtf8`: the UTF-8 bytes `requestBodyJson` was decoded from (used with it only), kept instead of
+   * encoding the text again; the caller guarantees they decode to exactly `requestBodyJson`.
    * Cost: O(prompt tokens shared with the base) number comparisons plus O(new tokens + new JSON) encoding; the base is
    * taken from an in-memory cache (one read of the session's newest row on a miss) and never copied or re-packed.
    * @throws TypeError for a non-int32 token id; SQLiteError when `completion_id` already exists.
    */
-  insert(rec: CompletionRecord, opts?: { requestBodyJson?: string }): void {
+  insert(rec: CompletionRecord, opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array }): void {
     const texts: [string, string, string | null] = [
       opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null),
       JSON.stringify(rec.ir_request),
@@ -151,7 +153,8 @@ export class CompletionRepository {
       base = null;
       prefix = 0;
     }
-    const bytes = texts.map((text) => (text === null ? null : utf8Bytes(text))) as [Uint8Array, Uint8Array, Uint8Array | null];
+    const given = opts?.requestBodyJson !== undefined ? opts.requestBodyUtf8 : undefined;
+    const bytes = texts.map((text, k) => (text === null ? null : k === 0 && given !== undefined ? given : utf8Bytes(text))) as [Uint8Array, Uint8Array, Uint8Array | null];
     const deltas = bytes.map((text, k) => (text === null ? null : bytesDelta(text, base?.texts[k] ?? null))) as [ByteDelta, ByteDelta, ByteDelta | null];
     if (prefix === 0 && deltas.every((d) => d === null || (d.prefix === 0 && d.suffix === 0))) base = null;
 

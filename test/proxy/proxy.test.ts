@@ -210,6 +210,24 @@ describe('client errors and sessions', () => {
     expect(ok.content.length).toBe(1);
   });
 
+  test('request bytes: non-ASCII, a byte-order mark and invalid UTF-8 are all answered and recorded as decoded', async () => {
+    const proxy = proxies.vllm;
+    const session = 'utf8-bodies';
+    const body = (content: string) => JSON.stringify({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: `scenario:text ${content}` }] });
+    const utf8 = new TextEncoder();
+    const valid = utf8.encode(body(UNICODE));
+    const withBom = new Uint8Array([0xef, 0xbb, 0xbf, ...utf8.encode(body('bom'))]);
+    // 0xff never occurs in UTF-8: it is decoded as U+FFFD, as Request.text() does.
+    const invalid = new Uint8Array([...utf8.encode(body('bad ')).slice(0, -4), 0xff, ...utf8.encode('"}]}')]);
+    for (const bytes of [valid, withBom, invalid]) {
+      const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': session, 'content-type': 'application/json' }, body: bytes });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+    }
+    const texts = (await sessionRecords(proxy, session)).map((r) => ((r.request_body as { messages: { content: string }[] }).messages[0]!.content));
+    expect(texts).toEqual([`scenario:text ${UNICODE}`, 'scenario:text bom', 'scenario:text bad \uFFFD']);
+  });
+
   test('gateway mode: an unknown session is 401 in the caller dialect; attribution order is path, header, key', async () => {
     const proxy = await startTestProxy({
       engineUrl: engines.vllm.url,

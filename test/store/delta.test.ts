@@ -118,6 +118,12 @@ function randomSession(seed: number, sessionId: string, turns: number, firstSeq 
   return out;
 }
 
+/** The proxy's text as received; every other one also with the UTF-8 bytes it was decoded from (what the proxy passes). */
+function insertOptions({ rec, requestBodyJson }: Insert): { requestBodyJson: string; requestBodyUtf8?: Uint8Array } | undefined {
+  if (requestBodyJson === undefined) return undefined;
+  return rec.seq % 2 === 0 ? { requestBodyJson } : { requestBodyJson, requestBodyUtf8: new TextEncoder().encode(requestBodyJson) };
+}
+
 /** What a round trip must return: JSON fields as parsed from the stored text. */
 function expected({ rec, requestBodyJson }: Insert): CompletionRecord {
   return { ...rec, request_body: requestBodyJson === undefined ? rec.request_body : JSON.parse(requestBodyJson) };
@@ -148,14 +154,14 @@ describe('format 2 round trip', () => {
         // Rolled back: the row must vanish and never serve as a base.
         expect(() =>
           store.transaction(() => {
-            store.completions.insert(item.rec, item.requestBodyJson === undefined ? undefined : { requestBodyJson: item.requestBodyJson });
+            store.completions.insert(item.rec, insertOptions(item));
             throw new Error('rollback');
           }),
         ).toThrow('rollback');
         expect(store.completions.get(item.rec.completion_id)).toBeNull();
         continue;
       }
-      const write = () => store.completions.insert(item.rec, item.requestBodyJson === undefined ? undefined : { requestBodyJson: item.requestBodyJson });
+      const write = () => store.completions.insert(item.rec, insertOptions(item));
       if (roll === 1) store.transaction(write);
       else write();
       committed.set(item.rec.session_id, [...(committed.get(item.rec.session_id) ?? []), item]);
@@ -180,7 +186,7 @@ describe('format 2 round trip', () => {
       const path = tempDb();
       const store = open(path);
       const items = randomSession(seed, `s${seed}`, 60);
-      for (const item of items) store.completions.insert(item.rec, item.requestBodyJson === undefined ? undefined : { requestBodyJson: item.requestBodyJson });
+      for (const item of items) store.completions.insert(item.rec, insertOptions(item));
       expect(store.completions.listBySession(`s${seed}`)).toEqual(items.map(expected));
       const last = items.at(-1)!;
       expect(store.completions.get(last.rec.completion_id)).toEqual(expected(last));

@@ -50,7 +50,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     const startedAt = rt.clock();
     const url = new URL(c.req.url);
     const session = resolveSession(rt, c);
-    const { body, text: bodyText } = await readJsonText(rt, c);
+    const { body, text: bodyText, bytes: bodyBytes } = await readJsonText(rt, c);
     const fromUrl = route.fromUrl?.(url);
     let ir = decodeBody(rt, route, body, url, fromUrl);
     if (rt.reasoning) {
@@ -74,7 +74,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
         warnings = [...warnings, { code: 'client-disconnected', message: 'the client disconnected before the reply was sent: the harness never received this completion' }];
       }
       rt.recorder.commit({
-        completionId, sessionId: session.session_id, attempt: session.attempt, dialect: route.dialect.name, requestBody: body, requestText: bodyText, irRequest: ir,
+        completionId, sessionId: session.session_id, attempt: session.attempt, dialect: route.dialect.name, requestBody: body, requestText: bodyText, requestBytes: bodyBytes, irRequest: ir,
         completion: { ...completion, response }, policyVersion, warnings, startedAt,
       });
       return response;
