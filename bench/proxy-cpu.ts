@@ -10,10 +10,9 @@ import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies } from './lib/requests.ts';
-import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
 
-const ROOT = join(import.meta.dir, '..');
 
 await defineBench({
   name: 'proxy-cpu',
@@ -24,11 +23,9 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
     const servers: ServerProcess[] = [];
     try {
-      const mockPort = freePort();
-      const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'lib', 'mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+      const mock = await startMockEngine();
       servers.push(mock);
-      const port = freePort();
-      const proxy = await startServer({ name: 'polar proxy', cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(dir, 'polar.db')], port });
+      const proxy = await startPolarProxy(mock.url, join(dir, 'polar.db'));
       servers.push(proxy);
       const body = JSON.stringify({ ...messagesBodies()[size], stream: mode === 'sse' });
       const call = async () => {

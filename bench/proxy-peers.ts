@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { chatBodies, messagesBodies, type Json } from './lib/requests.ts';
-import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { freePort, startMockEngine, startPolarProxy, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
 import type { Cell } from './lib/table.ts';
 import { writeCcrConfig } from './peers/ccr-config.ts';
@@ -97,15 +97,9 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-bench-peers-'));
     const servers: ServerProcess[] = [];
     try {
-      const mockPort = freePort();
-      const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'lib/mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+      const mock = await startMockEngine();
       servers.push(mock);
-      const oursPort = freePort();
-      const ours = await startServer({
-        name: 'polar proxy',
-        cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(oursPort), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(dir, 'polar.db')],
-        port: oursPort,
-      });
+      const ours = await startPolarProxy(mock.url, join(dir, 'polar.db'));
       servers.push(ours);
       const peerPort = freePort();
       let peer: ServerProcess;

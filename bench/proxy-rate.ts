@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs } from './lib/proc.ts';
 import { chatBodies, messagesBodies } from './lib/requests.ts';
-import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './lib/servers.ts';
 import type { Cell } from './lib/table.ts';
 
 const ROOT = join(import.meta.dir, '..');
@@ -46,11 +46,9 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-rate-'));
     const servers: ServerProcess[] = [];
     try {
-      const mockPort = freePort();
-      const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'lib', 'mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+      const mock = await startMockEngine();
       servers.push(mock);
-      const port = freePort();
-      const proxy = await startServer({ name: 'polar proxy', cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(dir, 'polar.db')], port });
+      const proxy = await startPolarProxy(mock.url, join(dir, 'polar.db'));
       servers.push(proxy);
       const json = { 'content-type': 'application/json' };
       const direct = await load(dir, 'direct', `${mock.url}/v1/chat/completions`, json, JSON.stringify({ ...chatBodies().small, stream: false }), rate, durationS);

@@ -13,10 +13,9 @@ import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies, type Json } from './lib/requests.ts';
-import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './lib/servers.ts';
 import type { Cell } from './lib/table.ts';
 
-const ROOT = join(import.meta.dir, '..');
 const SAMPLE_MS = 10_000;
 
 function option(args: string[], name: string, fallback: number): number {
@@ -47,11 +46,9 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-soak-'));
     const servers: ServerProcess[] = [];
     try {
-      const mockPort = freePort();
-      const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'lib', 'mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+      const mock = await startMockEngine();
       servers.push(mock);
-      const port = freePort();
-      const proxy = await startServer({ name: 'polar proxy', cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(dir, 'polar.db')], port });
+      const proxy = await startPolarProxy(mock.url, join(dir, 'polar.db'));
       servers.push(proxy);
       const base = messagesBodies().large;
       const bodies = Array.from({ length: turns }, (_, t) => turnBody(base, t));

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { messagesBodies, type Json } from './lib/requests.ts';
-import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { freePort, startMockEngine, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { median } from './lib/stats.ts';
 import type { Cell } from './lib/table.ts';
 
@@ -53,7 +53,7 @@ await defineBench({
       const enginePort = freePort();
       const engine =
         mode === 'chat'
-          ? await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'lib', 'mock-engine.ts'), '--port', String(enginePort)], port: enginePort, readyPath: '/health' })
+          ? await startMockEngine()
           : await startServer({
               name: 'polar sim',
               cmd: [process.execPath, join(ROOT, 'src/main.ts'), 'sim', '--port', String(enginePort), '--prefill-tps', '0', '--decode-tps', '0', '--max-model-len', '1000000'],

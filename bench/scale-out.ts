@@ -203,7 +203,6 @@ async function run(sz: Sizes) {
     const cpu0 = treeCpuMs(server.pid);
     const gwCpu0 = gateways.reduce((a, g) => a + treeCpuMs(g.pid), 0);
     const simCpu0 = treeCpuMs(sim.pid);
-    const submitStart = Date.now();
     const t0 = performance.now();
     let submitted = 0;
     await pool(Array.from({ length: tasks }, (_, i) => i), 16, async (i) => {
@@ -262,7 +261,6 @@ async function run(sz: Sizes) {
     const sdb = new Database(join(dir, 'rollout.db'), { readonly: true });
     const sSessions = sdb.query('SELECT session_id, status, attempt FROM sessions').all() as { session_id: string; status: string; attempt: number }[];
     const sResults = new Map((sdb.query('SELECT session_id, status, created_at FROM results').all() as { session_id: string; status: string; created_at: number }[]).map((r) => [r.session_id, r]));
-    const taskStatus = sdb.query('SELECT status, count(*) AS n FROM tasks GROUP BY status').all() as { status: string; n: number }[];
     sdb.close();
     const gwRows = new Map<string, { created_at: number; e2e: number; status: string }[]>();
     let calls = 0;

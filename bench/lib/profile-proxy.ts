@@ -7,9 +7,8 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { messagesBodies } from './requests.ts';
-import { freePort, startServer, stopAll, type ServerProcess } from './servers.ts';
+import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './servers.ts';
 
-const ROOT = join(import.meta.dir, '..', '..');
 const outDir = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'polar-profile-')));
 const calls = Number(process.argv[3] ?? 300);
 const size = process.argv[4] ?? 'large';
@@ -20,15 +19,9 @@ if (!Number.isInteger(calls) || calls < 1 || (size !== 'large' && size !== 'smal
 mkdirSync(outDir, { recursive: true });
 const servers: ServerProcess[] = [];
 try {
-  const mockPort = freePort();
-  const mock = await startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'mock-engine.ts'), '--port', String(mockPort)], port: mockPort, readyPath: '/health' });
+  const mock = await startMockEngine();
   servers.push(mock);
-  const port = freePort();
-  const proxy = await startServer({
-    name: 'polar proxy',
-    cmd: [process.execPath, '--cpu-prof-md', `--cpu-prof-dir=${outDir}`, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', mock.url, '--db', join(outDir, 'polar.db')],
-    port,
-  });
+  const proxy = await startPolarProxy(mock.url, join(outDir, 'polar.db'), ['--cpu-prof-md', `--cpu-prof-dir=${outDir}`]);
   servers.push(proxy);
   const body = JSON.stringify({ ...messagesBodies()[size], stream: false });
   for (let i = 0; i < calls; i++) {

@@ -2,6 +2,7 @@
  * Contender processes for benchmarks: start a server in its own process on 127.0.0.1, wait until it answers, and
  * stop it (and any children it spawned) by PID. Every wait is bounded.
  */
+import { join } from 'node:path';
 import type { Subprocess } from 'bun';
 import { killTree } from './proc.ts';
 
@@ -92,4 +93,26 @@ export async function startServer(opts: StartOptions): Promise<ServerProcess> {
 /** Stops every server, ignoring ones already stopped. */
 export async function stopAll(servers: (ServerProcess | undefined)[]): Promise<void> {
   await Promise.all(servers.map((s) => s?.stop().catch(() => undefined)));
+}
+
+const ROOT = join(import.meta.dir, '..', '..');
+
+/** Starts the instant mock engine (bench/lib/mock-engine.ts: OpenAI Chat with vLLM-style token ids) on a free port. */
+export function startMockEngine(): Promise<ServerProcess> {
+  const port = freePort();
+  return startServer({ name: 'mock', cmd: [process.execPath, join(import.meta.dir, 'mock-engine.ts'), '--port', String(port)], port, readyPath: '/health' });
+}
+
+/**
+ * Starts `polar proxy --engine vllm` from this checkout on a free port, in front of `engineUrl`, with its SQLite store
+ * at `dbPath` (capture and the durable record included, as in production). `bunArgs` go before the script (e.g.
+ * `--cpu-prof-md`).
+ */
+export function startPolarProxy(engineUrl: string, dbPath: string, bunArgs: string[] = []): Promise<ServerProcess> {
+  const port = freePort();
+  return startServer({
+    name: 'polar proxy',
+    cmd: [process.execPath, ...bunArgs, join(ROOT, 'src/main.ts'), 'proxy', '--port', String(port), '--engine', 'vllm', '--engine-url', engineUrl, '--db', dbPath],
+    port,
+  });
 }
