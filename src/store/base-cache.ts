@@ -4,6 +4,7 @@
  * a byte budget over all sessions, least recently used session evicted first; a miss only costs the repository one
  * read of the session's newest record.
  */
+import type { IrLayout } from './ir-json.ts';
 
 /** A committed record, decoded. */
 export interface BaseEntry {
@@ -26,12 +27,18 @@ export interface BaseEntry {
    * one byte per ASCII character and off the JS string heap, where a string with any character above U+00FF (a
    * harness request almost always has one) costs two bytes per character.
    */
-  texts: readonly [Uint8Array, Uint8Array, Uint8Array | null];
+  texts: readonly [Uint8Array, Uint8Array | null, Uint8Array | null];
+  /**
+   * Where the parts of the ir_request text lie when this process wrote the record (ir-json.ts), else null; an entry
+   * with a layout keeps no ir_request bytes (`texts[1]` null): the next record's delta is taken from the layout.
+   */
+  ir: IrLayout | null;
 }
 
 /** Approximate resident size of an entry in bytes (its own token bytes, its text bytes, a fixed overhead). */
 function entryBytes(entry: BaseEntry): number {
-  return entry.ownBytes + entry.texts[0].byteLength + entry.texts[1].byteLength + (entry.texts[2]?.byteLength ?? 0) + 64;
+  // With a layout, the IR request's strings are held by the messages it keeps: about the text's size.
+  return entry.ownBytes + entry.texts[0].byteLength + (entry.texts[1]?.byteLength ?? entry.ir?.length ?? 0) + (entry.texts[2]?.byteLength ?? 0) + 64;
 }
 
 export class BaseCache {

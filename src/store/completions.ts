@@ -10,6 +10,7 @@ import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
+import { encodeIrRequest } from './ir-json.ts';
 import { int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
@@ -114,20 +115,20 @@ export class CompletionRepository {
    * (the proxy has it already; re-serialising a 100 KB body was a large share of the per-call CPU).
    * `opts.requestBodyUtf8`: the UTF-8 bytes `requestBodyJson` was decoded from (used with it only), kept instead of
    * encoding the text again; the caller guarantees they decode to exactly `requestBodyJson`.
+   * The IR request is serialised message by message (ir-json.ts): messages equal to the cached base's leading ones
+   * and an equal tool list are not serialised again. `rec.ir_request` is kept by reference as the next record's
+   * reference, so it must not be mutated after the call.
    * Cost: O(prompt tokens shared with the base) number comparisons plus O(new tokens + new JSON) encoding; the base is
    * taken from an in-memory cache (one read of the session's newest row on a miss) and never copied or re-packed.
    * @throws TypeError for a non-int32 token id; SQLiteError when `completion_id` already exists.
    */
   insert(rec: CompletionRecord, opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array }): void {
-    const texts: [string, string, string | null] = [
-      opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null),
-      JSON.stringify(rec.ir_request),
-      rec.ir_response === null ? null : JSON.stringify(rec.ir_response),
-    ];
+    const requestText = opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null);
+    const responseText = rec.ir_response === null ? null : JSON.stringify(rec.ir_response);
     const responsePacked = packInt32(rec.response_ids);
     const logprobsPacked = packFloat32(rec.logprobs);
     if (this.format === 1) {
-      this.run(rec, texts, packInt32(rec.prompt_ids), responsePacked, logprobsPacked, 1, null, 0);
+      this.run(rec, [requestText, JSON.stringify(rec.ir_request), responseText], packInt32(rec.prompt_ids), responsePacked, logprobsPacked, 1, null, 0);
       return;
     }
 
@@ -154,8 +155,16 @@ export class CompletionRepository {
       prefix = 0;
     }
     const given = opts?.requestBodyJson !== undefined ? opts.requestBodyUtf8 : undefined;
-    const bytes = texts.map((text, k) => (text === null ? null : k === 0 && given !== undefined ? given : utf8Bytes(text))) as [Uint8Array, Uint8Array, Uint8Array | null];
-    const deltas = bytes.map((text, k) => (text === null ? null : bytesDelta(text, base?.texts[k] ?? null))) as [ByteDelta, ByteDelta, ByteDelta | null];
+    const requestBytes = given ?? utf8Bytes(requestText);
+    const responseBytes = responseText === null ? null : utf8Bytes(responseText);
+    // The IR request: only what it adds to the base's messages is serialised (ir-json.ts); a base read back from
+    // the table has no layout, so its text is compared as bytes like the others.
+    const ir = encodeIrRequest(rec.ir_request, base?.ir ?? null);
+    const deltas: [ByteDelta, ByteDelta, ByteDelta | null] = [
+      bytesDelta(requestBytes, base?.texts[0] ?? null),
+      'delta' in ir ? ir.delta : bytesDelta(ir.bytes, base?.texts[1] ?? null),
+      responseBytes === null ? null : bytesDelta(responseBytes, base?.texts[2] ?? null),
+    ];
     if (prefix === 0 && deltas.every((d) => d === null || (d.prefix === 0 && d.suffix === 0))) base = null;
 
     const suffixPacked = packInt32(rec.prompt_ids, prefix);
@@ -176,7 +185,8 @@ export class CompletionRepository {
       length: rec.prompt_ids.length + response.length,
       ownBytes: suffixPacked.byteLength + responsePacked.byteLength,
       promptLength: rec.prompt_ids.length,
-      texts: bytes,
+      texts: [requestBytes, null, responseBytes],
+      ir: ir.layout,
     });
   }
 
@@ -338,6 +348,7 @@ export class CompletionRepository {
       ownBytes: resolved.tokens.byteLength,
       promptLength: resolved.promptLength,
       texts: [joinPieces(resolved.texts[0]), joinPieces(resolved.texts[1]), resolved.texts[2] === null ? null : joinPieces(resolved.texts[2])],
+      ir: null,
     };
     // A row read inside an outer transaction may be one of its own uncommitted inserts: usable now, not cacheable.
     if (!this.db.inTransaction) this.cache.add(sessionId, entry);

@@ -393,7 +393,7 @@ describe('byte deltas (what new rows store)', () => {
 
 describe('base cache', () => {
   const entry = (id: string, bytes: number): BaseEntry => ({
-    completion_id: id, depth: 0, segments: [new Int32Array(bytes / 4)], length: bytes / 4, ownBytes: bytes, promptLength: bytes / 4, texts: [new Uint8Array(0), new Uint8Array(0), null],
+    completion_id: id, depth: 0, segments: [new Int32Array(bytes / 4)], length: bytes / 4, ownBytes: bytes, promptLength: bytes / 4, texts: [new Uint8Array(0), new Uint8Array(0), null], ir: null,
   });
 
   test('keeps the newest entries per session and evicts the least recently used session over budget', () => {
