@@ -14,7 +14,6 @@ import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
-import { EngineAnswerReader } from './answer-json.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
 import { sseData } from './sse.ts';
 import { detectSystemPlacement } from './system-placement.ts';
@@ -84,8 +83,6 @@ export class ChatModeEngine implements EngineClient {
   private readonly newId: IdGenerator;
   private systemMessages: SystemMessagePlacement;
   private placementReason: string;
-  /** Parses answers reusing the session's previous prompt ids (answer-json.ts); bounded memory. */
-  private readonly answers = new EngineAnswerReader();
 
   constructor(
     private readonly profile: ChatEngineProfile,
@@ -117,11 +114,6 @@ export class ChatModeEngine implements EngineClient {
   /** What the probe found (null before a successful probe). */
   probeReport(): EngineProbeReport | null {
     return this.report;
-  }
-
-  /** Forget the session's remembered prompt ids (its calls are over). */
-  endSession(sessionId: string): void {
-    this.answers.forget(sessionId);
   }
 
   servedModel(): string {
@@ -268,9 +260,7 @@ export class ChatModeEngine implements EngineClient {
   }
 
   private post(request: IRRequest, ctx: EngineCallContext, warnings: Warning[] = []): Promise<unknown> {
-    const body = this.body(request, ctx, warnings);
-    const parse = this.profile.captures ? (bytes: Uint8Array) => this.answers.parse(bytes, ctx.sessionId) : undefined;
-    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', body, ...(parse ? { parse } : {}) }, this.http(ctx), `engine ${this.id}`);
+    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', body: this.body(request, ctx, warnings) }, this.http(ctx), `engine ${this.id}`);
   }
 
   private body(request: IRRequest, ctx: EngineCallContext, warnings: Warning[]): Record<string, unknown> {
