@@ -279,6 +279,26 @@ describe('capture checks and errors', () => {
     expect((error as GatewayError).status).toBe(502);
   });
 
+  test('a 200 answer that is not JSON (or is cut inside prompt_token_ids) → upstream 502 naming the body', async () => {
+    for (const body of ['<html>bad gateway</html>', '{"choices":[{"message":{"content":"x"}}],"prompt_token_ids":[1,2,3']) {
+      const server = Bun.serve({
+        port: 0,
+        hostname: '127.0.0.1',
+        fetch: (req) => (new URL(req.url).pathname === '/v1/models' ? Response.json({ data: [{ id: 'fake-model' }] }) : new Response(body, { headers: { 'content-type': 'application/json' } })),
+      });
+      try {
+        const client = createEngineClient({ kind: 'vllm', url: `http://127.0.0.1:${server.port}`, mode: 'chat', timeoutMs: 1000, servedModel: 'fake-model' });
+        const error = (await client.complete(irRequest(), ctx).catch((e: unknown) => e)) as GatewayError;
+        expect(error).toBeInstanceOf(GatewayError);
+        expect([error.kind, error.status]).toEqual(['upstream', 502]);
+        expect(error.message).toContain('not JSON');
+        expect(error.message).toContain(body.slice(0, 20));
+      } finally {
+        server.stop(true);
+      }
+    }
+  });
+
   test('kind openai: no capture flags, capture null, a warning on every completion', async () => {
     const engine = await startFakeEngine({ shape: 'vllm', script: [{ kind: 'text', text: 'plain' }] });
     try {
