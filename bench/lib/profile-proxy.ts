@@ -1,9 +1,11 @@
 /**
  * CPU profile of `polar proxy --engine vllm` serving N sequential 100 KB Claude-Code-shaped Messages calls against
  * the instant mock engine (or small ones): where our own per-call cost goes. Writes Bun's markdown CPU profile
- * (`--cpu-prof-md`) to DIR and prints its head. Usage: bun bench/lib/profile-proxy.ts [DIR] [N=300] [large|small]
+ * (`--cpu-prof-md`) to DIR and prints its head. With CONNECTIONS > 1 the calls are not sequential: autocannon
+ * (bench/lib/load.mjs) keeps that many in flight for N seconds, which shows what concurrency adds (GC, queues).
+ * Usage: bun bench/lib/profile-proxy.ts [DIR] [N=300] [large|small] [CONNECTIONS=1]
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { messagesBodies } from './requests.ts';
@@ -12,8 +14,9 @@ import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from '.
 const outDir = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'polar-profile-')));
 const calls = Number(process.argv[3] ?? 300);
 const size = process.argv[4] ?? 'large';
-if (!Number.isInteger(calls) || calls < 1 || (size !== 'large' && size !== 'small')) {
-  console.error('usage: bun bench/lib/profile-proxy.ts [DIR] [N] [large|small]');
+const connections = Number(process.argv[5] ?? 1);
+if (!Number.isInteger(calls) || calls < 1 || (size !== 'large' && size !== 'small') || !Number.isInteger(connections) || connections < 1) {
+  console.error('usage: bun bench/lib/profile-proxy.ts [DIR] [N] [large|small] [CONNECTIONS]');
   process.exit(2);
 }
 mkdirSync(outDir, { recursive: true });
@@ -24,7 +27,16 @@ try {
   const proxy = await startPolarProxy(mock.url, join(outDir, 'polar.db'), ['--cpu-prof-md', `--cpu-prof-dir=${outDir}`]);
   servers.push(proxy);
   const body = JSON.stringify({ ...messagesBodies()[size], stream: false });
-  for (let i = 0; i < calls; i++) {
+  if (connections > 1) {
+    const bodyFile = join(outDir, 'body.json');
+    writeFileSync(bodyFile, body);
+    const spec = { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, bodyFile, connections, durationS: calls };
+    writeFileSync(`${bodyFile}.spec`, JSON.stringify(spec));
+    const child = Bun.spawn(['node', join(import.meta.dir, 'load.mjs'), `${bodyFile}.spec`], { stdout: 'pipe', stderr: 'inherit' });
+    console.log((await new Response(child.stdout).text()).trim());
+    if ((await child.exited) !== 0) throw new Error('load generator failed');
+  }
+  for (let i = 0; i < (connections > 1 ? 0 : calls); i++) {
     const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, body });
     if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
     await response.arrayBuffer();
