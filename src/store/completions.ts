@@ -11,7 +11,7 @@ import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
 import { encodeIrRequest } from './ir-json.ts';
-import { int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
+import { int32ToArray, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
   completion_id: string;
@@ -457,8 +457,8 @@ function toRecord(row: CompletionRow, body: Resolved): CompletionRecord {
     ir_request: parseJsonBytes(body.texts[1]) as CompletionRecord['ir_request'],
     ir_response: body.texts[2] === null ? null : (parseJsonBytes(body.texts[2]) as CompletionRecord['ir_response']),
     finish_reason: JSON.parse(row.finish_reason),
-    prompt_ids: Array.from(body.tokens.subarray(0, body.promptLength)),
-    response_ids: Array.from(body.tokens.subarray(body.promptLength)),
+    prompt_ids: int32ToArray(body.tokens.subarray(0, body.promptLength)),
+    response_ids: int32ToArray(body.tokens.subarray(body.promptLength)),
     logprobs: unpackFloat32(row.logprobs),
     policy_version: row.policy_version,
     engine_id: row.engine_id,

@@ -29,7 +29,7 @@ export function packFloat32(values: readonly number[]): Uint8Array {
 
 /** Unpack an Int32 BLOB. @throws Error when the byte length is not a multiple of 4 (a corrupt row). */
 export function unpackInt32(bytes: Uint8Array): number[] {
-  return Array.from(new Int32Array(alignedCopy(bytes)));
+  return int32ToArray(new Int32Array(alignedCopy(bytes)));
 }
 
 /** An Int32 BLOB as an Int32Array (an aligned copy). @throws Error when the byte length is not a multiple of 4. */
@@ -39,7 +39,20 @@ export function int32View(bytes: Uint8Array): Int32Array {
 
 /** Unpack a Float32 BLOB into numbers (each exactly the stored float32). */
 export function unpackFloat32(bytes: Uint8Array): number[] {
-  return Array.from(new Float32Array(alignedCopy(bytes)));
+  const values = new Float32Array(alignedCopy(bytes));
+  const out = new Array<number>(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = values[i]!;
+  return out;
+}
+
+/**
+ * An Int32Array's values as a plain array (same length and order). A sized array filled in a loop: `Array.from` on a
+ * typed array costs ~45 ns per element in Bun 1.4 (1.1 ms for a 25k-token prompt), the loop well under 1 ns.
+ */
+export function int32ToArray(view: Int32Array): number[] {
+  const out = new Array<number>(view.length);
+  for (let i = 0; i < view.length; i++) out[i] = view[i]!;
+  return out;
 }
 
 function alignedCopy(bytes: Uint8Array): ArrayBuffer {

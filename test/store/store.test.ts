@@ -6,7 +6,7 @@ import { fixedClock } from '../../src/core/clock.ts';
 import type { CompletionRecord, SessionResult, TaskRequest } from '../../src/core/records.ts';
 import { GROUP_EVALUATED, migrations, openStore, type Store } from '../../src/store/index.ts';
 import { migrate } from '../../src/store/migrations.ts';
-import { packInt32, unpackFloat32, unpackInt32 } from '../../src/store/packing.ts';
+import { int32ToArray, packInt32, unpackFloat32, unpackInt32 } from '../../src/store/packing.ts';
 import { useTempStores } from '../support/temp-stores.ts';
 import { taskRequest } from '../support/tasks.ts';
 
@@ -71,6 +71,19 @@ describe('completions', () => {
     expect((row.prompt_ids as Uint8Array).byteLength).toBe(4 * record().prompt_ids.length);
     expect(unpackInt32(row.response_ids as Uint8Array)).toEqual([9707, 151645]);
     expect(unpackFloat32(row.logprobs as Uint8Array)).toEqual(record().logprobs);
+  });
+
+  test('unpacking gives plain arrays with every value exact: int32 extremes, float32 values, empty', () => {
+    const ids = [0, 1, -1, 2 ** 31 - 1, -(2 ** 31), 151645];
+    const unpacked = unpackInt32(packInt32(ids));
+    expect(Array.isArray(unpacked)).toBe(true);
+    expect(unpacked).toEqual(ids);
+    expect(int32ToArray(new Int32Array(ids).subarray(2, 4))).toEqual([-1, 2 ** 31 - 1]);
+    expect(unpackInt32(packInt32([]))).toEqual([]);
+    const logprobs = [0, -0.5, Math.fround(-1e-7), Math.fround(-30.25)];
+    const back = unpackFloat32(new Uint8Array(Float32Array.from(logprobs).buffer));
+    expect(Array.isArray(back)).toBe(true);
+    expect(back).toEqual(logprobs);
   });
 
   test('non-float32 logprobs are stored as their float32 rounding', () => {
