@@ -185,7 +185,8 @@ export class CompletionRepository {
       length: rec.prompt_ids.length + response.length,
       ownBytes: suffixPacked.byteLength + responsePacked.byteLength,
       promptLength: rec.prompt_ids.length,
-      texts: [requestBytes, null, responseBytes],
+      // With a layout the next delta comes from it; a value that is not an IR request keeps its bytes as the base.
+      texts: [requestBytes, ir.layout === null && 'bytes' in ir ? ir.bytes : null, responseBytes],
       ir: ir.layout,
     });
   }

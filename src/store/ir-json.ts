@@ -53,41 +53,24 @@ export function encodeIrRequest(ir: IRRequest, base: IrLayout | null): { delta: 
   const restPart = restJson.length > 2 ? `,${restJson.slice(1, -1)}` : '';
   const toolsPart = tools === undefined ? '}' : `,"tools":${JSON.stringify(tools)}}`;
 
-  if (base === null || shared === 0) {
-    const parts: string[] = [HEAD];
-    const ends: number[] = [];
-    let offset = HEAD.length;
-    for (let i = 0; i < messages.length; i++) {
-      const json = (i > 0 ? ',' : '') + JSON.stringify(messages[i]);
-      parts.push(json);
-      offset += utf8Length(json);
-      ends.push(offset);
-    }
-    parts.push(']', restPart, toolsPart);
-    const bytes = encoder.encode(parts.join(''));
-    return { bytes, layout: { messages, ends, tools, toolsTail: utf8Length(toolsPart), length: bytes.byteLength } };
-  }
-
-  const sameTools = jsonEqual(tools, base.tools);
-  const prefix = base.ends[shared - 1]!;
-  const parts: string[] = [];
-  const ends = base.ends.slice(0, shared);
-  let offset = prefix;
+  // One loop for both cases: without a shared message the text starts at HEAD, else right after the last shared one.
+  const sameTools = shared > 0 && jsonEqual(tools, base!.tools);
+  const prefix = shared > 0 ? base!.ends[shared - 1]! : 0;
+  const ends = shared > 0 ? base!.ends.slice(0, shared) : [];
+  const parts: string[] = shared > 0 ? [] : [HEAD];
+  let offset = shared > 0 ? prefix : HEAD.length;
   for (let i = shared; i < messages.length; i++) {
-    const json = `,${JSON.stringify(messages[i])}`;
+    const json = (i > 0 ? ',' : '') + JSON.stringify(messages[i]);
     parts.push(json);
     offset += utf8Length(json);
     ends.push(offset);
   }
   parts.push(']', restPart);
   if (!sameTools) parts.push(toolsPart);
-  const middle = encoder.encode(parts.join(''));
-  const suffix = sameTools ? base.toolsTail : 0;
-  const toolsTail = sameTools ? base.toolsTail : utf8Length(toolsPart);
-  return {
-    delta: { prefix, suffix, middle },
-    layout: { messages, ends, tools, toolsTail, length: prefix + middle.byteLength + suffix },
-  };
+  const written = encoder.encode(parts.join(''));
+  const suffix = sameTools ? base!.toolsTail : 0;
+  const layout = { messages, ends, tools, toolsTail: sameTools ? suffix : utf8Length(toolsPart), length: prefix + written.byteLength + suffix };
+  return shared > 0 ? { delta: { prefix, suffix, middle: written }, layout } : { bytes: written, layout };
 }
 
 /** UTF-8 length of a string in bytes, without encoding it. */
