@@ -6,13 +6,14 @@
  * bench/lib/load.mjs) instead: what concurrency adds (garbage collection over a larger heap, queueing).
  * Run: bun bench/proxy-cpu.ts [--quick] [small-json|large-json|small-json-c64|large-json-c64|...]
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies } from './lib/requests.ts';
-import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './lib/servers.ts';
+import { runLoad } from './lib/load.ts';
+import { startMockAndProxy, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
 
 
@@ -25,10 +26,7 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
     const servers: ServerProcess[] = [];
     try {
-      const mock = await startMockEngine();
-      servers.push(mock);
-      const proxy = await startPolarProxy(mock.url, join(dir, 'polar.db'));
-      servers.push(proxy);
+      const { proxy } = await startMockAndProxy(servers, join(dir, 'polar.db'));
       const body = JSON.stringify({ ...messagesBodies()[size], stream: mode === 'sse' });
       const call = async () => {
         const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body });
@@ -38,16 +36,10 @@ await defineBench({
       // Warm-up: JIT (a 100 KB call needs ~100 calls before its cost settles), first-call probe, SQLite pages.
       for (let i = 0; i < (ctx.quick ? 20 : 100); i++) await call();
       if (concurrency === 'c64') {
-        const bodyFile = join(dir, 'body.json');
-        writeFileSync(bodyFile, body);
         const durationS = ctx.quick ? 4 : 10;
-        writeFileSync(`${bodyFile}.spec`, JSON.stringify({ url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, bodyFile, connections: 64, durationS }));
         const cpu0 = treeCpuMs(proxy.pid);
-        const child = Bun.spawn(['node', join(import.meta.dir, 'lib/load.mjs'), `${bodyFile}.spec`], { stdout: 'pipe', stderr: 'inherit' });
-        const out = await new Response(child.stdout).text();
-        if ((await child.exited) !== 0) throw new Error('load generator failed');
-        const load = JSON.parse(out.trim().split('\n').pop()!) as { requests: number; rps: number; latencyP50Ms: number; latencyP99Ms: number; non2xx: number; errors: number };
-        if (load.requests === 0 || load.non2xx + load.errors > 0) throw new Error(`load failed: ${out.trim()}`);
+        const load = await runLoad(dir, 'c64', { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body, connections: 64, durationS });
+        if (load.requests === 0 || load.non2xx + load.errors > 0) throw new Error(`load failed: ${JSON.stringify(load)}`);
         return {
           title: 'Proxy CPU per call at 64 connections (polar proxy → instant mock, capture + SQLite commit included)',
           columns: ['request', 'mode', 'calls', 'CPU ms/call', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],

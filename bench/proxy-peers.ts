@@ -12,18 +12,18 @@
  * requests, contenders alternating in batches), requests/s and CPU ms per request at 64 connections (autocannon),
  * RSS of the contender after load, and ours/peer ratios. Run: bun bench/proxy-peers.ts [--quick] [variant...]
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { chatBodies, messagesBodies, type Json } from './lib/requests.ts';
-import { freePort, startMockEngine, startPolarProxy, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { runLoad, type LoadResult } from './lib/load.ts';
+import { freePort, startMockAndProxy, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
 import type { Cell } from './lib/table.ts';
 import { writeCcrConfig } from './peers/ccr-config.ts';
 
-const ROOT = join(import.meta.dir, '..');
 const PEERS = join(import.meta.dir, '.peers');
 const CCR_CLI = join(PEERS, 'ccr/node_modules/@musistudio/claude-code-router/dist/cli.js');
 const PORTKEY_PKG = join(PEERS, 'portkey/node_modules/@portkey-ai/gateway/package.json');
@@ -66,25 +66,10 @@ async function timedCall(c: Contender): Promise<number> {
   return ms;
 }
 
-interface LoadResult {
-  requests: number;
-  rps: number;
-  errors: number;
-  timeouts: number;
-  non2xx: number;
-}
-
 async function load(c: Contender, dir: string, connections: number, durationS: number): Promise<LoadResult & { cpuMsPerRequest: number; rssMB: number }> {
-  const bodyFile = join(dir, `${c.name.replace(/\W+/g, '_')}.json`);
-  const specFile = `${bodyFile}.spec`;
-  writeFileSync(bodyFile, c.body);
-  writeFileSync(specFile, JSON.stringify({ url: `${c.server.url}${c.path}`, headers: c.headers, bodyFile, connections, durationS }));
   const cpu0 = treeCpuMs(c.server.pid);
-  const child = Bun.spawn(['node', join(import.meta.dir, 'lib/load.mjs'), specFile], { cwd: ROOT, stdout: 'pipe', stderr: 'inherit' });
-  const out = await new Response(child.stdout).text();
-  if ((await child.exited) !== 0) throw new Error(`load generator failed against ${c.name}`);
+  const result = await runLoad(dir, c.name, { url: `${c.server.url}${c.path}`, headers: c.headers, body: c.body, connections, durationS });
   const cpu1 = treeCpuMs(c.server.pid);
-  const result = JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
   return { ...result, cpuMsPerRequest: result.requests > 0 ? (cpu1 - cpu0) / result.requests : Number.NaN, rssMB: treeRssBytes(c.server.pid) / 2 ** 20 };
 }
 
@@ -97,10 +82,7 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-bench-peers-'));
     const servers: ServerProcess[] = [];
     try {
-      const mock = await startMockEngine();
-      servers.push(mock);
-      const ours = await startPolarProxy(mock.url, join(dir, 'polar.db'));
-      servers.push(ours);
+      const { mock, proxy: ours } = await startMockAndProxy(servers, join(dir, 'polar.db'));
       const peerPort = freePort();
       let peer: ServerProcess;
       if (dialect === 'messages') {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies, type Json } from './lib/requests.ts';
-import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './lib/servers.ts';
+import { startMockAndProxy, stopAll, type ServerProcess } from './lib/servers.ts';
 import type { Cell } from './lib/table.ts';
 
 const SAMPLE_MS = 10_000;
@@ -46,10 +46,7 @@ await defineBench({
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-soak-'));
     const servers: ServerProcess[] = [];
     try {
-      const mock = await startMockEngine();
-      servers.push(mock);
-      const proxy = await startPolarProxy(mock.url, join(dir, 'polar.db'));
-      servers.push(proxy);
+      const { proxy } = await startMockAndProxy(servers, join(dir, 'polar.db'));
       const base = messagesBodies().large;
       const bodies = Array.from({ length: turns }, (_, t) => turnBody(base, t));
       const deadline = performance.now() + minutes * 60_000;

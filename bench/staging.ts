@@ -30,6 +30,7 @@ import { GatewayNode } from '../src/gateway/node.ts';
 import { createProxyApp } from '../src/proxy/app.ts';
 import { SimServer } from '../src/sim/server.ts';
 import { openStore } from '../src/store/index.ts';
+import { prng } from '../test/support/trace-helpers.ts';
 import { defineBench } from './lib/bench.ts';
 
 const READY = [0, 4, 8, 16];
@@ -50,18 +51,6 @@ const SHOWCASE = ['r24-i24-w12', 'r8-i8-w12', 'auto-w12', 'r32-i32-w16', 'auto-w
 const AUTO_CAP = 32;
 
 // ── distributions ──────────────────────────────────────────────────────────────────────────────────────────────────
-
-/** mulberry32: a small seeded PRNG, so every cell replays the same sessions. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Lognormal with the given mean and log-space σ (Box–Muller). */
 function lognormal(random: () => number, mean: number, sigma: number): number {
@@ -101,7 +90,7 @@ interface SessionPlan {
 }
 
 function planSessions(count: number, seed: number): SessionPlan[] {
-  const random = rng(seed);
+  const random = prng(seed); // seeded, so every cell replays the same sessions
   const recorded = recordedSessions();
   return Array.from({ length: count }, () => {
     const rec = recorded[Math.floor(random() * recorded.length)]!;

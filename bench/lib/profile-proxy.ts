@@ -5,11 +5,12 @@
  * (bench/lib/load.mjs) keeps that many in flight for N seconds, which shows what concurrency adds (GC, queues).
  * Usage: bun bench/lib/profile-proxy.ts [DIR] [N=300] [large|small] [CONNECTIONS=1]
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { messagesBodies } from './requests.ts';
-import { startMockEngine, startPolarProxy, stopAll, type ServerProcess } from './servers.ts';
+import { runLoad } from './load.ts';
+import { startMockAndProxy, stopAll, type ServerProcess } from './servers.ts';
 
 const outDir = resolve(process.argv[2] ?? mkdtempSync(join(tmpdir(), 'polar-profile-')));
 const calls = Number(process.argv[3] ?? 300);
@@ -22,24 +23,17 @@ if (!Number.isInteger(calls) || calls < 1 || (size !== 'large' && size !== 'smal
 mkdirSync(outDir, { recursive: true });
 const servers: ServerProcess[] = [];
 try {
-  const mock = await startMockEngine();
-  servers.push(mock);
-  const proxy = await startPolarProxy(mock.url, join(outDir, 'polar.db'), ['--cpu-prof-md', `--cpu-prof-dir=${outDir}`]);
-  servers.push(proxy);
+  const { proxy } = await startMockAndProxy(servers, join(outDir, 'polar.db'), ['--cpu-prof-md', `--cpu-prof-dir=${outDir}`]);
   const body = JSON.stringify({ ...messagesBodies()[size], stream: false });
   if (connections > 1) {
-    const bodyFile = join(outDir, 'body.json');
-    writeFileSync(bodyFile, body);
-    const spec = { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, bodyFile, connections, durationS: calls };
-    writeFileSync(`${bodyFile}.spec`, JSON.stringify(spec));
-    const child = Bun.spawn(['node', join(import.meta.dir, 'load.mjs'), `${bodyFile}.spec`], { stdout: 'pipe', stderr: 'inherit' });
-    console.log((await new Response(child.stdout).text()).trim());
-    if ((await child.exited) !== 0) throw new Error('load generator failed');
-  }
-  for (let i = 0; i < (connections > 1 ? 0 : calls); i++) {
-    const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, body });
-    if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
-    await response.arrayBuffer();
+    const spec = { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, body, connections, durationS: calls };
+    console.log(JSON.stringify(await runLoad(outDir, 'profile-load', spec)));
+  } else {
+    for (let i = 0; i < calls; i++) {
+      const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'profile' }, body });
+      if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 300)}`);
+      await response.arrayBuffer();
+    }
   }
 } finally {
   await stopAll(servers);

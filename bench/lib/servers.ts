@@ -104,6 +104,18 @@ export function startMockEngine(): Promise<ServerProcess> {
 }
 
 /**
+ * The instant mock engine and `polar proxy` in front of it (startMockEngine, startPolarProxy), each pushed onto
+ * `servers` as soon as it runs, so one `stopAll(servers)` ends whichever started.
+ */
+export async function startMockAndProxy(servers: ServerProcess[], dbPath: string, bunArgs: string[] = []): Promise<{ mock: ServerProcess; proxy: ServerProcess }> {
+  const mock = await startMockEngine();
+  servers.push(mock);
+  const proxy = await startPolarProxy(mock.url, dbPath, bunArgs);
+  servers.push(proxy);
+  return { mock, proxy };
+}
+
+/**
  * Starts `polar proxy --engine vllm` from this checkout on a free port, in front of `engineUrl`, with its SQLite store
  * at `dbPath` (capture and the durable record included, as in production). `bunArgs` go before the script (e.g.
  * `--cpu-prof-md`).
