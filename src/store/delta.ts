@@ -44,30 +44,15 @@ export interface TextDelta {
   middle: string;
 }
 
-/** Below this many shared code units a delta is not worth a reference to the base (header + chain walk on read). */
+/**
+ * Below this many shared bytes (UTF-16 code units in older rows) a delta is not worth a reference to the base (header +
+ * chain walk on read).
+ */
 export const MIN_TEXT_SHARED = 256;
 
 /**
- * The delta format rows were written in before byte deltas (codec 0/1, offsets in UTF-16 code units); new rows use
- * `bytesDelta`. Kept so old rows read (`applyTextDelta`) and tests can write such rows.
- * Split `text` into what it shares with `base` (common prefix and suffix, never overlapping and never splitting a
- * surrogate pair, so each part encodes to UTF-8 losslessly) and the `middle` it adds. Returns `{0, 0, text}` when less
- * than MIN_TEXT_SHARED code units are shared or there is no base.
- * Cost: native substring comparisons in blocks (memcmp speed), then a short per-character scan.
- */
-export function textDelta(text: string, base: string | null): TextDelta {
-  if (base === null || base.length === 0) return { prefix: 0, suffix: 0, middle: text };
-  const limit = Math.min(text.length, base.length);
-  let prefix = commonPrefix(text, base, limit);
-  if (prefix > 0 && isHighSurrogate(text.charCodeAt(prefix - 1))) prefix--;
-  let suffix = commonSuffix(text, base, limit - prefix);
-  if (suffix > 0 && isLowSurrogate(text.charCodeAt(text.length - suffix))) suffix--;
-  if (prefix + suffix < MIN_TEXT_SHARED) return { prefix: 0, suffix: 0, middle: text };
-  return { prefix, suffix, middle: text.slice(prefix, text.length - suffix) };
-}
-
-/**
- * Rebuild a text from its delta.
+ * Rebuild a text from its delta (rows written before byte deltas, codec 0/1; tests write them with
+ * test/support/legacy-text-delta.ts).
  * @throws Error when the delta does not fit the base (a corrupt row or a wrong base).
  */
 export function applyTextDelta(delta: TextDelta, base: string | null): string {
@@ -79,29 +64,6 @@ export function applyTextDelta(delta: TextDelta, base: string | null): string {
   return b.slice(0, delta.prefix) + delta.middle + b.slice(b.length - delta.suffix);
 }
 
-function commonPrefix(a: string, b: string, limit: number): number {
-  let i = 0;
-  // Equality of two slices is a native compare; halving the block finds the first difference in O(log) steps.
-  for (let block = 8192; block >= 8; block >>= 4) {
-    while (i + block <= limit && a.slice(i, i + block) === b.slice(i, i + block)) i += block;
-  }
-  while (i < limit && a.charCodeAt(i) === b.charCodeAt(i)) i++;
-  return i;
-}
-
-function commonSuffix(a: string, b: string, limit: number): number {
-  let i = 0;
-  const aEnd = a.length;
-  const bEnd = b.length;
-  for (let block = 8192; block >= 8; block >>= 4) {
-    while (i + block <= limit && a.slice(aEnd - i - block, aEnd - i) === b.slice(bEnd - i - block, bEnd - i)) i += block;
-  }
-  while (i < limit && a.charCodeAt(aEnd - i - 1) === b.charCodeAt(bEnd - i - 1)) i++;
-  return i;
-}
-
-const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
-const isLowSurrogate = (c: number) => c >= 0xdc00 && c <= 0xdfff;
 
 /**
  * A text held as UTF-8 bytes, stored as `base[0, prefix) ++ middle ++ base[base.length − suffix, base.length)`;
@@ -115,7 +77,7 @@ export interface ByteDelta {
 }
 
 /**
- * `textDelta` on UTF-8 bytes: the common prefix and suffix never overlap and never split a UTF-8 sequence (a cut
+ * A text's UTF-8 bytes split against a base: the common prefix and suffix never overlap and never split a UTF-8 sequence (a cut
  * never lands on a continuation byte), so the middle is valid UTF-8 on its own. `{0, 0, text}` when less than
  * MIN_TEXT_SHARED bytes are shared or there is no base.
  * Cost: native memcmp over blocks (Buffer.compare), then a short per-byte scan.
@@ -226,6 +188,7 @@ function commonByteSuffix(a: Buffer, b: Buffer, limit: number): number {
  * UTF-16 code units), raw or zstd; 2/3: a ByteDelta (prefix and suffix in UTF-8 bytes), raw or zstd. New rows are
  * written as 2/3; 0/1 rows (written before) are still read.
  */
+/** Codec bytes of rows written before byte deltas (read only). */
 const RAW = 0;
 const ZSTD = 1;
 const RAW_BYTES = 2;
@@ -236,28 +199,6 @@ const MIN_COMPRESS_CHARS = 128;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * The column encoding of the older TextDelta rows (codec 0/1; new rows use encodeBytesColumn).
- * Encode a text delta as a BLOB: `[codec byte][payload]`, payload = UTF-8 of `${prefix}:${suffix}:${middle}`, zstd
- * compressed (level `level`, 1–3 are fast) when `compress` and the middle is not tiny.
- * Source: https://bun.com/docs/api/utils#bun-zstdcompresssync
- */
-export function encodeTextColumn(delta: TextDelta, compress: boolean, level: number): Uint8Array {
-  const payload = `${delta.prefix}:${delta.suffix}:${delta.middle}`;
-  if (compress && delta.middle.length >= MIN_COMPRESS_CHARS) {
-    const packed = Bun.zstdCompressSync(payload, { level });
-    const out = new Uint8Array(packed.byteLength + 1);
-    out[0] = ZSTD;
-    out.set(packed, 1);
-    return out;
-  }
-  const utf8 = encoder.encode(payload);
-  const out = new Uint8Array(utf8.byteLength + 1);
-  out[0] = RAW;
-  out.set(utf8, 1);
-  return out;
-}
 
 /**
  * Encode a byte delta as a BLOB: `[codec byte][payload]`, payload = `${prefix}:${suffix}:` in ASCII followed by the
@@ -278,7 +219,7 @@ export function encodeBytesColumn(delta: ByteDelta, compress: boolean, level: nu
 }
 
 /**
- * Decode a BLOB written by encodeTextColumn (a TextDelta, `unit: 'utf16'`) or encodeBytesColumn (a ByteDelta,
+ * Decode a BLOB of an older row (codec 0/1: a TextDelta, `unit: 'utf16'`) or one written by encodeBytesColumn (a ByteDelta,
  * `unit: 'utf8'`).
  * @throws Error on an unknown codec byte, invalid UTF-8 or a malformed header (a corrupt row).
  */
@@ -298,7 +239,7 @@ export function decodeColumn(blob: Uint8Array): ({ unit: 'utf16' } & TextDelta) 
 }
 
 /**
- * Decode a BLOB written by encodeTextColumn.
+ * Decode a BLOB of an older row (codec 0/1: a TextDelta).
  * @throws Error on an unknown codec byte, invalid UTF-8 or a malformed header (a corrupt row).
  */
 export function decodeTextColumn(blob: Uint8Array): TextDelta {

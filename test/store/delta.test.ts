@@ -11,7 +11,8 @@ import type { CompletionRecord } from '../../src/core/records.ts';
 import { MAX_BASE_DEPTH, migrations, openStore, type CompletionRepositoryOptions, type Store } from '../../src/store/index.ts';
 import { migrate } from '../../src/store/migrations.ts';
 import { BaseCache, type BaseEntry } from '../../src/store/base-cache.ts';
-import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn, encodeTextColumn, textDelta } from '../../src/store/delta.ts';
+import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn } from '../../src/store/delta.ts';
+import { encodeTextColumn, textDelta } from '../support/legacy-text-delta.ts';
 import { packFloat32, packInt32 } from '../../src/store/packing.ts';
 import { useTempStores } from '../support/temp-stores.ts';
 
