@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { Registry } from 'prom-client';
 import { fixedClock } from '../../src/core/clock.ts';
+import type { CompletionRecord } from '../../src/core/records.ts';
 import { sequentialIds } from '../../src/core/ids.ts';
 import { GatewayError } from '../../src/core/errors.ts';
 import { createEngineClient, ReplicaRouter } from '../../src/engines/index.ts';
@@ -77,6 +78,22 @@ async function stack(mode: 'chat' | 'token', urls: string[] = sims.map((s) => s.
   return { engine, store, registry, turn, close, admin };
 }
 
+/**
+ * Every record captured cleanly with the simulator's own logprobs, and each prompt starts with the previous record's
+ * prompt + response (strictly longer when asked): token data stays right across replicas.
+ */
+function expectExtendingCapture(records: CompletionRecord[], opts: { strictlyLonger?: boolean } = {}) {
+  for (const [i, rec] of records.entries()) {
+    expect(rec.capture_error).toBeNull();
+    expect(rec.logprobs).toEqual(rescoreCompletion(rec.prompt_ids, rec.response_ids));
+    if (i > 0) {
+      const head = [...records[i - 1]!.prompt_ids, ...records[i - 1]!.response_ids];
+      expect(rec.prompt_ids.slice(0, head.length)).toEqual(head);
+      if (opts.strictlyLonger) expect(rec.prompt_ids.length).toBeGreaterThan(head.length);
+    }
+  }
+}
+
 const start = () => [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'What is in this project?' }];
 
 describe('engine replicas', () => {
@@ -102,15 +119,7 @@ describe('engine replicas', () => {
       expect(records.length).toBe(3);
       expect(records[2]!.engine_id).not.toBe(first.engine_id);
       expect(records[2]!.engine_id.startsWith('sim@')).toBe(true);
-      for (const [i, rec] of records.entries()) {
-        expect(rec.capture_error).toBeNull();
-        expect(rec.logprobs).toEqual(rescoreCompletion(rec.prompt_ids, rec.response_ids));
-        if (i > 0) {
-          const head = [...records[i - 1]!.prompt_ids, ...records[i - 1]!.response_ids];
-          expect(rec.prompt_ids.slice(0, head.length)).toEqual(head);
-          expect(rec.prompt_ids.length).toBeGreaterThan(head.length);
-        }
-      }
+      expectExtendingCapture(records, { strictlyLonger: true });
       const trajectory = buildTrajectory(records, { strategy: 'prefix_merging', session_id: 'sess-a', task_id: TASK, harness: 'test', status: 'COMPLETED', eotIds: sims[0]!.tokenizer.eosTokenIds });
       expect(trajectory.metadata.reconstruction_stats.chains).toBe(1);
       const metrics = await s.registry.metrics();
@@ -236,14 +245,7 @@ describe('a call that fails on its replica before any byte is retried once on an
       expect(text).toContain('The project has one file');
       const records = s.store.completions.listBySession('sess-r');
       expect(records.map((r) => r.engine_id)).toEqual([`sim@${front.url}`, `sim@${sims[1]!.url}`, `sim@${sims[1]!.url}`]);
-      for (const [i, rec] of records.entries()) {
-        expect(rec.capture_error).toBeNull();
-        expect(rec.logprobs).toEqual(rescoreCompletion(rec.prompt_ids, rec.response_ids));
-        if (i > 0) {
-          const head = [...records[i - 1]!.prompt_ids, ...records[i - 1]!.response_ids];
-          expect(rec.prompt_ids.slice(0, head.length)).toEqual(head);
-        }
-      }
+      expectExtendingCapture(records);
       const trajectory = buildTrajectory(records, { strategy: 'prefix_merging', session_id: 'sess-r', task_id: TASK, harness: 'test', status: 'COMPLETED', eotIds: sims[0]!.tokenizer.eosTokenIds });
       expect(trajectory.metadata.reconstruction_stats.chains).toBe(1);
       const [down, up] = s.engine.replicas();
