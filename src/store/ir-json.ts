@@ -13,6 +13,7 @@
  * Source: docs/architecture.md#data-model (records are delta-encoded against an earlier record of the session).
  */
 import type { IRRequest } from '../core/ir.ts';
+import { jsonEqual } from '../core/json-equal.ts';
 import type { ByteDelta } from './delta.ts';
 
 /** Where the parts of a written IR request text lie, and the values they were written from (kept by reference). */
@@ -51,10 +52,10 @@ export function encodeIrRequest(ir: IRRequest, base: IrLayout | null): { delta: 
   const { tools, messages: _messages, ...rest } = ir;
   const restJson = JSON.stringify(rest);
   const restPart = restJson.length > 2 ? `,${restJson.slice(1, -1)}` : '';
-  const toolsPart = tools === undefined ? '}' : `,"tools":${JSON.stringify(tools)}}`;
-
   // One loop for both cases: without a shared message the text starts at HEAD, else right after the last shared one.
   const sameTools = shared > 0 && jsonEqual(tools, base!.tools);
+  // An equal tool list (~60 KB at Claude Code sizes) is the base's suffix: it is not serialised again.
+  const toolsPart = sameTools ? '' : tools === undefined ? '}' : `,"tools":${JSON.stringify(tools)}}`;
   const prefix = shared > 0 ? base!.ends[shared - 1]! : 0;
   const ends = shared > 0 ? base!.ends.slice(0, shared) : [];
   const parts: string[] = shared > 0 ? [] : [HEAD];
@@ -65,8 +66,7 @@ export function encodeIrRequest(ir: IRRequest, base: IrLayout | null): { delta: 
     offset += utf8Length(json);
     ends.push(offset);
   }
-  parts.push(']', restPart);
-  if (!sameTools) parts.push(toolsPart);
+  parts.push(']', restPart, toolsPart);
   const written = encoder.encode(parts.join(''));
   const suffix = sameTools ? base!.toolsTail : 0;
   const layout = { messages, ends, tools, toolsTail: sameTools ? suffix : utf8Length(toolsPart), length: prefix + written.byteLength + suffix };
@@ -75,30 +75,3 @@ export function encodeIrRequest(ir: IRRequest, base: IrLayout | null): { delta: 
 
 /** UTF-8 length of a string in bytes, without encoding it. */
 const utf8Length = (text: string) => Buffer.byteLength(text, 'utf8');
-
-/**
- * Whether two JSON values serialise to the same text: the same primitives, arrays of equal elements, objects with the
- * same keys in the same order and equal values. Conservative: anything JSON.stringify would change (undefined,
- * NaN, functions) makes values unequal unless they are the same reference.
- */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return typeof a !== 'number' || Number.isFinite(a);
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
-    return true;
-  }
-  if (Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  for (let i = 0; i < ka.length; i++) {
-    const key = ka[i]!;
-    if (key !== kb[i]) return false;
-    const va = (a as Record<string, unknown>)[key];
-    if (va === undefined || !jsonEqual(va, (b as Record<string, unknown>)[key])) return false;
-  }
-  // toJSON would make the text differ from the fields compared here
-  return typeof (a as { toJSON?: unknown }).toJSON !== 'function' && typeof (b as { toJSON?: unknown }).toJSON !== 'function';
-}

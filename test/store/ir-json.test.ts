@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'bun:test';
 import type { IRMessage, IRRequest, IRTool } from '../../src/core/ir.ts';
 import { applyBytesDelta } from '../../src/store/delta.ts';
-import { encodeIrRequest, jsonEqual, type IrLayout } from '../../src/store/ir-json.ts';
+import { jsonEqual } from '../../src/core/json-equal.ts';
+import { encodeIrRequest, type IrLayout } from '../../src/store/ir-json.ts';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
