@@ -13,6 +13,7 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
+import { ChatBodyMemo } from './body-memo.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
 import { sseData } from './sse.ts';
@@ -61,6 +62,8 @@ export interface ChatEngineOptions {
   logprobSemantics?: LogprobSemantics;
   /** Engine id prefix; defaults to the profile kind (`sim@<url>` for the simulator). */
   idPrefix?: string;
+  /** Budget of the request-body memo over all sessions, bytes (body-memo.ts; default 16 MiB, 0 = no reuse). */
+  bodyMemoBytes?: number;
   /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
   stream?: EngineStreamSetting;
   now?: Clock;
@@ -83,6 +86,8 @@ export class ChatModeEngine implements EngineClient {
   private readonly newId: IdGenerator;
   private systemMessages: SystemMessagePlacement;
   private placementReason: string;
+  /** Serialises request bodies reusing the session's previous messages' bytes (body-memo.ts); bounded memory. */
+  private readonly bodies: ChatBodyMemo;
 
   constructor(
     private readonly profile: ChatEngineProfile,
@@ -98,6 +103,12 @@ export class ChatModeEngine implements EngineClient {
     this.newId = opts.newId ?? randomId;
     this.systemMessages = opts.systemMessages === 'in-place' ? 'in-place' : 'merge';
     this.placementReason = opts.systemMessages === 'auto' ? 'not detected yet' : 'configured';
+    this.bodies = new ChatBodyMemo(opts.bodyMemoBytes);
+  }
+
+  /** Forget the session's remembered request body (its calls are over). */
+  endSession(sessionId: string): void {
+    this.bodies.forget(sessionId);
   }
 
   /**
@@ -213,7 +224,7 @@ export class ChatModeEngine implements EngineClient {
     body.stream = true;
     body.stream_options = { include_usage: true };
     const what = `engine ${this.id}`;
-    const { response: answer, timedOut } = await engineFetchStream(`${this.url}/v1/chat/completions`, body, this.http(ctx), what);
+    const { response: answer, timedOut } = await engineFetchStream(`${this.url}/v1/chat/completions`, body, this.http(ctx), what, this.bodies.encode(ctx.sessionId, body));
     onEvent({ type: 'answered' });
     const chunks = new ChatChunkAccumulator(this.newId);
     const emitter = new DeltaEmitter(onEvent);
@@ -260,7 +271,8 @@ export class ChatModeEngine implements EngineClient {
   }
 
   private post(request: IRRequest, ctx: EngineCallContext, warnings: Warning[] = []): Promise<unknown> {
-    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', body: this.body(request, ctx, warnings) }, this.http(ctx), `engine ${this.id}`);
+    const bodyBytes = this.bodies.encode(ctx.sessionId, this.body(request, ctx, warnings));
+    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', bodyBytes }, this.http(ctx), `engine ${this.id}`);
   }
 
   private body(request: IRRequest, ctx: EngineCallContext, warnings: Warning[]): Record<string, unknown> {

@@ -50,13 +50,14 @@ export function classifyEngineError(status: number, text: string, what: string, 
 }
 
 /**
- * POST/GET JSON to an engine and parse the JSON answer.
+ * POST/GET JSON to an engine and parse the JSON answer. `init.bodyBytes`, when given, is sent instead of
+ * `JSON.stringify(init.body)` (the caller serialised it already, e.g. through body-memo.ts).
  * @throws GatewayError 'upstream' (refused, reset, 5xx, non-JSON body), 'timeout' (after `timeoutMs`), 'aborted'
  *   (caller's signal), 'context-overflow' / 'invalid-request' (engine 4xx).
  */
 export async function engineFetchJson(
   url: string,
-  init: { method: 'GET' | 'POST'; body?: unknown },
+  init: { method: 'GET' | 'POST'; body?: unknown; bodyBytes?: Uint8Array },
   opts: EngineHttpOptions,
   what: string,
 ): Promise<unknown> {
@@ -68,8 +69,8 @@ export async function engineFetchJson(
   try {
     response = await fetch(url, {
       method: init.method,
-      headers: { ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers },
-      body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
+      headers: { ...(init.body !== undefined || init.bodyBytes !== undefined ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers },
+      body: init.bodyBytes ?? (init.body !== undefined ? JSON.stringify(init.body) : undefined),
       signal,
       // Bun's own 5-minute socket idle timeout would cut a long prefill; `timeoutMs` is the limit.
       // https://bun.sh/reference/globals/BunFetchRequestInit/timeout
@@ -96,10 +97,11 @@ export async function engineFetchJson(
 /**
  * POST JSON to an engine that answers with a stream (`text/event-stream`); resolves once the engine has answered with
  * a 2xx status, before the body is read. The timeout covers the whole stream (the caller reads the body within it).
+ * `bodyBytes`, when given, is sent instead of `JSON.stringify(body)`.
  * @returns the engine's response (read its body with sse.ts `sseData`) and the signal that ends the stream.
  * @throws GatewayError like engineFetchJson for everything before the first byte of the body.
  */
-export async function engineFetchStream(url: string, body: unknown, opts: EngineHttpOptions, what: string): Promise<{ response: Response; signal: AbortSignal | undefined; timedOut(): boolean }> {
+export async function engineFetchStream(url: string, body: unknown, opts: EngineHttpOptions, what: string, bodyBytes?: Uint8Array): Promise<{ response: Response; signal: AbortSignal | undefined; timedOut(): boolean }> {
   const timeout = opts.timeoutMs > 0 ? AbortSignal.timeout(opts.timeoutMs) : undefined;
   const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
@@ -108,7 +110,7 @@ export async function engineFetchStream(url: string, body: unknown, opts: Engine
     response = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers },
-      body: JSON.stringify(body),
+      body: bodyBytes ?? JSON.stringify(body),
       signal,
       timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
     });

@@ -1,0 +1,140 @@
+/**
+ * The UTF-8 JSON text of a chat-mode engine request, serialised so that a session's next call costs only what it adds.
+ *
+ * Every call of an agent session sends the whole conversation again: at Claude Code sizes the OpenAI Chat body for
+ * the engine is ~110 KB, and `JSON.stringify` of it plus its UTF-8 encoding was one of the largest costs (and the
+ * largest string garbage) of a proxied call (bench/README.md#hot-path). This memo remembers, per session, the last
+ * body's `messages` elements and `tools` value with the UTF-8 bytes each serialised to. The next body's leading
+ * messages that are equal to the remembered ones (`jsonEqual`: same keys in the same order, same values; a long
+ * string is one native compare) and an equal tool list reuse those bytes; only the rest is serialised.
+ *
+ * The result is byte for byte `new TextEncoder().encode(JSON.stringify(body))` (test/engines/body-memo.test.ts), so the
+ * engine sees exactly what it saw before. Memory: the remembered bytes (off the JS heap) and references to the
+ * remembered message objects, whose strings the store's base cache holds too; bounded by a byte budget over all
+ * sessions, least recently used first out. A session that fell out costs one full serialisation.
+ * Source: https://tc39.es/ecma262/#sec-json.stringify (property order, omitted undefined values).
+ */
+import { jsonEqual } from '../core/json-equal.ts';
+
+/** What is remembered of a session's last body. */
+interface Remembered {
+  messages: readonly unknown[];
+  /** UTF-8 of `JSON.stringify(messages[i])`, one per message. */
+  pieces: readonly Uint8Array[];
+  tools: unknown;
+  /** UTF-8 of `JSON.stringify(tools)`, or null when the body had no tools. */
+  toolsBytes: Uint8Array | null;
+  bytes: number;
+}
+
+const encoder = new TextEncoder();
+const COMMA = new Uint8Array([0x2c]);
+const CLOSE_BRACKET = new Uint8Array([0x5d]);
+const CLOSE_BRACE = new Uint8Array([0x7d]);
+
+/** Default budget of remembered bytes over all sessions (~128 sessions with a 100 KB body each). */
+export const DEFAULT_BODY_MEMO_BYTES = 16 * 1024 * 1024;
+
+export class ChatBodyMemo {
+  /** Insertion order = LRU order: the first key is the least recently used session. */
+  private readonly sessions = new Map<string, Remembered>();
+  private bytes = 0;
+  /** Messages whose bytes were reused / serialised, over the memo's life (tests and benches). */
+  readonly stats = { reused: 0, serialised: 0 };
+
+  /** @param maxBytes budget of remembered bytes over all sessions (the objects' own size is not counted; 0 = none kept). */
+  constructor(private readonly maxBytes = DEFAULT_BODY_MEMO_BYTES) {}
+
+  /**
+   * `body` as UTF-8 JSON text, equal to `TextEncoder.encode(JSON.stringify(body))`. A body whose `messages` is not an
+   * array is serialised whole and not remembered. The body's message objects and tool list are kept by reference for
+   * the session's next call: they must not be mutated afterwards.
+   * @param sessionId the session whose previous body may share leading messages (null: no reuse, nothing kept).
+   * @throws TypeError as JSON.stringify does (a cycle, a BigInt).
+   */
+  encode(sessionId: string | null, body: Record<string, unknown>): Uint8Array {
+    const messages = body.messages;
+    if (!Array.isArray(messages) || typeof (body as { toJSON?: unknown }).toJSON === 'function') return encoder.encode(JSON.stringify(body));
+    const previous = sessionId === null ? undefined : this.sessions.get(sessionId);
+    const pieces: Uint8Array[] = new Array(messages.length);
+    let shared = 0;
+    if (previous !== undefined) {
+      const limit = Math.min(messages.length, previous.messages.length);
+      while (shared < limit && jsonEqual(messages[shared], previous.messages[shared])) {
+        pieces[shared] = previous.pieces[shared]!;
+        shared++;
+      }
+    }
+    for (let i = shared; i < messages.length; i++) pieces[i] = encoder.encode(JSON.stringify(messages[i]) ?? 'null');
+    this.stats.reused += shared;
+    this.stats.serialised += messages.length - shared;
+    const tools = body.tools;
+    let toolsBytes: Uint8Array | null = null;
+    if (tools !== undefined) {
+      toolsBytes = previous !== undefined && previous.toolsBytes !== null && jsonEqual(tools, previous.tools) ? previous.toolsBytes : encoder.encode(JSON.stringify(tools) ?? 'null');
+    }
+
+    // The text: every key in order; `messages` and `tools` from their pieces, the rest (small) serialised as is.
+    const parts: Uint8Array[] = [];
+    let first = true;
+    for (const key of Object.keys(body)) {
+      const value = body[key];
+      if (key === 'messages') {
+        parts.push(encoder.encode(`${first ? '{' : ','}"messages":[`));
+        for (let i = 0; i < pieces.length; i++) {
+          if (i > 0) parts.push(COMMA);
+          parts.push(pieces[i]!);
+        }
+        parts.push(CLOSE_BRACKET);
+      } else if (key === 'tools' && toolsBytes !== null) {
+        parts.push(encoder.encode(`${first ? '{' : ','}"tools":`), toolsBytes);
+      } else {
+        const json = JSON.stringify(value);
+        if (json === undefined) continue; // undefined, functions, symbols: JSON.stringify leaves the key out
+        parts.push(encoder.encode(`${first ? '{' : ','}${JSON.stringify(key)}:${json}`));
+      }
+      first = false;
+    }
+    parts.push(CLOSE_BRACE);
+    let length = 0;
+    for (const part of parts) length += part.byteLength;
+    const out = new Uint8Array(length);
+    let at = 0;
+    for (const part of parts) {
+      out.set(part, at);
+      at += part.byteLength;
+    }
+
+    if (sessionId !== null) {
+      let size = toolsBytes?.byteLength ?? 0;
+      for (const piece of pieces) size += piece.byteLength;
+      this.remember(sessionId, { messages: messages.slice(), pieces, tools, toolsBytes, bytes: size });
+    }
+    return out;
+  }
+
+  /** Forget one session (its calls are over). */
+  forget(sessionId: string): void {
+    const old = this.sessions.get(sessionId);
+    if (old === undefined) return;
+    this.bytes -= old.bytes;
+    this.sessions.delete(sessionId);
+  }
+
+  /** Remembered bytes over all sessions. */
+  get residentBytes(): number {
+    return this.bytes;
+  }
+
+  private remember(sessionId: string, entry: Remembered): void {
+    this.forget(sessionId);
+    if (entry.bytes > this.maxBytes) return;
+    this.sessions.set(sessionId, entry);
+    this.bytes += entry.bytes;
+    for (const [id, kept] of this.sessions) {
+      if (this.bytes <= this.maxBytes) break;
+      this.bytes -= kept.bytes;
+      this.sessions.delete(id);
+    }
+  }
+}
