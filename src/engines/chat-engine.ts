@@ -13,6 +13,7 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
+import { EngineAnswerReader } from './answer-json.ts';
 import { ChatBodyMemo } from './body-memo.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
@@ -64,6 +65,8 @@ export interface ChatEngineOptions {
   idPrefix?: string;
   /** Budget of the request-body memo over all sessions, bytes (body-memo.ts; default 16 MiB, 0 = no reuse). */
   bodyMemoBytes?: number;
+  /** Budget of the answers' remembered prompt ids over all sessions, bytes (answer-json.ts; default 32 MiB, 0 = no reuse). */
+  answerMemoBytes?: number;
   /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
   stream?: EngineStreamSetting;
   now?: Clock;
@@ -88,6 +91,8 @@ export class ChatModeEngine implements EngineClient {
   private placementReason: string;
   /** Serialises request bodies reusing the session's previous messages' bytes (body-memo.ts); bounded memory. */
   private readonly bodies: ChatBodyMemo;
+  /** Parses answers reusing the session's previous prompt ids (answer-json.ts); bounded memory. */
+  private readonly answers: EngineAnswerReader;
 
   constructor(
     private readonly profile: ChatEngineProfile,
@@ -104,11 +109,13 @@ export class ChatModeEngine implements EngineClient {
     this.systemMessages = opts.systemMessages === 'in-place' ? 'in-place' : 'merge';
     this.placementReason = opts.systemMessages === 'auto' ? 'not detected yet' : 'configured';
     this.bodies = new ChatBodyMemo(opts.bodyMemoBytes);
+    this.answers = new EngineAnswerReader(opts.answerMemoBytes);
   }
 
-  /** Forget the session's remembered request body (its calls are over). */
+  /** Forget the session's remembered request body and prompt ids (its calls are over). */
   endSession(sessionId: string): void {
     this.bodies.forget(sessionId);
+    this.answers.forget(sessionId);
   }
 
   /**
@@ -272,7 +279,8 @@ export class ChatModeEngine implements EngineClient {
 
   private post(request: IRRequest, ctx: EngineCallContext, warnings: Warning[] = []): Promise<unknown> {
     const bodyBytes = this.bodies.encode(ctx.sessionId, this.body(request, ctx, warnings));
-    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', bodyBytes }, this.http(ctx), `engine ${this.id}`);
+    const parse = this.profile.captures ? (bytes: Uint8Array) => this.answers.parse(bytes, ctx.sessionId) : undefined;
+    return engineFetchJson(`${this.url}/v1/chat/completions`, { method: 'POST', bodyBytes, ...(parse ? { parse } : {}) }, this.http(ctx), `engine ${this.id}`);
   }
 
   private body(request: IRRequest, ctx: EngineCallContext, warnings: Warning[]): Record<string, unknown> {

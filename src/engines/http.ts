@@ -57,7 +57,13 @@ export function classifyEngineError(status: number, text: string, what: string, 
  */
 export async function engineFetchJson(
   url: string,
-  init: { method: 'GET' | 'POST'; body?: unknown; bodyBytes?: Uint8Array },
+  init: {
+    method: 'GET' | 'POST';
+    body?: unknown;
+    bodyBytes?: Uint8Array;
+    /** Parses a 2xx answer's bytes instead of `JSON.parse` of its text (must throw like it on a non-JSON body). */
+    parse?: (bytes: Uint8Array) => unknown;
+  },
   opts: EngineHttpOptions,
   what: string,
 ): Promise<unknown> {
@@ -65,7 +71,8 @@ export async function engineFetchJson(
   const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
   let response: Response;
-  let text: string;
+  let text: string | undefined;
+  let bytes: Uint8Array | undefined;
   try {
     response = await fetch(url, {
       method: init.method,
@@ -76,17 +83,19 @@ export async function engineFetchJson(
       // https://bun.sh/reference/globals/BunFetchRequestInit/timeout
       timeout: false,
     });
-    text = await response.text();
+    if (init.parse !== undefined && response.ok) bytes = new Uint8Array(await response.arrayBuffer());
+    else text = await response.text();
   } catch (thrown) {
     if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });
     if (opts.signal?.aborted) throw new GatewayError('aborted', `${what} aborted by the caller`, { cause: thrown });
     const reason = thrown instanceof Error ? thrown.message : String(thrown);
     throw new GatewayError('upstream', `${what} unreachable at ${url}: ${reason}`, { cause: thrown });
   }
-  if (!response.ok) throw classifyEngineError(response.status, text, what, response.headers.get('retry-after'));
+  if (!response.ok) throw classifyEngineError(response.status, text ?? '', what, response.headers.get('retry-after'));
   try {
-    return JSON.parse(text) as unknown;
+    return bytes !== undefined ? init.parse!(bytes) : (JSON.parse(text!) as unknown);
   } catch (thrown) {
+    text ??= new TextDecoder().decode(bytes);
     throw new GatewayError('upstream', `${what} answered HTTP ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`, {
       cause: thrown,
       upstream: { status: response.status, body: text.slice(0, 4000) },

@@ -7,6 +7,7 @@
  *   (a common prefix and a common suffix: a chat body appends messages before a trailing `"tools": […]`).
  * Pure functions, no I/O; the repository (completions.ts) decides which base to use and stores the result.
  */
+import { asBuffer, commonBytePrefix, commonByteSuffix } from '../core/bytes.ts';
 
 /**
  * Length of the longest common prefix of a token sequence held as consecutive segments (a base record's
@@ -155,31 +156,6 @@ function slicePieces(pieces: readonly Uint8Array[], start: number, end: number):
 }
 
 const isContinuation = (byte: number) => (byte & 0xc0) === 0x80;
-
-/** A Buffer view of the same memory (no copy), for its native `compare`. */
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
-function commonBytePrefix(a: Buffer, b: Buffer, limit: number): number {
-  let i = 0;
-  for (let block = 8192; block >= 8; block >>= 4) {
-    while (i + block <= limit && a.compare(b, i, i + block, i, i + block) === 0) i += block;
-  }
-  while (i < limit && a[i] === b[i]) i++;
-  return i;
-}
-
-function commonByteSuffix(a: Buffer, b: Buffer, limit: number): number {
-  let i = 0;
-  const aEnd = a.length;
-  const bEnd = b.length;
-  for (let block = 8192; block >= 8; block >>= 4) {
-    while (i + block <= limit && a.compare(b, bEnd - i - block, bEnd - i, aEnd - i - block, aEnd - i) === 0) i += block;
-  }
-  while (i < limit && a[aEnd - i - 1] === b[bEnd - i - 1]) i++;
-  return i;
-}
 
 // --- column codec -------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,194 @@
+/**
+ * Parsing a chat-mode engine answer without building its echoed prompt ids through `JSON.parse`.
+ *
+ * vLLM (≥ 0.10.2, `return_token_ids`) and SGLang echo the whole prompt as `prompt_token_ids`: for a 100 KB harness
+ * request that is ~25,000 ids, ~160 KB of the answer's ~165 KB, and decoding that text and `JSON.parse` building the
+ * array were the largest single cost of a proxied call. Within a session each call's prompt extends the previous
+ * call's (prompt ++ sampled ++ new turn), so the array's text almost always starts with the previous answer's array
+ * text: this reader compares the two natively (`Buffer.compare`), copies the previous ids for the shared part and
+ * scans only the new digits. The rest of the answer (~5 KB) goes through `JSON.parse` with the array cut out, and the
+ * ids are put back in its place, so callers get exactly what `JSON.parse` of the whole answer would have given.
+ *
+ * Anything unusual falls back to `JSON.parse` of the whole text: the key absent or present more than once, a value
+ * that is not a flat array of non-negative integers below 2^31 written without leading zeros or exponents, or an
+ * array that sits anywhere other than the top level or `choices[0]`.
+ * Memory: per session, the previous array's bytes (a view of that answer) and its ids as an Int32Array, both off the
+ * JS heap; a byte budget over all sessions, least recently used first out (a session that fell out costs one full
+ * scan of its next answer's ids).
+ * Source: docs/protocol-notes.md#inference-engines (where each engine puts `prompt_token_ids`), RFC 8259 §6 (numbers).
+ */
+import { asBuffer, commonBytePrefix } from '../core/bytes.ts';
+
+const KEY = Buffer.from('"prompt_token_ids"');
+const utf8 = new TextDecoder();
+
+/**
+ * Arrays this reader built, each checked to hold only int32 integers: the capture check (chat-capture.ts) need not
+ * test their ~25,000 elements again. Weak, so it keeps nothing alive.
+ */
+export const VERIFIED_INT_ARRAYS = new WeakSet<readonly number[]>();
+
+/** What the reader remembers of a session's last answer: the array's bytes (between `[` and `]`) and its ids. */
+interface Previous {
+  digits: Buffer;
+  ids: Int32Array;
+}
+
+/** Resident bytes of a remembered answer (its digits, 4 bytes per id, a fixed overhead). */
+const entryBytes = (entry: Previous) => entry.digits.byteLength + entry.ids.byteLength + 64;
+
+/** Default budget over all sessions: ~128 sessions with 25,000-token prompts (~250 KB each). */
+export const DEFAULT_ANSWER_MEMO_BYTES = 32 * 1024 * 1024;
+
+export class EngineAnswerReader {
+  /** Insertion order = LRU order: the first key is the least recently used session. */
+  private readonly sessions = new Map<string, Previous>();
+  private bytes = 0;
+  /** Calls answered by the incremental path / by a full scan of the ids / by `JSON.parse` of everything (tests, benches). */
+  readonly stats = { incremental: 0, scanned: 0, fallback: 0 };
+
+  /** @param maxBytes memory budget over all sessions, bytes (0: nothing kept, every answer scanned in full). */
+  constructor(private readonly maxBytes = DEFAULT_ANSWER_MEMO_BYTES) {}
+
+  /**
+   * Parse an engine answer's UTF-8 bytes.
+   * @param sessionId the session whose previous answer may share the prompt ids' prefix (null: no reuse, nothing kept).
+   * @returns the same value as `JSON.parse(new TextDecoder().decode(bytes))`.
+   * @throws SyntaxError when the text is not JSON (as `JSON.parse` would).
+   */
+  parse(bytes: Uint8Array, sessionId: string | null): unknown {
+    const buffer = asBuffer(bytes);
+    const at = buffer.indexOf(KEY);
+    if (at < 0) return this.fallback(buffer);
+    let open = at + KEY.length;
+    while (isSpace(buffer[open])) open++;
+    if (buffer[open] !== 0x3a /* : */) return this.fallback(buffer);
+    open++;
+    while (isSpace(buffer[open])) open++;
+    if (buffer[open] !== 0x5b /* [ */) return this.fallback(buffer);
+    const close = buffer.indexOf(0x5d /* ] */, open + 1);
+    // A second key (JSON.parse would keep the last) is looked for only after the array, so the digits are not searched.
+    if (close < 0 || buffer.indexOf(KEY, close) >= 0) return this.fallback(buffer);
+    const digits = buffer.subarray(open + 1, close);
+
+    const previous = sessionId === null ? undefined : this.sessions.get(sessionId);
+    let head: Int32Array | null = null;
+    let tail: number[] | null = null;
+    if (previous !== undefined && previous.digits.byteLength > 0 && previous.digits.byteLength <= digits.byteLength) {
+      const shared = commonBytePrefix(digits, previous.digits, previous.digits.byteLength);
+      // The previous array is a prefix of this one when all its bytes match and this one ends there or goes on with ','.
+      if (shared === previous.digits.byteLength && (shared === digits.byteLength || digits[shared] === 0x2c)) {
+        tail = shared === digits.byteLength ? [] : scanIds(digits, shared + 1);
+        if (tail !== null) head = previous.ids;
+      }
+    }
+    const incremental = head !== null;
+    if (!incremental) {
+      tail = scanIds(digits, 0);
+      if (tail === null) return this.fallback(buffer);
+    }
+
+    let body: unknown;
+    try {
+      body = JSON.parse(utf8.decode(buffer.subarray(0, open + 1)) + utf8.decode(buffer.subarray(close)));
+    } catch {
+      return this.fallback(buffer); // throws the error JSON.parse gives for the whole text
+    }
+    const holder = placeholderOwner(body);
+    if (holder === null) return this.fallback(buffer);
+    const headLength = head?.length ?? 0;
+    const ids = new Array<number>(headLength + tail!.length);
+    for (let i = 0; i < headLength; i++) ids[i] = head![i]!;
+    for (let i = 0; i < tail!.length; i++) ids[headLength + i] = tail![i]!;
+    VERIFIED_INT_ARRAYS.add(ids);
+    holder.prompt_token_ids = ids;
+    if (incremental) this.stats.incremental++;
+    else this.stats.scanned++;
+    if (sessionId !== null) {
+      const kept = new Int32Array(ids.length);
+      if (head !== null) kept.set(head);
+      for (let i = headLength; i < ids.length; i++) kept[i] = ids[i]!;
+      this.remember(sessionId, { digits, ids: kept });
+    }
+    return body;
+  }
+
+  /** Forget one session's answer (its calls are over). */
+  forget(sessionId: string): void {
+    const old = this.sessions.get(sessionId);
+    if (old === undefined) return;
+    this.bytes -= entryBytes(old);
+    this.sessions.delete(sessionId);
+  }
+
+  /** Resident bytes over all sessions. */
+  get residentBytes(): number {
+    return this.bytes;
+  }
+
+  private fallback(buffer: Buffer): unknown {
+    this.stats.fallback++;
+    return JSON.parse(utf8.decode(buffer));
+  }
+
+  private remember(sessionId: string, entry: Previous): void {
+    this.forget(sessionId);
+    const size = entryBytes(entry);
+    if (size > this.maxBytes) return;
+    this.sessions.set(sessionId, entry);
+    this.bytes += size;
+    for (const [id, kept] of this.sessions) {
+      if (this.bytes <= this.maxBytes) break;
+      this.bytes -= entryBytes(kept);
+      this.sessions.delete(id);
+    }
+  }
+}
+
+const isSpace = (byte: number | undefined) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+
+/**
+ * The comma-separated integers of `digits` from `from` on, or null when anything is not a non-negative int32 written
+ * as JSON allows (no sign, no leading zero, no fraction or exponent) or an element is empty.
+ */
+function scanIds(digits: Uint8Array, from: number): number[] | null {
+  const ids: number[] = [];
+  const end = digits.byteLength;
+  let i = from;
+  while (i < end && isSpace(digits[i])) i++;
+  if (i === end) return from === 0 ? ids : null; // "[]" (or only spaces) is empty; a trailing comma is not JSON
+  for (;;) {
+    const first = digits[i]!;
+    if (first < 0x30 || first > 0x39) return null;
+    let value = first - 0x30;
+    let n = 1;
+    i++;
+    while (i < end) {
+      const c = digits[i]!;
+      if (c < 0x30 || c > 0x39) break;
+      if (value === 0) return null; // a leading zero
+      value = value * 10 + (c - 0x30);
+      i++;
+      if (++n > 10) return null;
+    }
+    if (value > 0x7fffffff) return null;
+    ids.push(value);
+    while (i < end && isSpace(digits[i])) i++;
+    if (i === end) return ids;
+    if (digits[i] !== 0x2c) return null;
+    i++;
+    while (i < end && isSpace(digits[i])) i++;
+    if (i === end) return null;
+  }
+}
+
+/** The object whose `prompt_token_ids` is the cut-out (now empty) array: the answer itself or its `choices[0]`. */
+function placeholderOwner(body: unknown): Record<string, unknown> | null {
+  const isEmptyArray = (value: unknown) => Array.isArray(value) && value.length === 0;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const top = body as Record<string, unknown>;
+  if (isEmptyArray(top.prompt_token_ids)) return top;
+  const choice = Array.isArray(top.choices) ? top.choices[0] : undefined;
+  if (typeof choice === 'object' && choice !== null && isEmptyArray((choice as Record<string, unknown>).prompt_token_ids)) return choice as Record<string, unknown>;
+  return null;
+}

@@ -1,0 +1,187 @@
+import { describe, expect, test } from 'bun:test';
+import { EngineAnswerReader, VERIFIED_INT_ARRAYS } from '../../src/engines/answer-json.ts';
+
+const utf8 = new TextEncoder();
+const bytesOf = (text: string) => utf8.encode(text);
+
+/** A vLLM-shaped non-streaming answer (prompt ids at the top level, after usage). */
+function vllmAnswer(promptIds: number[], content = 'done'): string {
+  return JSON.stringify({
+    id: 'chatcmpl-1',
+    object: 'chat.completion',
+    model: 'm',
+    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', token_ids: [7, 8], logprobs: { content: [{ token: 'a', logprob: -0.5 }, { token: 'b', logprob: -0.25 }] } }],
+    usage: { prompt_tokens: promptIds.length, completion_tokens: 2 },
+    prompt_token_ids: promptIds,
+    kv_transfer_params: null,
+  });
+}
+
+/** An SGLang-shaped answer (prompt ids on choices[0]). */
+function sglangAnswer(promptIds: number[]): string {
+  return JSON.stringify({ id: 'x', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, prompt_token_ids: promptIds, finish_reason: 'stop' }], meta_info: { id: 'x' } });
+}
+
+function expectSameAsJsonParse(reader: EngineAnswerReader, text: string, session: string | null = 's') {
+  let expected: unknown;
+  let expectedError: unknown = null;
+  try {
+    expected = JSON.parse(text);
+  } catch (error) {
+    expectedError = error;
+  }
+  if (expectedError !== null) {
+    expect(() => reader.parse(bytesOf(text), session)).toThrow(SyntaxError);
+    return;
+  }
+  expect(reader.parse(bytesOf(text), session)).toEqual(expected);
+}
+
+describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', () => {
+  test('vLLM (top level) and SGLang (choices[0]) prompt ids: scanned without JSON.parse building them', () => {
+    const reader = new EngineAnswerReader();
+    const ids = Array.from({ length: 5000 }, (_, i) => (i * 7919) % 151_936);
+    expectSameAsJsonParse(reader, vllmAnswer(ids), 'a');
+    expectSameAsJsonParse(reader, sglangAnswer(ids), 'b');
+    expect(reader.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0 });
+  });
+
+  test("Python's default separators (', ' and ': '), an empty array, 0 and the largest int32 are read by the scanner", () => {
+    const reader = new EngineAnswerReader();
+    expectSameAsJsonParse(reader, '{"choices": [{"message": {"content": "x"}}], "prompt_token_ids": [1, 2,  3 ,4]}', null);
+    expectSameAsJsonParse(reader, '{"choices":[],"prompt_token_ids":[]}', null);
+    expectSameAsJsonParse(reader, '{"prompt_token_ids":[0,10,2147483647],"choices":[]}', null);
+    expect(reader.stats.scanned).toBe(3);
+    expect(reader.stats.fallback).toBe(0);
+  });
+
+  test('anything the scanner does not own falls back to JSON.parse with the same result or the same SyntaxError', () => {
+    const reader = new EngineAnswerReader();
+    const cases = [
+      '{"choices":[]}', // no key
+      '{"prompt_token_ids":[1,2],"choices":[],"prompt_token_ids":[3]}', // duplicate key: the last wins
+      '{"choices":[{"prompt_token_ids":[1]}],"prompt_token_ids":[2]}', // both places
+      '{"meta_info":{"prompt_token_ids":[1,2]},"choices":[]}', // neither the top level nor choices[0]
+      '{"prompt_token_ids":[-1,2],"choices":[]}', // negative
+      '{"prompt_token_ids":[1.5,2],"choices":[]}', // fraction
+      '{"prompt_token_ids":[1e3],"choices":[]}', // exponent
+      '{"prompt_token_ids":[2147483648],"choices":[]}', // above int32
+      '{"prompt_token_ids":[[1],[2]],"choices":[]}', // nested
+      '{"prompt_token_ids":null,"choices":[]}', // not an array
+      '{"prompt_token_ids":["1"],"choices":[]}', // strings
+      '{"message":"the text \\"prompt_token_ids\\":[1,2] in a string","choices":[]}', // only inside a string
+    ];
+    for (const text of cases) expectSameAsJsonParse(reader, text, null);
+    expect(reader.stats.scanned).toBe(0);
+  });
+
+  test('invalid JSON throws the SyntaxError JSON.parse throws: a leading zero, a trailing comma, a cut answer, garbage around the array', () => {
+    const reader = new EngineAnswerReader();
+    for (const text of [
+      '{"prompt_token_ids":[01,2],"choices":[]}',
+      '{"prompt_token_ids":[1,2,],"choices":[]}',
+      '{"prompt_token_ids":[1,,2],"choices":[]}',
+      '{"prompt_token_ids":[1,2],"choices":[',
+      '{"prompt_token_ids":[1,2]"choices":[]}',
+      '{"prompt_token_ids":[1 2],"choices":[]}',
+    ]) {
+      expectSameAsJsonParse(reader, text, null);
+    }
+  });
+
+  test('invalid UTF-8 outside the array is replaced by U+FFFD, as Response.text() does', () => {
+    const reader = new EngineAnswerReader();
+    const head = bytesOf('{"choices":[{"message":{"content":"a');
+    const tail = bytesOf('b"}}],"prompt_token_ids":[1,2]}');
+    const bytes = new Uint8Array([...head, 0xff, ...tail]);
+    expect(reader.parse(bytes, null)).toEqual(JSON.parse(new TextDecoder().decode(bytes)));
+  });
+});
+
+describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
+  test('a prompt that extends the previous one is read incrementally and is exactly the JSON.parse result', () => {
+    const reader = new EngineAnswerReader();
+    let ids = Array.from({ length: 3000 }, (_, i) => (i * 31) % 50_000);
+    for (let turn = 0; turn < 20; turn++) {
+      expectSameAsJsonParse(reader, vllmAnswer(ids, `turn ${turn}`));
+      ids = [...ids, 7, 8, ...Array.from({ length: 40 }, (_, i) => (turn * 100 + i) % 50_000)];
+    }
+    expect(reader.stats).toEqual({ incremental: 19, scanned: 1, fallback: 0 });
+  });
+
+  test('the same prompt again, a prompt that changed in the middle, a shorter one and one whose last id grew are all exact', () => {
+    const reader = new EngineAnswerReader();
+    const base = Array.from({ length: 1000 }, (_, i) => i + 1);
+    expectSameAsJsonParse(reader, vllmAnswer(base));
+    expectSameAsJsonParse(reader, vllmAnswer(base)); // identical: incremental, empty tail
+    const changed = base.slice();
+    changed[500] = 99_999;
+    expectSameAsJsonParse(reader, vllmAnswer(changed)); // diverges: full scan
+    expectSameAsJsonParse(reader, vllmAnswer(changed.slice(0, 10))); // shorter ([1..10]): full scan
+    // [1..10] → [1..9, 105]: the old digits are a byte prefix but not an id prefix (no comma follows them)
+    expectSameAsJsonParse(reader, vllmAnswer([...changed.slice(0, 9), 105]));
+    expect(reader.stats.incremental).toBe(1);
+    expect(reader.stats.scanned).toBe(4);
+  });
+
+  test('sessions do not share ids, and mutating a returned array does not change the next answer', () => {
+    const reader = new EngineAnswerReader();
+    const first = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
+    first.prompt_token_ids.push(42);
+    first.prompt_token_ids[0] = 9;
+    expect((reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: number[] }).prompt_token_ids).toEqual([1, 2, 3, 4]);
+    expect((reader.parse(bytesOf(vllmAnswer([5, 6])), 'b') as { prompt_token_ids: number[] }).prompt_token_ids).toEqual([5, 6]);
+    expect(reader.stats.incremental).toBe(1);
+  });
+
+  test('randomised sessions (grow, repeat, edit, truncate) always equal JSON.parse', () => {
+    const reader = new EngineAnswerReader(64 * 1024); // small budget: sessions are evicted and rescanned too
+    let seed = 12345;
+    const rand = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const sessions = new Map<string, number[]>();
+    for (let step = 0; step < 400; step++) {
+      const id = `s${rand(6)}`;
+      let ids = sessions.get(id) ?? [];
+      const op = rand(10);
+      if (op < 6) ids = [...ids, ...Array.from({ length: 1 + rand(50) }, () => rand(200_000))];
+      else if (op === 6 && ids.length > 0) ids = ids.map((v, i) => (i === rand(ids.length) ? v + 1 : v));
+      else if (op === 7) ids = ids.slice(0, rand(ids.length + 1));
+      sessions.set(id, ids);
+      expectSameAsJsonParse(reader, rand(2) === 0 ? vllmAnswer(ids) : sglangAnswer(ids), id);
+      expect(reader.residentBytes).toBeLessThanOrEqual(64 * 1024);
+    }
+    expect(reader.stats.incremental).toBeGreaterThan(100);
+  });
+
+  test('memory stays within the budget; forget and an over-budget answer keep nothing', () => {
+    const reader = new EngineAnswerReader(20_000);
+    reader.parse(bytesOf(vllmAnswer(Array.from({ length: 500 }, (_, i) => i))), 'a');
+    const one = reader.residentBytes;
+    expect(one).toBeGreaterThan(500 * 4); // the digits and an Int32Array of the ids
+    reader.parse(bytesOf(vllmAnswer(Array.from({ length: 500 }, (_, i) => i))), 'b');
+    reader.parse(bytesOf(vllmAnswer(Array.from({ length: 500 }, (_, i) => i))), 'c');
+    expect(reader.residentBytes).toBeLessThanOrEqual(20_000);
+    reader.forget('c');
+    reader.forget('b');
+    reader.forget('a');
+    expect(reader.residentBytes).toBe(0);
+    reader.parse(bytesOf(vllmAnswer(Array.from({ length: 5000 }, (_, i) => i))), 'big');
+    expect(reader.residentBytes).toBe(0);
+
+    const none = new EngineAnswerReader(0);
+    none.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a');
+    expectSameAsJsonParse(none, vllmAnswer([1, 2, 3, 4]), 'a');
+    expect(none.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0 });
+  });
+
+  test('the arrays it builds are marked verified for the capture check; fallback arrays are not', () => {
+    const reader = new EngineAnswerReader();
+    const scanned = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
+    const incremental = reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: number[] };
+    const parsed = reader.parse(bytesOf('{"prompt_token_ids":[1.5],"choices":[]}'), null) as { prompt_token_ids: number[] };
+    expect([VERIFIED_INT_ARRAYS.has(scanned.prompt_token_ids), VERIFIED_INT_ARRAYS.has(incremental.prompt_token_ids), VERIFIED_INT_ARRAYS.has(parsed.prompt_token_ids)]).toEqual([true, true, false]);
+  });
+});
