@@ -90,11 +90,13 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 const lenientUtf8 = new TextDecoder('utf-8');
 
 /**
- * The parsed body, its exact text and, when the body is valid UTF-8 without a byte-order mark, the bytes it was
- * decoded from (the recorder stores the text as received instead of re-serialising it, and hands the store the bytes so
- * it need not encode the text again). Invalid UTF-8 is decoded with U+FFFD replacements, as `Request.text()` does.
+ * The parsed body and, for the recorder, what it was as received: the UTF-8 bytes it was decoded from when they are
+ * valid UTF-8 without a byte-order mark (the store keeps them as they are, so the ~200 KB UTF-16 text of a 100 KB body
+ * need not stay alive while the engine answers), else the decoded text (invalid UTF-8 decoded with U+FFFD
+ * replacements, as `Request.text()` does).
+ * @throws GatewayError 'invalid-request' (400 in the caller's shape) when the body is not JSON.
  */
-export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{ body: unknown; text: string; bytes?: Uint8Array }> {
+export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{ body: unknown; text?: string; bytes?: Uint8Array }> {
   const raw = new Uint8Array(await c.req.arrayBuffer());
   let text: string;
   let bytes: Uint8Array | undefined;
@@ -106,7 +108,7 @@ export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{
     text = lenientUtf8.decode(raw);
   }
   try {
-    return { body: JSON.parse(text) as unknown, text, ...(bytes ? { bytes } : {}) };
+    return bytes ? { body: JSON.parse(text) as unknown, bytes } : { body: JSON.parse(text) as unknown, text };
   } catch (thrown) {
     rt.counters.rejected++;
     throw new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);

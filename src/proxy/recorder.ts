@@ -18,7 +18,7 @@ export interface RecordInput {
   requestBody: unknown;
   /** The request body's exact JSON text as received, stored as is (no re-serialisation on the hot path). */
   requestText?: string;
-  /** The UTF-8 bytes `requestText` was decoded from, when valid (the store keeps them instead of encoding the text). */
+  /** The request body's exact UTF-8 bytes as received, when valid UTF-8 (stored as they are; win over `requestText`). */
   requestBytes?: Uint8Array;
   irRequest: IRRequest;
   completion: EngineCompletion;
@@ -77,7 +77,7 @@ export class Recorder {
       created_at: now,
     };
     record.seq = this.store.completions.nextSeq(input.sessionId);
-    this.store.completions.insert(record, input.requestText === undefined ? undefined : { requestBodyJson: input.requestText, requestBodyUtf8: input.requestBytes });
+    this.store.completions.insert(record, input.requestText === undefined && input.requestBytes === undefined ? undefined : { requestBodyJson: input.requestText, requestBodyUtf8: input.requestBytes });
     this.counters.completions++;
     if (captureError !== null) this.counters.captureErrors++;
     if (this.onRecord) {

@@ -113,8 +113,8 @@ export class CompletionRepository {
    * when this returns (WAL). `prompt_ids`/`response_ids` must be int32 integers; logprobs are stored as float32.
    * `opts.requestBodyJson`: the request body's JSON text as received, stored instead of `JSON.stringify(request_body)`
    * (the proxy has it already; re-serialising a 100 KB body was a large share of the per-call CPU).
-   * `opts.requestBodyUtf8`: the UTF-8 bytes `requestBodyJson` was decoded from (used with it only), kept instead of
-   * encoding the text again; the caller guarantees they decode to exactly `requestBodyJson`.
+   * `opts.requestBodyUtf8`: the request body's JSON text as received, as valid UTF-8 bytes (wins over
+   * `requestBodyJson`; the caller guarantees they are JSON of `request_body`), kept without decoding or encoding.
    * The IR request is serialised message by message (ir-json.ts): messages equal to the cached base's leading ones
    * and an equal tool list are not serialised again. `rec.ir_request` is kept by reference as the next record's
    * reference, so it must not be mutated after the call.
@@ -123,12 +123,13 @@ export class CompletionRepository {
    * @throws TypeError for a non-int32 token id; SQLiteError when `completion_id` already exists.
    */
   insert(rec: CompletionRecord, opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array }): void {
-    const requestText = opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null);
+    const given = opts?.requestBodyUtf8;
+    const requestText = given !== undefined ? null : (opts?.requestBodyJson ?? JSON.stringify(rec.request_body ?? null));
     const responseText = rec.ir_response === null ? null : JSON.stringify(rec.ir_response);
     const responsePacked = packInt32(rec.response_ids);
     const logprobsPacked = packFloat32(rec.logprobs);
     if (this.format === 1) {
-      this.run(rec, [requestText, JSON.stringify(rec.ir_request), responseText], packInt32(rec.prompt_ids), responsePacked, logprobsPacked, 1, null, 0);
+      this.run(rec, [requestText ?? utf8Text(given!), JSON.stringify(rec.ir_request), responseText], packInt32(rec.prompt_ids), responsePacked, logprobsPacked, 1, null, 0);
       return;
     }
 
@@ -154,8 +155,7 @@ export class CompletionRepository {
       base = null;
       prefix = 0;
     }
-    const given = opts?.requestBodyJson !== undefined ? opts.requestBodyUtf8 : undefined;
-    const requestBytes = given ?? utf8Bytes(requestText);
+    const requestBytes = given ?? utf8Bytes(requestText!);
     const responseBytes = responseText === null ? null : utf8Bytes(responseText);
     // The IR request: only what it adds to the base's messages is serialised (ir-json.ts); a base read back from
     // the table has no layout, so its text is compared as bytes like the others.
@@ -436,6 +436,11 @@ function utf8Bytes(text: string): Uint8Array {
   if (scratch === null || scratch.byteLength < need) scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.max(need, 1 << 20)));
   const { written } = utf8Encoder.encodeInto(text, scratch);
   return scratch.slice(0, written);
+}
+
+/** Valid UTF-8 bytes as a string (format 1 stores request bodies as text). */
+function utf8Text(bytes: Uint8Array): string {
+  return new TextDecoder().decode(bytes);
 }
 
 /** A format-1 text column as UTF-8 bytes (stored as TEXT, or as a BLOB by an old writer). */

@@ -120,9 +120,11 @@ function randomSession(seed: number, sessionId: string, turns: number, firstSeq 
 }
 
 /** The proxy's text as received; every other one also with the UTF-8 bytes it was decoded from (what the proxy passes). */
-function insertOptions({ rec, requestBodyJson }: Insert): { requestBodyJson: string; requestBodyUtf8?: Uint8Array } | undefined {
+function insertOptions({ rec, requestBodyJson }: Insert): { requestBodyJson?: string; requestBodyUtf8?: Uint8Array } | undefined {
   if (requestBodyJson === undefined) return undefined;
-  return rec.seq % 2 === 0 ? { requestBodyJson } : { requestBodyJson, requestBodyUtf8: new TextEncoder().encode(requestBodyJson) };
+  // The text alone, the text with its bytes, the bytes alone (what the proxy passes for a valid UTF-8 body).
+  const bytes = new TextEncoder().encode(requestBodyJson);
+  return [{ requestBodyJson }, { requestBodyJson, requestBodyUtf8: bytes }, { requestBodyUtf8: bytes }][rec.seq % 3];
 }
 
 /** What a round trip must return: JSON fields as parsed from the stored text. */
@@ -254,6 +256,18 @@ describe('format 1 rows and the chain', () => {
     expect(raw.query("SELECT base_id, prompt_prefix, format FROM completions WHERE completion_id = 'new'").get()).toEqual({ base_id: 'old', prompt_prefix: 502, format: 2 });
     raw.close();
     expect(store.completions.listBySession('s')).toEqual([old, next]);
+  });
+
+  test('the format-1 writer stores a body given only as UTF-8 bytes as its text, exactly', () => {
+    const store = open(tempDb(), { format: 1 });
+    const text = '{ "messages": [{"role": "user", "content": "héllo ✓ 🚀"}], "model" :"m"}';
+    const rec: CompletionRecord = {
+      completion_id: 'f1', session_id: 's', seq: 0, attempt: 0, dialect: 'openai-chat', request_body: null, ir_request: { messages: [] } as unknown as CompletionRecord['ir_request'],
+      ir_response: null, finish_reason: { unified: 'stop' }, prompt_ids: [1, 2], response_ids: [3], logprobs: [-1], policy_version: null, engine_id: 'e',
+      logprob_semantics: 'raw', mode: 'chat', capture_error: null, warnings: [], timings: { engine_ms: 0, total_ms: 0 }, created_at: 0,
+    };
+    store.completions.insert(rec, { requestBodyUtf8: new TextEncoder().encode(text) });
+    expect(store.completions.get('f1')!.request_body).toEqual(JSON.parse(text));
   });
 
   test(`chains stop at depth ${MAX_BASE_DEPTH}: the next record is stored in full`, () => {
