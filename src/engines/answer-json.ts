@@ -34,8 +34,26 @@ interface Previous {
   ids: Int32Array;
 }
 
-/** Resident bytes of a remembered answer (its digits, 4 bytes per id, a fixed overhead). */
-const entryBytes = (entry: Previous) => entry.digits.byteLength + entry.ids.byteLength + 64;
+/** Resident bytes of a remembered answer (its digits, its ids' buffer with spare room, a fixed overhead). */
+const entryBytes = (entry: Previous) => entry.digits.byteLength + entry.ids.buffer.byteLength + 64;
+
+/**
+ * The ids to remember, as an Int32Array. A session's prompt grows call by call, so the buffer gets ~25 % spare room
+ * and a prompt that extends the remembered one is appended in place: only the new ids are written, nothing is
+ * allocated. Safe because each buffer belongs to one session's single entry, and views of it only ever cover a
+ * prefix that an append does not change.
+ */
+function keptIds(head: Int32Array | null, ids: readonly number[]): Int32Array {
+  const from = head?.length ?? 0;
+  let kept: Int32Array;
+  if (head !== null && head.byteOffset === 0 && head.buffer.byteLength >= ids.length * 4) kept = new Int32Array(head.buffer, 0, ids.length);
+  else {
+    kept = new Int32Array(new ArrayBuffer((Math.ceil(ids.length * 1.25) + 64) * 4), 0, ids.length);
+    if (head !== null) kept.set(head);
+  }
+  for (let i = from; i < ids.length; i++) kept[i] = ids[i]!;
+  return kept;
+}
 
 /** Default budget over all sessions: ~128 sessions with 25,000-token prompts (~250 KB each). */
 export const DEFAULT_ANSWER_MEMO_BYTES = 32 * 1024 * 1024;
@@ -104,12 +122,7 @@ export class EngineAnswerReader {
     holder.prompt_token_ids = ids;
     if (incremental) this.stats.incremental++;
     else this.stats.scanned++;
-    if (sessionId !== null) {
-      const kept = new Int32Array(ids.length);
-      if (head !== null) kept.set(head);
-      for (let i = headLength; i < ids.length; i++) kept[i] = ids[i]!;
-      this.remember(sessionId, { digits, ids: kept });
-    }
+    if (sessionId !== null) this.remember(sessionId, { digits, ids: keptIds(head, ids) });
     return body;
   }
 

@@ -177,6 +177,26 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
     expect(none.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0 });
   });
 
+  test('a prompt that extends the remembered one is appended to its buffer in place until the spare room runs out', () => {
+    const reader = new EngineAnswerReader();
+    let ids = Array.from({ length: 1000 }, (_, i) => i + 1);
+    reader.parse(bytesOf(vllmAnswer(ids)), 's');
+    let resident = reader.residentBytes;
+    let digits = JSON.stringify(ids).length - 2;
+    let grew = 0;
+    for (let turn = 0; turn < 20; turn++) {
+      ids = [...ids, ...Array.from({ length: 20 }, (_, i) => 5000 + turn * 20 + i)];
+      expectSameAsJsonParse(reader, vllmAnswer(ids));
+      const nextDigits = JSON.stringify(ids).length - 2;
+      // In place: only the digits grew. Past the spare room (~25 %): a new, larger buffer.
+      if (reader.residentBytes - resident !== nextDigits - digits) grew++;
+      resident = reader.residentBytes;
+      digits = nextDigits;
+    }
+    expect(reader.stats.incremental).toBe(20);
+    expect(grew).toBe(1); // 1000 ids + 25 % + 64 of room holds 1,314: the 16th extension (1,320 ids) needs a new buffer
+  });
+
   test('the arrays it builds are marked verified for the capture check; fallback arrays are not', () => {
     const reader = new EngineAnswerReader();
     const scanned = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
