@@ -2,66 +2,86 @@
  * Proxy CPU per call, in isolation: `polar proxy --engine vllm` in its own process against the instant mock engine,
  * N sequential calls of a small and of a 100 KB Claude-Code-shaped Anthropic Messages request (JSON and SSE). CPU ms
  * per call is read from /proc for the proxy process only, so the load generator's and the mock's CPU are excluded;
- * capture and the SQLite commit are included. The `-c64` variants keep 64 calls in flight for 10 s (autocannon,
- * bench/lib/load.mjs) instead: what concurrency adds (garbage collection over a larger heap, queueing).
- * Run: bun bench/proxy-cpu.ts [--quick] [small-json|large-json|small-json-c64|large-json-c64|...]
+ * capture and the SQLite commit are included. The per-thread split (schedstat, ns resolution) shows the JS thread
+ * (`main`: HTTP server, handlers, JSON, SQLite), the JIT compiler threads and the rest (Bun's HTTP client thread, GC
+ * helpers). The warm-up is 1,000 calls: after 100 the JIT threads still spend ~0.2 ms per 100 KB call compiling,
+ * after 3,000 ~0.04 ms, and a proxy in service is past both.
+ * The `-c64` variants keep 64 calls in flight for 10 s (autocannon, bench/lib/load.mjs) instead: what concurrency adds
+ * (garbage collection over a larger heap, queueing). The `floor-` variants run bench/lib/floor-proxy.ts instead of
+ * polar: a bare Bun server that only decodes and parses the request and the engine's answer (no translation,
+ * capture or store), the floor under any Bun proxy that reads both documents.
+ * Run: bun bench/proxy-cpu.ts [--quick] [small-json|large-json|small-json-c64|large-json-c64|floor-large-json|...]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineBench } from './lib/bench.ts';
-import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
+import { splitThreads, threadCpuMs, treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies } from './lib/requests.ts';
 import { runLoad } from './lib/load.ts';
-import { startMockAndProxy, stopAll, type ServerProcess } from './lib/servers.ts';
+import { freePort, startMockAndProxy, startMockEngine, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
 
+/** The floor server (bench/lib/floor-proxy.ts) in front of a fresh mock engine. */
+async function startMockAndFloor(servers: ServerProcess[]): Promise<{ proxy: ServerProcess }> {
+  const mock = await startMockEngine();
+  servers.push(mock);
+  const port = freePort();
+  const proxy = await startServer({ name: 'floor proxy', cmd: [process.execPath, join(import.meta.dir, 'lib', 'floor-proxy.ts'), '--port', String(port), '--engine-url', mock.url], port });
+  servers.push(proxy);
+  return { proxy };
+}
 
 await defineBench({
   name: 'proxy-cpu',
-  variants: () => ['small-json', 'small-sse', 'large-json', 'large-sse', 'small-json-c64', 'large-json-c64'],
+  variants: () => ['small-json', 'small-sse', 'large-json', 'large-sse', 'small-json-c64', 'large-json-c64', 'floor-small-json', 'floor-large-json', 'floor-large-json-c64'],
   async run(variant, ctx) {
-    const [size, mode, concurrency] = variant.split('-') as ['small' | 'large', 'json' | 'sse', 'c64' | undefined];
+    const floor = variant.startsWith('floor-');
+    const [size, mode, concurrency] = variant.replace(/^floor-/, '').split('-') as ['small' | 'large', 'json' | 'sse', 'c64' | undefined];
+    const who = floor ? 'floor' : 'polar';
     const calls = ctx.quick ? 100 : 400;
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
     const servers: ServerProcess[] = [];
     try {
-      const { proxy } = await startMockAndProxy(servers, join(dir, 'polar.db'));
+      const { proxy } = floor ? await startMockAndFloor(servers) : await startMockAndProxy(servers, join(dir, 'polar.db'));
       const body = JSON.stringify({ ...messagesBodies()[size], stream: mode === 'sse' });
       const call = async () => {
         const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body });
         if (response.status !== 200) throw new Error(`proxy answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
         await response.arrayBuffer();
       };
-      // Warm-up: JIT (a 100 KB call needs ~100 calls before its cost settles), first-call probe, SQLite pages.
-      for (let i = 0; i < (ctx.quick ? 20 : 100); i++) await call();
+      // Warm-up: JIT (see the header), first-call probe, SQLite pages.
+      for (let i = 0; i < (ctx.quick ? 20 : 1000); i++) await call();
       if (concurrency === 'c64') {
         const durationS = ctx.quick ? 4 : 10;
         const cpu0 = treeCpuMs(proxy.pid);
+        const threads0 = threadCpuMs(proxy.pid);
         const load = await runLoad(dir, 'c64', { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body, connections: 64, durationS });
         if (load.requests === 0 || load.non2xx + load.errors > 0) throw new Error(`load failed: ${JSON.stringify(load)}`);
         return {
-          title: 'Proxy CPU per call at 64 connections (polar proxy → instant mock, capture + SQLite commit included)',
-          columns: ['request', 'mode', 'calls', 'CPU ms/call', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
-          keyColumns: 2,
-          rows: [[size === 'large' ? '100 KB' : 'small', `${mode.toUpperCase()} ×64`, load.requests, (treeCpuMs(proxy.pid) - cpu0) / load.requests, load.rps, load.latencyP50Ms, load.latencyP99Ms, treeRssBytes(proxy.pid) / 2 ** 20]],
+          title: 'Proxy CPU per call at 64 connections (polar proxy → instant mock, capture + SQLite commit included; floor = bare Bun parse-and-forward)',
+          columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
+          keyColumns: 3,
+          rows: [[who, size === 'large' ? '100 KB' : 'small', `${mode.toUpperCase()} ×64`, load.requests, (treeCpuMs(proxy.pid) - cpu0) / load.requests, ...perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), load.requests), load.rps, load.latencyP50Ms, load.latencyP99Ms, treeRssBytes(proxy.pid) / 2 ** 20]],
           notes: [`body ${(body.length / 1024).toFixed(0)} KiB; ${durationS} s at 64 connections (autocannon) after the sequential warm-up; CPU from /proc over the load window`],
         };
       }
       const latencies: number[] = [];
       const cpu0 = treeCpuMs(proxy.pid);
+      const threads0 = threadCpuMs(proxy.pid);
       for (let i = 0; i < calls; i++) {
         const t0 = performance.now();
         await call();
         latencies.push(performance.now() - t0);
       }
       const cpuPerCall = (treeCpuMs(proxy.pid) - cpu0) / calls;
+      const split = perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), calls);
       return {
-        title: 'Proxy CPU per call (polar proxy → instant mock, sequential, capture + SQLite commit included)',
-        columns: ['request', 'mode', 'calls', 'CPU ms/call', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
-        keyColumns: 2,
-        rows: [[size === 'large' ? '100 KB' : 'small', mode.toUpperCase(), calls, cpuPerCall, percentile(latencies, 50), percentile(latencies, 99), treeRssBytes(proxy.pid) / 2 ** 20]],
-        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU from /proc (10 ms ticks): the per-call figure is a mean over ${calls} calls`],
+        title: 'Proxy CPU per call (polar proxy → instant mock, sequential, capture + SQLite commit included; floor = bare Bun parse-and-forward)',
+        columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
+        keyColumns: 3,
+        rows: [[who, size === 'large' ? '100 KB' : 'small', mode.toUpperCase(), calls, cpuPerCall, ...split, percentile(latencies, 50), percentile(latencies, 99), treeRssBytes(proxy.pid) / 2 ** 20]],
+        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU ms/call from /proc (10 ms ticks), a mean over ${calls} calls after ${ctx.quick ? 20 : 1000} warm-up calls; main / JIT / other: per-thread on-CPU ms per call (schedstat)`],
       };
     } finally {
       await stopAll(servers);
@@ -69,3 +89,8 @@ await defineBench({
     }
   },
 });
+
+/** A thread split as ms per call, in column order. */
+function perCall(split: { main: number; jit: number; other: number }, calls: number): [number, number, number] {
+  return [split.main / calls, split.jit / calls, split.other / calls];
+}

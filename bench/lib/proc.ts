@@ -94,3 +94,46 @@ export function peakRssBytes(pid: number): number {
     return 0;
   }
 }
+
+/**
+ * On-CPU time of each thread of one process, in ms (ns resolution), summed by thread name with trailing digits
+ * dropped (`HeapHelper3` → `HeapHelper`); the main thread (tid = pid) is `main`. From /proc/<pid>/task/<tid>/schedstat (first field, ns on CPU) and
+ * .../comm. Threads that exited meanwhile are missing. Source: https://docs.kernel.org/scheduler/sched-stats.html
+ */
+export function threadCpuMs(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const name = Number(tid) === pid ? 'main' : readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim().replace(/\d+$/, '');
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      out[name] = (out[name] ?? 0) + ns / 1e6;
+    } catch {
+      // exited between listing and reading
+    }
+  }
+  return out;
+}
+
+/**
+ * `after − before` (threadCpuMs snapshots of a Bun process) split into `main` (the JS thread: HTTP server, handlers,
+ * JSON, SQLite), `jit` (the JIT compiler threads) and `other` (Bun's HTTP client thread, GC helpers, the allocator's
+ * scavenger), in ms.
+ */
+export function splitThreads(before: Record<string, number>, after: Record<string, number>): { main: number; jit: number; other: number } {
+  let main = 0;
+  let jit = 0;
+  let other = 0;
+  for (const [name, ms] of Object.entries(after)) {
+    const delta = ms - (before[name] ?? 0);
+    if (name === 'main') main += delta;
+    else if (name.startsWith('JIT')) jit += delta;
+    else other += delta;
+  }
+  return { main, jit, other };
+}

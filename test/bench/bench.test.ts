@@ -7,6 +7,7 @@ import { expect, test } from 'bun:test';
 import { join } from 'node:path';
 import { aggregate, mergeSameShape, parseTextTable } from '../../bench/run.ts';
 import { RESULT_MARK } from '../../bench/lib/bench.ts';
+import { splitThreads, threadCpuMs } from '../../bench/lib/proc.ts';
 import { median, percentile, spread } from '../../bench/lib/stats.ts';
 import { renderMarkdown, type BenchTable } from '../../bench/lib/table.ts';
 
@@ -69,3 +70,32 @@ test('variants with the same table shape are reported as one table', () => {
   expect(merged.map((t) => t.rows)).toEqual([[[0, 0.2], [4, 0.4]], [[1, 0.3]]]);
   expect(merged[0]!.notes).toEqual(['n']);
 });
+
+test('threadCpuMs reads per-thread CPU in ms: the main thread is "main", and the threads add up to the process', () => {
+  const before = threadCpuMs(process.pid);
+  const usage0 = process.cpuUsage();
+  const spent = () => {
+    const u = process.cpuUsage(usage0);
+    return (u.user + u.system) / 1000;
+  };
+  while (spent() < 50) {
+    // busy: on CPU, on this thread
+  }
+  const split = splitThreads(before, threadCpuMs(process.pid));
+  const total = spent();
+  expect(split.main).toBeGreaterThan(30);
+  expect(Math.abs(split.main + split.jit + split.other - total)).toBeLessThan(10);
+});
+
+test('proxy-cpu measures the floor server (bare Bun parse-and-forward) with the per-thread split', async () => {
+  const proc = Bun.spawn([process.execPath, join(import.meta.dir, '../../bench/proxy-cpu.ts'), '--variant', 'floor-large-json', '--quick'], { stdout: 'pipe', stderr: 'pipe' });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  expect([code, stderr]).toEqual([0, '']);
+  const table = JSON.parse(stdout.split('\n').find((l) => l.startsWith(RESULT_MARK))!.slice(RESULT_MARK.length)) as BenchTable;
+  const row = table.rows[0]!;
+  const cell = (name: string) => row[table.columns.indexOf(name)] as number;
+  expect([row[0], row[1]]).toEqual(['floor', '100 KB']);
+  expect(cell('main ms')).toBeGreaterThan(0);
+  // The thread split and the /proc tick total measure the same process: within 10 ms ticks over 100 calls.
+  expect(Math.abs(cell('main ms') + cell('JIT ms') + cell('other ms') - cell('CPU ms/call'))).toBeLessThan(0.5);
+}, 60_000);
