@@ -10,7 +10,8 @@
  * (garbage collection over a larger heap, queueing). The `floor-` variants run bench/lib/floor-proxy.ts instead of
  * polar: a bare Bun server that only decodes and parses the request and the engine's answer (no translation,
  * capture or store), the floor under any Bun proxy that reads both documents.
- * Run: bun bench/proxy-cpu.ts [--quick] [small-json|large-json|small-json-c64|large-json-c64|floor-large-json|...]
+ * Run: bun bench/proxy-cpu.ts [--quick] [--calls=N] [--warmup=N] [small-json|large-json|small-json-c64|large-json-c64|floor-large-json|...]
+ * (`--calls`: sequential calls measured, default 400; `--warmup`: calls before, default 1,000; --quick: 100 and 20).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,7 +40,8 @@ await defineBench({
     const floor = variant.startsWith('floor-');
     const [size, mode, concurrency] = variant.replace(/^floor-/, '').split('-') as ['small' | 'large', 'json' | 'sse', 'c64' | undefined];
     const who = floor ? 'floor' : 'polar';
-    const calls = ctx.quick ? 100 : 400;
+    const calls = numberFlag(ctx.args, 'calls') ?? (ctx.quick ? 100 : 400);
+    const warmup = numberFlag(ctx.args, 'warmup') ?? (ctx.quick ? 20 : 1000);
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
     const servers: ServerProcess[] = [];
     try {
@@ -51,7 +53,7 @@ await defineBench({
         await response.arrayBuffer();
       };
       // Warm-up: JIT (see the header), first-call probe, SQLite pages.
-      for (let i = 0; i < (ctx.quick ? 20 : 1000); i++) await call();
+      for (let i = 0; i < warmup; i++) await call();
       if (concurrency === 'c64') {
         const durationS = ctx.quick ? 4 : 10;
         const cpu0 = treeCpuMs(proxy.pid);
@@ -81,7 +83,7 @@ await defineBench({
         columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
         keyColumns: 3,
         rows: [[who, size === 'large' ? '100 KB' : 'small', mode.toUpperCase(), calls, cpuPerCall, ...split, percentile(latencies, 50), percentile(latencies, 99), treeRssBytes(proxy.pid) / 2 ** 20]],
-        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU ms/call from /proc (10 ms ticks), a mean over ${calls} calls after ${ctx.quick ? 20 : 1000} warm-up calls; main / JIT / other: per-thread on-CPU ms per call (schedstat)`],
+        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU ms/call from /proc (10 ms ticks), a mean over ${calls} calls after ${warmup} warm-up calls; main / JIT / other: per-thread on-CPU ms per call (schedstat)`],
       };
     } finally {
       await stopAll(servers);
@@ -93,4 +95,16 @@ await defineBench({
 /** A thread split as ms per call, in column order. */
 function perCall(split: { main: number; jit: number; other: number }, calls: number): [number, number, number] {
   return [split.main / calls, split.jit / calls, split.other / calls];
+}
+
+/**
+ * `--NAME=N` from the arguments, as a non-negative integer; undefined when absent.
+ * @throws Error when present but not a non-negative integer.
+ */
+function numberFlag(args: readonly string[], name: string): number | undefined {
+  const arg = args.find((a) => a.startsWith(`--${name}=`));
+  if (arg === undefined) return undefined;
+  const value = Number(arg.slice(name.length + 3));
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(arg)}`);
+  return value;
 }

@@ -57,16 +57,31 @@ function keptIds(head: Int32Array | null, ids: readonly number[]): Int32Array {
 
 /** Default budget over all sessions: ~128 sessions with 25,000-token prompts (~250 KB each). */
 export const DEFAULT_ANSWER_MEMO_BYTES = 32 * 1024 * 1024;
+/**
+ * A session without a remembered answer whose answer is smaller than this (bytes) goes through `JSON.parse` and is
+ * not remembered: a few thousand ids are cheaper to parse than to remember (measured on small calls,
+ * bench/README.md#hot-path).
+ */
+export const MIN_ANSWER_MEMO_BYTES = 16 * 1024;
 
 export class EngineAnswerReader {
   /** Insertion order = LRU order: the first key is the least recently used session. */
   private readonly sessions = new Map<string, Previous>();
   private bytes = 0;
-  /** Calls answered by the incremental path / by a full scan of the ids / by `JSON.parse` of everything (tests, benches). */
-  readonly stats = { incremental: 0, scanned: 0, fallback: 0 };
+  /**
+   * Calls answered by the incremental path / by a full scan of the ids / by `JSON.parse` of everything because of
+   * their shape / by `JSON.parse` because they were small (tests, benches).
+   */
+  readonly stats = { incremental: 0, scanned: 0, fallback: 0, small: 0 };
 
-  /** @param maxBytes memory budget over all sessions, bytes (0: nothing kept, every answer scanned in full). */
-  constructor(private readonly maxBytes = DEFAULT_ANSWER_MEMO_BYTES) {}
+  /**
+   * @param maxBytes memory budget over all sessions, bytes (0: nothing kept, every answer scanned in full).
+   * @param minBytes answers of sessions with nothing remembered are read from this size on (default MIN_ANSWER_MEMO_BYTES).
+   */
+  constructor(
+    private readonly maxBytes = DEFAULT_ANSWER_MEMO_BYTES,
+    private readonly minBytes = MIN_ANSWER_MEMO_BYTES,
+  ) {}
 
   /**
    * Parse an engine answer's UTF-8 bytes.
@@ -76,6 +91,11 @@ export class EngineAnswerReader {
    */
   parse(bytes: Uint8Array, sessionId: string | null): unknown {
     const buffer = asBuffer(bytes);
+    const previous = sessionId === null ? undefined : this.sessions.get(sessionId);
+    if (previous === undefined && buffer.byteLength < this.minBytes) {
+      this.stats.small++;
+      return JSON.parse(utf8.decode(buffer));
+    }
     const at = buffer.indexOf(KEY);
     if (at < 0) return this.fallback(buffer);
     let open = at + KEY.length;
@@ -89,7 +109,6 @@ export class EngineAnswerReader {
     if (close < 0 || buffer.indexOf(KEY, close) >= 0) return this.fallback(buffer);
     const digits = buffer.subarray(open + 1, close);
 
-    const previous = sessionId === null ? undefined : this.sessions.get(sessionId);
     let head: Int32Array | null = null;
     let tail: number[] | null = null;
     if (previous !== undefined && previous.digits.byteLength > 0 && previous.digits.byteLength <= digits.byteLength) {

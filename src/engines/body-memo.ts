@@ -34,16 +34,30 @@ const CLOSE_BRACE = new Uint8Array([0x7d]);
 
 /** Default budget of remembered bytes over all sessions (~128 sessions with a 100 KB body each). */
 export const DEFAULT_BODY_MEMO_BYTES = 16 * 1024 * 1024;
+/**
+ * Bodies below this size (bytes) are serialised with one `JSON.stringify` and not remembered: for them the pieces
+ * cost more than they save (measured on small calls, bench/README.md#hot-path).
+ */
+export const MIN_MEMO_BODY_BYTES = 16 * 1024;
 
 export class ChatBodyMemo {
   /** Insertion order = LRU order: the first key is the least recently used session. */
   private readonly sessions = new Map<string, Remembered>();
   private bytes = 0;
-  /** Messages whose bytes were reused / serialised, over the memo's life (tests and benches). */
-  readonly stats = { reused: 0, serialised: 0 };
+  /**
+   * Messages whose bytes were reused / serialised on their own, and bodies serialised whole (small, or a session's
+   * first call), over the memo's life (tests and benches).
+   */
+  readonly stats = { reused: 0, serialised: 0, whole: 0 };
 
-  /** @param maxBytes budget of remembered bytes over all sessions (the objects' own size is not counted; 0 = none kept). */
-  constructor(private readonly maxBytes = DEFAULT_BODY_MEMO_BYTES) {}
+  /**
+   * @param maxBytes budget of remembered bytes over all sessions (the objects' own size is not counted; 0 = none kept).
+   * @param minBytes a session's body is remembered from this size on (default MIN_MEMO_BODY_BYTES).
+   */
+  constructor(
+    private readonly maxBytes = DEFAULT_BODY_MEMO_BYTES,
+    private readonly minBytes = MIN_MEMO_BODY_BYTES,
+  ) {}
 
   /**
    * `body` as UTF-8 JSON text, equal to `TextEncoder.encode(JSON.stringify(body))`. A body whose `messages` is not an
@@ -56,6 +70,14 @@ export class ChatBodyMemo {
     const messages = body.messages;
     if (!Array.isArray(messages) || typeof (body as { toJSON?: unknown }).toJSON === 'function') return encoder.encode(JSON.stringify(body));
     const previous = sessionId === null ? undefined : this.sessions.get(sessionId);
+    // Nothing to reuse: one JSON.stringify. A body big enough to be worth remembering is then cut into pieces too
+    // (a second serialisation, once per session: later calls reuse them).
+    let whole: Uint8Array | null = null;
+    if (previous === undefined) {
+      whole = encoder.encode(JSON.stringify(body));
+      this.stats.whole++;
+      if (sessionId === null || whole.byteLength < this.minBytes || whole.byteLength > this.maxBytes) return whole;
+    }
     const pieces: Uint8Array[] = new Array(messages.length);
     let shared = 0;
     if (previous !== undefined) {
@@ -74,7 +96,19 @@ export class ChatBodyMemo {
       toolsBytes = previous !== undefined && previous.toolsBytes !== null && jsonEqual(tools, previous.tools) ? previous.toolsBytes : encoder.encode(JSON.stringify(tools) ?? 'null');
     }
 
-    // The text: every key in order; `messages` and `tools` from their pieces, the rest (small) serialised as is.
+    const out = whole ?? this.join(body, pieces, toolsBytes);
+    if (sessionId !== null) {
+      let size = toolsBytes?.byteLength ?? 0;
+      for (const piece of pieces) size += piece.byteLength;
+      // A body that shrank below the threshold is not remembered (nor is the older, larger one kept).
+      if (out.byteLength < this.minBytes) this.forget(sessionId);
+      else this.remember(sessionId, { messages: messages.slice(), pieces, tools, toolsBytes, bytes: size });
+    }
+    return out;
+  }
+
+  /** The text: every key in order; `messages` and `tools` from their pieces, the rest (small) serialised as is. */
+  private join(body: Record<string, unknown>, pieces: readonly Uint8Array[], toolsBytes: Uint8Array | null): Uint8Array {
     const parts: Uint8Array[] = [];
     let first = true;
     for (const key of Object.keys(body)) {
@@ -103,12 +137,6 @@ export class ChatBodyMemo {
     for (const part of parts) {
       out.set(part, at);
       at += part.byteLength;
-    }
-
-    if (sessionId !== null) {
-      let size = toolsBytes?.byteLength ?? 0;
-      for (const piece of pieces) size += piece.byteLength;
-      this.remember(sessionId, { messages: messages.slice(), pieces, tools, toolsBytes, bytes: size });
     }
     return out;
   }

@@ -39,15 +39,15 @@ function expectSameAsJsonParse(reader: EngineAnswerReader, text: string, session
 
 describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', () => {
   test('vLLM (top level) and SGLang (choices[0]) prompt ids: scanned without JSON.parse building them', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     const ids = Array.from({ length: 5000 }, (_, i) => (i * 7919) % 151_936);
     expectSameAsJsonParse(reader, vllmAnswer(ids), 'a');
     expectSameAsJsonParse(reader, sglangAnswer(ids), 'b');
-    expect(reader.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0 });
+    expect(reader.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0, small: 0 });
   });
 
   test("Python's default separators (', ' and ': '), an empty array, 0 and the largest int32 are read by the scanner", () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     expectSameAsJsonParse(reader, '{"choices": [{"message": {"content": "x"}}], "prompt_token_ids": [1, 2,  3 ,4]}', null);
     expectSameAsJsonParse(reader, '{"choices":[],"prompt_token_ids":[]}', null);
     expectSameAsJsonParse(reader, '{"prompt_token_ids":[0,10,2147483647],"choices":[]}', null);
@@ -56,7 +56,7 @@ describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', 
   });
 
   test('anything the scanner does not own falls back to JSON.parse with the same result or the same SyntaxError', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     const cases = [
       '{"choices":[]}', // no key
       '{"prompt_token_ids":[1,2],"choices":[],"prompt_token_ids":[3]}', // duplicate key: the last wins
@@ -76,7 +76,7 @@ describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', 
   });
 
   test('invalid JSON throws the SyntaxError JSON.parse throws: a leading zero, a trailing comma, a cut answer, garbage around the array', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     for (const text of [
       '{"prompt_token_ids":[01,2],"choices":[]}',
       '{"prompt_token_ids":[1,2,],"choices":[]}',
@@ -90,7 +90,7 @@ describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', 
   });
 
   test('invalid UTF-8 outside the array is replaced by U+FFFD, as Response.text() does', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     const head = bytesOf('{"choices":[{"message":{"content":"a');
     const tail = bytesOf('b"}}],"prompt_token_ids":[1,2]}');
     const bytes = new Uint8Array([...head, 0xff, ...tail]);
@@ -100,17 +100,17 @@ describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', 
 
 describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
   test('a prompt that extends the previous one is read incrementally and is exactly the JSON.parse result', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     let ids = Array.from({ length: 3000 }, (_, i) => (i * 31) % 50_000);
     for (let turn = 0; turn < 20; turn++) {
       expectSameAsJsonParse(reader, vllmAnswer(ids, `turn ${turn}`));
       ids = [...ids, 7, 8, ...Array.from({ length: 40 }, (_, i) => (turn * 100 + i) % 50_000)];
     }
-    expect(reader.stats).toEqual({ incremental: 19, scanned: 1, fallback: 0 });
+    expect(reader.stats).toEqual({ incremental: 19, scanned: 1, fallback: 0, small: 0 });
   });
 
   test('the same prompt again, a prompt that changed in the middle, a shorter one and one whose last id grew are all exact', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     const base = Array.from({ length: 1000 }, (_, i) => i + 1);
     expectSameAsJsonParse(reader, vllmAnswer(base));
     expectSameAsJsonParse(reader, vllmAnswer(base)); // identical: incremental, empty tail
@@ -125,7 +125,7 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
   });
 
   test('sessions do not share ids, and mutating a returned array does not change the next answer', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     const first = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
     first.prompt_token_ids.push(42);
     first.prompt_token_ids[0] = 9;
@@ -135,7 +135,7 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
   });
 
   test('randomised sessions (grow, repeat, edit, truncate) always equal JSON.parse', () => {
-    const reader = new EngineAnswerReader(64 * 1024); // small budget: sessions are evicted and rescanned too
+    const reader = new EngineAnswerReader(64 * 1024, 0); // small budget: sessions are evicted and rescanned too
     let seed = 12345;
     const rand = (n: number) => {
       seed = (seed * 1_103_515_245 + 12345) % 2 ** 31;
@@ -157,7 +157,7 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
   });
 
   test('memory stays within the budget; forget and an over-budget answer keep nothing', () => {
-    const reader = new EngineAnswerReader(20_000);
+    const reader = new EngineAnswerReader(20_000, 0);
     reader.parse(bytesOf(vllmAnswer(Array.from({ length: 500 }, (_, i) => i))), 'a');
     const one = reader.residentBytes;
     expect(one).toBeGreaterThan(500 * 4); // the digits and an Int32Array of the ids
@@ -171,14 +171,14 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
     reader.parse(bytesOf(vllmAnswer(Array.from({ length: 5000 }, (_, i) => i))), 'big');
     expect(reader.residentBytes).toBe(0);
 
-    const none = new EngineAnswerReader(0);
+    const none = new EngineAnswerReader(0, 0);
     none.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a');
     expectSameAsJsonParse(none, vllmAnswer([1, 2, 3, 4]), 'a');
-    expect(none.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0 });
+    expect(none.stats).toEqual({ incremental: 0, scanned: 2, fallback: 0, small: 0 });
   });
 
   test('a prompt that extends the remembered one is appended to its buffer in place until the spare room runs out', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     let ids = Array.from({ length: 1000 }, (_, i) => i + 1);
     reader.parse(bytesOf(vllmAnswer(ids)), 's');
     let resident = reader.residentBytes;
@@ -198,10 +198,24 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
   });
 
   test('the arrays it builds are marked verified for the capture check; fallback arrays are not', () => {
-    const reader = new EngineAnswerReader();
+    const reader = new EngineAnswerReader(undefined, 0);
     const scanned = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
     const incremental = reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: number[] };
     const parsed = reader.parse(bytesOf('{"prompt_token_ids":[1.5],"choices":[]}'), null) as { prompt_token_ids: number[] };
     expect([VERIFIED_INT_ARRAYS.has(scanned.prompt_token_ids), VERIFIED_INT_ARRAYS.has(incremental.prompt_token_ids), VERIFIED_INT_ARRAYS.has(parsed.prompt_token_ids)]).toEqual([true, true, false]);
+  });
+
+  test('a small answer of a session with nothing remembered is JSON.parse and is not remembered; a large one is', () => {
+    const reader = new EngineAnswerReader(undefined, 4096);
+    const small = vllmAnswer(Array.from({ length: 100 }, (_, i) => i));
+    expect(small.length).toBeLessThan(4096);
+    expectSameAsJsonParse(reader, small);
+    expect([reader.stats.small, reader.residentBytes]).toEqual([1, 0]);
+    const large = Array.from({ length: 2000 }, (_, i) => i);
+    expectSameAsJsonParse(reader, vllmAnswer(large));
+    expect(reader.stats.scanned).toBe(1);
+    expect(reader.residentBytes).toBeGreaterThan(0);
+    expectSameAsJsonParse(reader, vllmAnswer(large.slice(0, 10))); // remembered session: read even when small
+    expect(reader.stats.small).toBe(1);
   });
 });

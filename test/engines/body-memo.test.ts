@@ -24,7 +24,7 @@ function bodyAt(n: number, extra: Record<string, unknown> = {}): Record<string, 
 
 describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what the session adds', () => {
   test('a 12-turn session: every body is exact, and each call serialises only its new messages', () => {
-    const memo = new ChatBodyMemo();
+    const memo = new ChatBodyMemo(undefined, 0);
     let serialised = 0;
     for (let n = 0; n < 12; n++) {
       const body = bodyAt(n);
@@ -38,7 +38,7 @@ describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what
   });
 
   test('an edited middle message, a changed tool list and changed sampling fields are serialised again', () => {
-    const memo = new ChatBodyMemo();
+    const memo = new ChatBodyMemo(undefined, 0);
     memo.encode('s', bodyAt(4));
     const edited = bodyAt(5);
     (edited.messages as Record<string, unknown>[])[3]!.content = 'the tool result, compacted by the harness';
@@ -53,7 +53,7 @@ describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what
   });
 
   test('a shorter conversation, other key orders, undefined values, toJSON and holes read as JSON.stringify does', () => {
-    const memo = new ChatBodyMemo();
+    const memo = new ChatBodyMemo(undefined, 0);
     memo.encode('s', bodyAt(6));
     const shorter = bodyAt(2);
     expect(memo.encode('s', shorter)).toEqual(expected(shorter));
@@ -72,7 +72,7 @@ describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what
   });
 
   test('the caller appending to its array after the call changes nothing remembered', () => {
-    const memo = new ChatBodyMemo();
+    const memo = new ChatBodyMemo(undefined, 0);
     const body = bodyAt(2);
     memo.encode('s', body);
     (body.messages as unknown[]).push({ role: 'user', content: 'appended later' });
@@ -81,7 +81,7 @@ describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what
   });
 
   test('sessions are separate; null keeps nothing; forget and the byte budget drop sessions (least recently used first)', () => {
-    const memo = new ChatBodyMemo();
+    const memo = new ChatBodyMemo(undefined, 0);
     memo.encode('a', bodyAt(3));
     const reusedBefore = memo.stats.reused;
     memo.encode('b', bodyAt(3));
@@ -94,8 +94,8 @@ describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what
     memo.encode('a', bodyAt(4));
     expect(memo.stats.reused).toBe(reusedBefore); // forgotten: serialised in full
 
-    const one = new ChatBodyMemo(0).encode('a', bodyAt(1)).byteLength;
-    const tight = new ChatBodyMemo(Math.floor(one * 1.5)); // room for one session's body, not two
+    const one = new ChatBodyMemo(0, 0).encode('a', bodyAt(1)).byteLength;
+    const tight = new ChatBodyMemo(Math.floor(one * 1.5), 0); // room for one session's body, not two
     tight.encode('a', bodyAt(1));
     tight.encode('b', bodyAt(1));
     const reused = tight.stats.reused;
@@ -104,10 +104,30 @@ describe('ChatBodyMemo: the bytes of JSON.stringify(body), serialising only what
     tight.encode('a', bodyAt(1));
     expect(tight.stats.reused).toBe(reused + 4); // a was evicted when b came in
 
-    const none = new ChatBodyMemo(0);
+    const none = new ChatBodyMemo(0, 0);
     none.encode('a', bodyAt(2));
     expect(none.encode('a', bodyAt(2))).toEqual(expected(bodyAt(2)));
     expect(none.stats.reused).toBe(0);
     expect(none.residentBytes).toBe(0);
+  });
+
+  test('bodies under minBytes are one JSON.stringify and not remembered; a session is remembered once its body reaches it', () => {
+    const memo = new ChatBodyMemo(undefined, 8 * 1024);
+    const small = bodyAt(1);
+    expect(JSON.stringify(small).length).toBeLessThan(8 * 1024);
+    expect(memo.encode('s', small)).toEqual(expected(small));
+    expect(memo.encode('s', small)).toEqual(expected(small));
+    expect([memo.stats.whole, memo.stats.serialised, memo.stats.reused, memo.residentBytes]).toEqual([2, 0, 0, 0]);
+    const big = bodyAt(8);
+    expect(JSON.stringify(big).length).toBeGreaterThan(8 * 1024);
+    expect(memo.encode('s', big)).toEqual(expected(big)); // whole, and cut into pieces to be remembered
+    expect(memo.stats.whole).toBe(3);
+    expect(memo.residentBytes).toBeGreaterThan(8 * 1024);
+    const next = bodyAt(9);
+    expect(memo.encode('s', next)).toEqual(expected(next));
+    expect(memo.stats.whole).toBe(3);
+    expect(memo.stats.reused).toBe(2 + 2 * 8);
+    expect(memo.encode('s', small)).toEqual(expected(small)); // shrank below: forgotten
+    expect(memo.residentBytes).toBe(0);
   });
 });
