@@ -6,15 +6,17 @@
  * array were the largest single cost of a proxied call. Within a session each call's prompt extends the previous
  * call's (prompt ++ sampled ++ new turn), so the array's text almost always starts with the previous answer's array
  * text: this reader compares the two natively (`Buffer.compare`), copies the previous ids for the shared part and
- * scans only the new digits. The rest of the answer (~5 KB) goes through `JSON.parse` with the array cut out, and the
+ * scans only the new digits (a session's first answer, or one that does not extend the remembered one, has its array
+ * read by `JSON.parse` alone, faster than a scan in JS, and remembered). The rest of the answer (~5 KB) goes through `JSON.parse` with the array cut out, and the
  * ids are put back in its place, so callers get exactly what `JSON.parse` of the whole answer would have given.
  *
  * Anything unusual falls back to `JSON.parse` of the whole text: the key absent or present more than once, a value
- * that is not a flat array of non-negative integers below 2^31 written without leading zeros or exponents, or an
- * array that sits anywhere other than the top level or `choices[0]`.
+ * that is not a flat array of int32 integers, or an array that sits anywhere other than the top level or
+ * `choices[0]`; new digits that are not plain non-negative integers (sign, leading zero, fraction, exponent) are read
+ * as a first answer is.
  * Memory: per session, the previous array's bytes (a view of that answer) and its ids as an Int32Array, both off the
- * JS heap; a byte budget over all sessions, least recently used first out (a session that fell out costs one full
- * scan of its next answer's ids).
+ * JS heap; a byte budget over all sessions, least recently used first out (a session that fell out costs one
+ * `JSON.parse` of its next answer's ids).
  * Source: docs/protocol-notes.md#inference-engines (where each engine puts `prompt_token_ids`), RFC 8259 §6 (numbers).
  */
 import { asBuffer, commonBytePrefix } from '../core/bytes.ts';
@@ -55,8 +57,12 @@ function keptIds(head: Int32Array | null, ids: readonly number[]): Int32Array {
   return kept;
 }
 
-/** Default budget over all sessions: ~128 sessions with 25,000-token prompts (~250 KB each). */
-export const DEFAULT_ANSWER_MEMO_BYTES = 32 * 1024 * 1024;
+/**
+ * Default budget over all sessions: ~28 sessions with 25,000-token prompts (~290 KB each: the answer the digits are a
+ * view of, and the ids with spare room); a session that fell out costs one `JSON.parse` of its ids. A 32 MiB budget raised RSS in
+ * `proxy-soak` by ~100 MB for no gain in CPU (bench/README.md#hot-path).
+ */
+export const DEFAULT_ANSWER_MEMO_BYTES = 8 * 1024 * 1024;
 /**
  * A session without a remembered answer whose answer is smaller than this (bytes) goes through `JSON.parse` and is
  * not remembered: a few thousand ids are cheaper to parse than to remember (measured on small calls,
@@ -69,8 +75,8 @@ export class EngineAnswerReader {
   private readonly sessions = new Map<string, Previous>();
   private bytes = 0;
   /**
-   * Calls answered by the incremental path / by a full scan of the ids / by `JSON.parse` of everything because of
-   * their shape / by `JSON.parse` because they were small (tests, benches).
+   * Calls answered by the incremental path / by `JSON.parse` of the ids alone (then remembered) / by `JSON.parse` of
+   * everything because of their shape / by `JSON.parse` because they were small (tests, benches).
    */
   readonly stats = { incremental: 0, scanned: 0, fallback: 0, small: 0 };
 
@@ -119,9 +125,10 @@ export class EngineAnswerReader {
         if (tail !== null) head = previous.ids;
       }
     }
+    // Nothing to reuse: the native parser reads the array alone (faster than a scan in JS); its ids are remembered.
     const incremental = head !== null;
     if (!incremental) {
-      tail = scanIds(digits, 0);
+      tail = parseIds(digits);
       if (tail === null) return this.fallback(buffer);
     }
 
@@ -133,10 +140,12 @@ export class EngineAnswerReader {
     }
     const holder = placeholderOwner(body);
     if (holder === null) return this.fallback(buffer);
-    const headLength = head?.length ?? 0;
-    const ids = new Array<number>(headLength + tail!.length);
-    for (let i = 0; i < headLength; i++) ids[i] = head![i]!;
-    for (let i = 0; i < tail!.length; i++) ids[headLength + i] = tail![i]!;
+    let ids = tail!;
+    if (head !== null) {
+      ids = new Array<number>(head.length + tail!.length);
+      for (let i = 0; i < head.length; i++) ids[i] = head[i]!;
+      for (let i = 0; i < tail!.length; i++) ids[head.length + i] = tail![i]!;
+    }
     VERIFIED_INT_ARRAYS.add(ids);
     holder.prompt_token_ids = ids;
     if (incremental) this.stats.incremental++;
@@ -212,6 +221,19 @@ function scanIds(digits: Uint8Array, from: number): number[] | null {
     while (i < end && isSpace(digits[i])) i++;
     if (i === end) return null;
   }
+}
+
+/** The ids of `digits` (the text between the array's brackets) by `JSON.parse`, or null unless all are int32 integers. */
+function parseIds(digits: Uint8Array): number[] | null {
+  let ids: unknown;
+  try {
+    ids = JSON.parse(`[${utf8.decode(digits)}]`);
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(ids)) return null;
+  for (const id of ids) if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff) return null;
+  return ids as number[];
 }
 
 /** The object whose `prompt_token_ids` is the cut-out (now empty) array: the answer itself or its `choices[0]`. */

@@ -32,8 +32,12 @@ const COMMA = new Uint8Array([0x2c]);
 const CLOSE_BRACKET = new Uint8Array([0x5d]);
 const CLOSE_BRACE = new Uint8Array([0x7d]);
 
-/** Default budget of remembered bytes over all sessions (~128 sessions with a 100 KB body each). */
-export const DEFAULT_BODY_MEMO_BYTES = 16 * 1024 * 1024;
+/**
+ * Default budget of remembered bytes over all sessions: ~70 sessions with a 100 KB body each. The message objects
+ * kept with them are not counted, so the real cost is ~2–3× this; bigger budgets raised RSS in `proxy-soak` (sessions
+ * that ended but were never told to `forget` wait for eviction) for no gain in CPU (bench/README.md#hot-path).
+ */
+export const DEFAULT_BODY_MEMO_BYTES = 8 * 1024 * 1024;
 /**
  * Bodies below this size (bytes) are serialised with one `JSON.stringify` and not remembered: for them the pieces
  * cost more than they save (measured on small calls, bench/README.md#hot-path).

@@ -63,9 +63,9 @@ export interface ChatEngineOptions {
   logprobSemantics?: LogprobSemantics;
   /** Engine id prefix; defaults to the profile kind (`sim@<url>` for the simulator). */
   idPrefix?: string;
-  /** Budget of the request-body memo over all sessions, bytes (body-memo.ts; default 16 MiB, 0 = no reuse). */
+  /** Budget of the request-body memo over all sessions, bytes (body-memo.ts; default 8 MiB, 0 = no reuse). */
   bodyMemoBytes?: number;
-  /** Budget of the answers' remembered prompt ids over all sessions, bytes (answer-json.ts; default 32 MiB, 0 = no reuse). */
+  /** Budget of the answers' remembered prompt ids over all sessions, bytes (answer-json.ts; default 8 MiB, 0 = no reuse). */
   answerMemoBytes?: number;
   /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
   stream?: EngineStreamSetting;
