@@ -16,7 +16,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defineBench } from './lib/bench.ts';
+import { defineBench, numberOption } from './lib/bench.ts';
 import { splitThreads, threadCpuMs, treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies } from './lib/requests.ts';
 import { runLoad } from './lib/load.ts';
@@ -40,8 +40,9 @@ await defineBench({
     const floor = variant.startsWith('floor-');
     const [size, mode, concurrency] = variant.replace(/^floor-/, '').split('-') as ['small' | 'large', 'json' | 'sse', 'c64' | undefined];
     const who = floor ? 'floor' : 'polar';
-    const calls = numberFlag(ctx.args, 'calls') ?? (ctx.quick ? 100 : 400);
-    const warmup = numberFlag(ctx.args, 'warmup') ?? (ctx.quick ? 20 : 1000);
+    const count = { ok: (value: number) => Number.isInteger(value) && value >= 0, what: 'a non-negative integer' };
+    const calls = numberOption(ctx.args, 'calls', ctx.quick ? 100 : 400, count);
+    const warmup = numberOption(ctx.args, 'warmup', ctx.quick ? 20 : 1000, count);
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
     const servers: ServerProcess[] = [];
     try {
@@ -97,14 +98,3 @@ function perCall(split: { main: number; jit: number; other: number }, calls: num
   return [split.main / calls, split.jit / calls, split.other / calls];
 }
 
-/**
- * `--NAME=N` from the arguments, as a non-negative integer; undefined when absent.
- * @throws Error when present but not a non-negative integer.
- */
-function numberFlag(args: readonly string[], name: string): number | undefined {
-  const arg = args.find((a) => a.startsWith(`--${name}=`));
-  if (arg === undefined) return undefined;
-  const value = Number(arg.slice(name.length + 3));
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(arg)}`);
-  return value;
-}

@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defineBench } from './lib/bench.ts';
+import { defineBench, numberOption } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies, type Json } from './lib/requests.ts';
 import { startMockAndProxy, stopAll, type ServerProcess } from './lib/servers.ts';
@@ -18,13 +18,7 @@ import type { Cell } from './lib/table.ts';
 
 const SAMPLE_MS = 10_000;
 
-function option(args: string[], name: string, fallback: number): number {
-  const arg = args.find((a) => a.startsWith(`${name}=`));
-  if (arg === undefined) return fallback;
-  const value = Number(arg.slice(name.length + 1));
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} needs a positive number, got ${arg}`);
-  return value;
-}
+const positive = { ok: (value: number) => value > 0, what: 'a positive number' };
 
 /** Turn `turn` of a conversation: the 100 KB request plus `turn` short user/assistant exchanges appended. */
 function turnBody(base: Json, turn: number): string {
@@ -40,9 +34,9 @@ await defineBench({
   name: 'proxy-soak',
   variants: () => ['100k'],
   async run(_variant, ctx) {
-    const minutes = option(ctx.args, '--minutes', ctx.quick ? 1 : 10);
-    const clients = option(ctx.args, '--clients', 4);
-    const turns = option(ctx.args, '--turns', 50);
+    const minutes = numberOption(ctx.args, 'minutes', ctx.quick ? 1 : 10, positive);
+    const clients = numberOption(ctx.args, 'clients', 4, positive);
+    const turns = numberOption(ctx.args, 'turns', 50, positive);
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-soak-'));
     const servers: ServerProcess[] = [];
     try {

@@ -67,3 +67,16 @@ export async function defineBench(def: BenchDefinition): Promise<void> {
   }
   process.exit(0); // servers or timers a variant left behind must not keep the process alive
 }
+
+/**
+ * A numeric `--name=N` option from a benchmark's arguments (`ctx.args`), or `fallback` when absent.
+ * @param check what the value must satisfy, with its description for the error (e.g. a positive number).
+ * @throws Error naming the option when the value is not a number that passes `check`.
+ */
+export function numberOption(args: readonly string[], name: string, fallback: number, check: { ok: (value: number) => boolean; what: string }): number {
+  const arg = args.find((a) => a.startsWith(`--${name}=`));
+  if (arg === undefined) return fallback;
+  const value = Number(arg.slice(name.length + 3));
+  if (!Number.isFinite(value) || !check.ok(value)) throw new Error(`--${name} needs ${check.what}, got ${arg}`);
+  return value;
+}

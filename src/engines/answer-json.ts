@@ -19,6 +19,7 @@
  * `JSON.parse` of its next answer's ids).
  * Source: docs/protocol-notes.md#inference-engines (where each engine puts `prompt_token_ids`), RFC 8259 §6 (numbers).
  */
+import { ByteLru } from '../core/byte-lru.ts';
 import { asBuffer, commonBytePrefix } from '../core/bytes.ts';
 
 const KEY = Buffer.from('"prompt_token_ids"');
@@ -71,9 +72,7 @@ export const DEFAULT_ANSWER_MEMO_BYTES = 8 * 1024 * 1024;
 export const MIN_ANSWER_MEMO_BYTES = 16 * 1024;
 
 export class EngineAnswerReader {
-  /** Insertion order = LRU order: the first key is the least recently used session. */
-  private readonly sessions = new Map<string, Previous>();
-  private bytes = 0;
+  private readonly sessions: ByteLru<Previous>;
   /**
    * Calls answered by the incremental path / by `JSON.parse` of the ids alone (then remembered) / by `JSON.parse` of
    * everything because of their shape / by `JSON.parse` because they were small (tests, benches).
@@ -85,9 +84,11 @@ export class EngineAnswerReader {
    * @param minBytes answers of sessions with nothing remembered are read from this size on (default MIN_ANSWER_MEMO_BYTES).
    */
   constructor(
-    private readonly maxBytes = DEFAULT_ANSWER_MEMO_BYTES,
+    maxBytes = DEFAULT_ANSWER_MEMO_BYTES,
     private readonly minBytes = MIN_ANSWER_MEMO_BYTES,
-  ) {}
+  ) {
+    this.sessions = new ByteLru(maxBytes, entryBytes);
+  }
 
   /**
    * Parse an engine answer's UTF-8 bytes.
@@ -150,21 +151,18 @@ export class EngineAnswerReader {
     holder.prompt_token_ids = ids;
     if (incremental) this.stats.incremental++;
     else this.stats.scanned++;
-    if (sessionId !== null) this.remember(sessionId, { digits, ids: keptIds(head, ids) });
+    if (sessionId !== null) this.sessions.set(sessionId, { digits, ids: keptIds(head, ids) });
     return body;
   }
 
   /** Forget one session's answer (its calls are over). */
   forget(sessionId: string): void {
-    const old = this.sessions.get(sessionId);
-    if (old === undefined) return;
-    this.bytes -= entryBytes(old);
     this.sessions.delete(sessionId);
   }
 
   /** Resident bytes over all sessions. */
   get residentBytes(): number {
-    return this.bytes;
+    return this.sessions.bytes;
   }
 
   private fallback(buffer: Buffer): unknown {
@@ -172,32 +170,21 @@ export class EngineAnswerReader {
     return JSON.parse(utf8.decode(buffer));
   }
 
-  private remember(sessionId: string, entry: Previous): void {
-    this.forget(sessionId);
-    const size = entryBytes(entry);
-    if (size > this.maxBytes) return;
-    this.sessions.set(sessionId, entry);
-    this.bytes += size;
-    for (const [id, kept] of this.sessions) {
-      if (this.bytes <= this.maxBytes) break;
-      this.bytes -= entryBytes(kept);
-      this.sessions.delete(id);
-    }
-  }
+
 }
 
 const isSpace = (byte: number | undefined) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 
 /**
- * The comma-separated integers of `digits` from `from` on, or null when anything is not a non-negative int32 written
- * as JSON allows (no sign, no leading zero, no fraction or exponent) or an element is empty.
+ * The comma-separated integers of `digits` from `from` (just after a comma) on, or null when anything is not a
+ * non-negative int32 written as JSON allows (no sign, no leading zero, no fraction or exponent) or an element is empty.
  */
 function scanIds(digits: Uint8Array, from: number): number[] | null {
   const ids: number[] = [];
   const end = digits.byteLength;
   let i = from;
   while (i < end && isSpace(digits[i])) i++;
-  if (i === end) return from === 0 ? ids : null; // "[]" (or only spaces) is empty; a trailing comma is not JSON
+  if (i === end) return null; // a trailing comma is not JSON
   for (;;) {
     const first = digits[i]!;
     if (first < 0x30 || first > 0x39) return null;

@@ -14,6 +14,7 @@
  * sessions, least recently used first out. A session that fell out costs one full serialisation.
  * Source: https://tc39.es/ecma262/#sec-json.stringify (property order, omitted undefined values).
  */
+import { ByteLru } from '../core/byte-lru.ts';
 import { jsonEqual } from '../core/json-equal.ts';
 
 /** What is remembered of a session's last body. */
@@ -45,9 +46,7 @@ export const DEFAULT_BODY_MEMO_BYTES = 8 * 1024 * 1024;
 export const MIN_MEMO_BODY_BYTES = 16 * 1024;
 
 export class ChatBodyMemo {
-  /** Insertion order = LRU order: the first key is the least recently used session. */
-  private readonly sessions = new Map<string, Remembered>();
-  private bytes = 0;
+  private readonly sessions: ByteLru<Remembered>;
   /**
    * Messages whose bytes were reused / serialised on their own, and bodies serialised whole (small, or a session's
    * first call), over the memo's life (tests and benches).
@@ -61,7 +60,9 @@ export class ChatBodyMemo {
   constructor(
     private readonly maxBytes = DEFAULT_BODY_MEMO_BYTES,
     private readonly minBytes = MIN_MEMO_BODY_BYTES,
-  ) {}
+  ) {
+    this.sessions = new ByteLru(maxBytes, (entry) => entry.bytes);
+  }
 
   /**
    * `body` as UTF-8 JSON text, equal to `TextEncoder.encode(JSON.stringify(body))`. A body whose `messages` is not an
@@ -106,7 +107,7 @@ export class ChatBodyMemo {
       for (const piece of pieces) size += piece.byteLength;
       // A body that shrank below the threshold is not remembered (nor is the older, larger one kept).
       if (out.byteLength < this.minBytes) this.forget(sessionId);
-      else this.remember(sessionId, { messages: messages.slice(), pieces, tools, toolsBytes, bytes: size });
+      else this.sessions.set(sessionId, { messages: messages.slice(), pieces, tools, toolsBytes, bytes: size });
     }
     return out;
   }
@@ -147,26 +148,11 @@ export class ChatBodyMemo {
 
   /** Forget one session (its calls are over). */
   forget(sessionId: string): void {
-    const old = this.sessions.get(sessionId);
-    if (old === undefined) return;
-    this.bytes -= old.bytes;
     this.sessions.delete(sessionId);
   }
 
   /** Remembered bytes over all sessions. */
   get residentBytes(): number {
-    return this.bytes;
-  }
-
-  private remember(sessionId: string, entry: Remembered): void {
-    this.forget(sessionId);
-    if (entry.bytes > this.maxBytes) return;
-    this.sessions.set(sessionId, entry);
-    this.bytes += entry.bytes;
-    for (const [id, kept] of this.sessions) {
-      if (this.bytes <= this.maxBytes) break;
-      this.bytes -= kept.bytes;
-      this.sessions.delete(id);
-    }
+    return this.sessions.bytes;
   }
 }
