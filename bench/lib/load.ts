@@ -1,5 +1,5 @@
 /**
- * Runs bench/lib/load.mjs (autocannon under Node, in its own process so the load generator never shares an event loop
+ * Runs bench/lib/load.mjs (autocannon) or, for an open-loop rate, bench/lib/open-load.mjs under Node, in its own process so the load generator never shares an event loop
  * with a contender) against one URL and returns its result line. The body and the spec are written under `dir`.
  */
 import { writeFileSync } from 'node:fs';
@@ -14,6 +14,11 @@ export interface LoadSpec {
   durationS: number;
   /** Total requests per second over all connections (autocannon `overallRate`); absent = closed loop. */
   rate?: number;
+  /**
+   * With `rate`: send on a fixed schedule instead (bench/lib/open-load.mjs, open loop: a request every 1/rate s
+   * whether or not earlier ones were answered; latencies in fractional ms).
+   */
+  openLoop?: boolean;
 }
 
 /** load.mjs's result: counts, achieved rate, and client-side latency percentiles in whole ms (autocannon). */
@@ -27,6 +32,10 @@ export interface LoadResult {
   latencyP50Ms: number;
   latencyP90Ms: number;
   latencyP99Ms: number;
+  /** Open loop only: p99.9 and max latency, and the sender's p99 lateness against its schedule, ms. */
+  latencyP999Ms?: number;
+  latencyMaxMs?: number;
+  scheduleLagP99Ms?: number;
 }
 
 /**
@@ -38,7 +47,8 @@ export async function runLoad(dir: string, name: string, spec: LoadSpec): Promis
   writeFileSync(bodyFile, spec.body);
   const { body: _body, ...rest } = spec;
   writeFileSync(`${bodyFile}.spec`, JSON.stringify({ ...rest, bodyFile }));
-  const child = Bun.spawn(['node', join(import.meta.dir, 'load.mjs'), `${bodyFile}.spec`], { cwd: join(import.meta.dir, '..', '..'), stdout: 'pipe', stderr: 'inherit' });
+  const script = spec.openLoop ? 'open-load.mjs' : 'load.mjs';
+  const child = Bun.spawn(['node', join(import.meta.dir, script), `${bodyFile}.spec`], { cwd: join(import.meta.dir, '..', '..'), stdout: 'pipe', stderr: 'inherit' });
   const out = await new Response(child.stdout).text();
   if ((await child.exited) !== 0) throw new Error(`load generator failed against ${name}`);
   return JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
