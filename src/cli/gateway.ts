@@ -53,7 +53,7 @@ export function register(program: Command): void {
       checkListenSecurity('polar gateway', [{ key: `gateway.nodes[${index}].host`, host: nodeConfig.host }], {
         token: config.rollout.control_plane_token, insecure: opts.insecureNoToken === true || config.rollout.insecure_no_token,
       });
-      const store = openStore(config.store.path);
+      const store = openStore(config.store.path, { checkpoint: 'background' });
       const spec = engineSpecFromConfig(config.engine);
       if (tokenizerDir !== undefined) spec.tokenizerDir = tokenizerDir;
       if (opts.allowGoldenMismatch === true) spec.allowGoldenMismatch = true;

@@ -173,7 +173,7 @@ export function register(program: Command): void {
       if (report?.captureError) console.error(`polar proxy: warning: the engine's token capture looks broken: ${report.captureError}`);
       if (report?.streamCapture && !report.streamCapture.ok) console.error(`polar proxy: streaming clients get a synthetic stream: the engine's streamed capture is not usable (${report.streamCapture.error})`);
       if (engine.kind === 'openai') console.error('polar proxy: warning: engine kind "openai" captures no token ids; records are not trainable');
-      const store = openStore(flags.db);
+      const store = openStore(flags.db, { checkpoint: 'background' });
       const sessions = adHocSessions();
       const app = createProxyApp({
         engine,

@@ -12,7 +12,7 @@ import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal } from '.
 
 /** Start a RolloutServer from the `rollout` and `store` sections; `port` overrides the file. */
 export function startRolloutFromConfig(config: PolarConfig, port?: number): { server: RolloutServer; store: Store } {
-  const store = openStore(config.rollout.db ?? config.store.path);
+  const store = openStore(config.rollout.db ?? config.store.path, { checkpoint: 'background' });
   const server = new RolloutServer({
     store,
     host: config.rollout.host,

@@ -215,7 +215,7 @@ export function register(program: Command): void {
       };
       process.on('SIGINT', onSignal);
       process.on('SIGTERM', onSignal);
-      const store = openStore(dbPath);
+      const store = openStore(dbPath, { checkpoint: 'background' });
       const view = flags.quiet ? null : createProgressView({ stream: process.stdout });
       let last: Parameters<NonNullable<typeof view>['update']>[0] | null = null;
       let viewStopped = false;

@@ -51,7 +51,7 @@ export function register(program: Command): void {
       } catch (error) {
         throw new UsageError(`polar serve: ${(error as Error).message}`);
       }
-      const store = openStore(config.rollout.db ?? config.store.path);
+      const store = openStore(config.rollout.db ?? config.store.path, { checkpoint: 'background' });
       const sim = config.sim;
       let stack;
       try {

@@ -57,7 +57,7 @@ export function register(program: Command): void {
       const outDir = resolve(flags.out ?? defaultDemoDir(process.cwd()));
       mkdirSync(outDir, { recursive: true });
       const dbPath = demoStorePath(outDir, flags.async === true);
-      const store = openStore(dbPath);
+      const store = openStore(dbPath, { checkpoint: 'background' });
       try {
         console.log(`polar train-demo: ${flags.steps} step(s) × G=${flags.samples} on ${flags.tasks} with ${flags.harness} and the simulator, ${flags.async ? `async (K=${maxStaleness})` : 'sync'}; output → ${outDir}`);
         const report = await runTrainDemo({

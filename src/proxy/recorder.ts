@@ -45,11 +45,18 @@ export class Recorder {
   ) {}
 
   /**
-   * Build and commit the record. `seq` is taken and the row inserted in one synchronous step, so concurrent calls of
-   * a session get distinct, commit-ordered seqs. Throws only when the store fails (the caller turns that into a 500:
-   * a reply whose capture was lost must not look successful).
+   * Build and commit the record. When the store holds writes (its WAL checkpointer is copying the WAL back, see
+   * store/checkpointer.ts) the commit waits for the hold to end first, a few ms, without blocking the thread; the
+   * reply still goes only after the commit. `seq` is taken and the row inserted in one synchronous step, so
+   * concurrent calls of a session get distinct, commit-ordered seqs. Rejects only when the store fails (the caller
+   * turns that into a 500: a reply whose capture was lost must not look successful).
    */
-  commit(input: RecordInput): CompletionRecord {
+  async commit(input: RecordInput): Promise<CompletionRecord> {
+    const gate = this.store.writeGate?.();
+    if (gate) {
+      this.counters.heldCommits++;
+      await gate;
+    }
     const { completion } = input;
     const capture = completion.capture;
     const captureError = capture ? capture.captureError : `engine kind "${this.engine.kind}" captures no token ids or logprobs`;

@@ -10,6 +10,8 @@ import type { EngineClient } from '../engines/types.ts';
 
 /** What the proxy needs of the store; `Store` from src/store (openStore) satisfies it. */
 export interface ProxyStore {
+  /** Null, or a promise to await before inserting (the store's WAL checkpointer holds writes; Store.writeGate). */
+  writeGate?(): Promise<void> | null;
   completions: {
     /** Synchronous; committed when it returns. */
     insert(rec: CompletionRecord, opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array }): void;
@@ -114,6 +116,8 @@ export interface ProxyCounters {
    * such a record cannot be flagged, since records are immutable once stored.
    */
   disconnectsAfterCommit: number;
+  /** Commits that waited for the store's WAL write hold (store/checkpointer.ts) before inserting. */
+  heldCommits: number;
 }
 
 export interface ProxyDeps {
@@ -130,5 +134,5 @@ export interface ProxyDeps {
 }
 
 export function newProxyCounters(): ProxyCounters {
-  return { completions: 0, captureErrors: 0, engineErrors: 0, straddled: 0, rejected: 0, hookErrors: 0, clientDisconnects: 0, disconnectsAfterCommit: 0 };
+  return { completions: 0, captureErrors: 0, engineErrors: 0, straddled: 0, rejected: 0, hookErrors: 0, clientDisconnects: 0, disconnectsAfterCommit: 0, heldCommits: 0 };
 }

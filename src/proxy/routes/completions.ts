@@ -65,7 +65,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
      * flagged on the record (the completion is still kept: a captured completion is never dropped). A disconnect
      * after the commit cannot be flagged (records are immutable once stored); it is only counted.
      */
-    const commit = (completion: EngineCompletion, warnings: Warning[], policyVersion: string | null, clientGone: boolean): IRResponse => {
+    const commit = async (completion: EngineCompletion, warnings: Warning[], policyVersion: string | null, clientGone: boolean): Promise<IRResponse> => {
       // The client-visible id is the record's id, so a reply can be traced to its record.
       const response = { ...completion.response, id: completionId };
       rt.reasoning?.remember(session.session_id, response);
@@ -73,7 +73,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
         rt.counters.clientDisconnects++;
         warnings = [...warnings, { code: 'client-disconnected', message: 'the client disconnected before the reply was sent: the harness never received this completion' }];
       }
-      rt.recorder.commit({
+      await rt.recorder.commit({
         completionId, sessionId: session.session_id, attempt: session.attempt, dialect: route.dialect.name, requestBody: body, requestText: bodyText, requestBytes: bodyBytes, irRequest: ir,
         completion: { ...completion, response }, policyVersion, warnings, startedAt,
       });
@@ -83,7 +83,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     if (!ir.stream || fromUrl?.jsonArray) {
       const clientSignal = c.req.raw.signal;
       const { completion, warnings, policyVersion } = await sample(rt, ir, session, completionId, rt.options.abortOnClientDisconnect ? clientSignal : undefined);
-      const response = commit(completion, warnings, policyVersion, clientSignal.aborted);
+      const response = await commit(completion, warnings, policyVersion, clientSignal.aborted);
       const all = [...ir.warnings, ...completion.warnings, ...response.warnings, ...warnings];
       if (all.length > 0) c.header('x-polar-warnings', warningHeader(all));
       const encoded = route.dialect.encodeResponse(response, { ...rt.codecCtx, request: ir });
