@@ -4,9 +4,12 @@
  * print numbers, they never pass or fail on time.
  */
 import { expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { aggregate, mergeSameShape, parseTextTable } from '../../bench/run.ts';
 import { RESULT_MARK } from '../../bench/lib/bench.ts';
+import { runLoad } from '../../bench/lib/load.ts';
 import { splitThreads, threadCpuMs } from '../../bench/lib/proc.ts';
 import { median, percentile, spread } from '../../bench/lib/stats.ts';
 import { renderMarkdown, type BenchTable } from '../../bench/lib/table.ts';
@@ -100,3 +103,37 @@ test('proxy-cpu measures the floor server (bare Bun parse-and-forward) with the 
   // The thread split and the /proc tick total measure the same process: within 10 ms ticks over 60 calls.
   expect(Math.abs(cell('main ms') + cell('JIT ms') + cell('other ms') - cell('CPU ms/call'))).toBeLessThan(0.5);
 }, 60_000);
+
+test('open-loop load keeps its schedule while a reply is slow: every 20th call held 150 ms shows in p99, not in p50', async () => {
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let seen = 0;
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(req) {
+      await req.arrayBuffer();
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      if (++seen % 20 === 0) await Bun.sleep(150);
+      inFlight--;
+      return new Response('ok');
+    },
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'polar-open-load-'));
+  try {
+    const result = await runLoad(dir, 'open', { url: `http://127.0.0.1:${server.port}/`, headers: { 'content-type': 'application/json' }, body: '{}', connections: 8, durationS: 1, rate: 200, openLoop: true });
+    expect(result.requests).toBe(200);
+    expect(seen).toBe(200);
+    expect(result.errors + result.non2xx).toBe(0);
+    // A closed loop over one connection would wait out each slow reply; on a schedule the next calls go meanwhile.
+    expect(maxInFlight).toBeGreaterThan(1);
+    expect(result.latencyP50Ms).toBeLessThan(100);
+    expect(result.latencyP99Ms).toBeGreaterThanOrEqual(150);
+    expect(result.latencyMaxMs).toBeGreaterThanOrEqual(150);
+    expect(result.scheduleLagP99Ms).toBeGreaterThanOrEqual(0);
+  } finally {
+    server.stop(true);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
