@@ -57,6 +57,8 @@ export interface CheckpointerStats {
   walFrames: number;
   /** The most frames the WAL held at any pass. */
   maxWalFrames: number;
+  /** Passes that found the WAL restarted (fewer frames than the pass before). */
+  restarts: number;
   /** Passes that found another checkpointer busy. */
   busy: number;
   /** Write holds so far, and their total duration in ms (kept by the serving side). */
@@ -66,7 +68,7 @@ export interface CheckpointerStats {
   incompleteDrains: number;
 }
 
-const NO_WORKER_STATS = { passes: 0, walFrames: 0, maxWalFrames: 0, busy: 0 };
+const NO_WORKER_STATS = { passes: 0, walFrames: 0, maxWalFrames: 0, restarts: 0, busy: 0 };
 
 // The worker is a Blob module so the compiled `dist/polar` needs no second entry point. Messages in: {type:'start',
 // path, intervalMs, busyTimeoutMs, holdPages}, {type:'drain'} (run a pass now: the writer is holding), {type:'stats'},
@@ -76,7 +78,7 @@ const WORKER_SOURCE = `
 import { Database } from 'bun:sqlite';
 let db = null;
 let timer = null;
-const stats = { passes: 0, walFrames: 0, maxWalFrames: 0, busy: 0 };
+const stats = { passes: 0, walFrames: 0, maxWalFrames: 0, restarts: 0, busy: 0 };
 let query = null;
 let holdPages = 0;
 let intervalMs = 100;
@@ -88,6 +90,7 @@ function pass() {
   stats.passes++;
   if (row.busy) stats.busy++;
   if (row.log >= 0) {
+    if (row.log < stats.walFrames) stats.restarts++;
     stats.walFrames = row.log;
     if (row.log > stats.maxWalFrames) stats.maxWalFrames = row.log;
   }
@@ -247,7 +250,7 @@ export class WalCheckpointer {
 
   private onMessage(message: { type: string } & Record<string, unknown>): void {
     if (message.type === 'stats') {
-      const stats = { passes: Number(message.passes), walFrames: Number(message.walFrames), maxWalFrames: Number(message.maxWalFrames), busy: Number(message.busy) };
+      const stats = { passes: Number(message.passes), walFrames: Number(message.walFrames), maxWalFrames: Number(message.maxWalFrames), restarts: Number(message.restarts), busy: Number(message.busy) };
       for (const resolve of this.statsWaiters.splice(0)) resolve(stats);
     } else if (message.type === 'full') {
       this.startHold();
