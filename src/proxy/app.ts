@@ -50,7 +50,10 @@ export function createProxyApp(deps: ProxyDeps, extras: ProxyAppExtras = {}): Pr
   const app = new Hono<Env>() as ProxyApp;
   app.gate = rt.gate;
   app.metrics = rt.metrics;
-  app.endSession = (sessionId) => deps.engine.endSession?.(sessionId);
+  app.endSession = (sessionId) => {
+    deps.engine.endSession?.(sessionId);
+    rt.requests.forget(sessionId);
+  };
 
   app.onError((thrown, c) => {
     const error = toGatewayError(thrown);

@@ -16,6 +16,7 @@ import { InferenceGate } from './inference-gate.ts';
 import { ProxyMetrics } from '../observe/proxy-metrics.ts';
 import { ReasoningMemory } from './reasoning-restore.ts';
 import { Recorder } from './recorder.ts';
+import { RequestJsonReader } from './request-json.ts';
 import { sessionKeyOf } from './sessions.ts';
 import { newProxyCounters, type ProxyCounters, type ProxyDeps, type ProxyOptions, type ProxySessionInfo } from './types.ts';
 
@@ -36,6 +37,8 @@ export interface ProxyRuntime {
   metrics: ProxyMetrics;
   /** Reasoning of the answers returned per session, when `options.restoreReasoning` is on in chat mode. */
   reasoning: ReasoningMemory | null;
+  /** Request bodies per session, read as splices of the previous one (request-json.ts). */
+  requests: RequestJsonReader;
 }
 
 export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): ProxyRuntime {
@@ -54,6 +57,7 @@ export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): Pro
     recorder: new Recorder(deps.store, deps.engine, clock, counters, onRecord),
     codecCtx: { now: clock, newId, options: options.dialectOptions },
     reasoning: options.restoreReasoning && deps.engine.mode === 'chat' ? new ReasoningMemory() : null,
+    requests: new RequestJsonReader(),
   };
 }
 
@@ -93,11 +97,24 @@ const lenientUtf8 = new TextDecoder('utf-8');
  * The parsed body and, for the recorder, what it was as received: the UTF-8 bytes it was decoded from when they are
  * valid UTF-8 without a byte-order mark (the store keeps them as they are, so the ~200 KB UTF-16 text of a 100 KB body
  * need not stay alive while the engine answers), else the decoded text (invalid UTF-8 decoded with U+FFFD
- * replacements, as `Request.text()` does).
+ * replacements, as `Request.text()` does). With `sessionId`, a valid UTF-8 body is read as a splice of the session's
+ * previous one where its bytes repeat (request-json.ts: the same value as `JSON.parse`, sharing the previous body's
+ * values, so bodies are never mutated).
  * @throws GatewayError 'invalid-request' (400 in the caller's shape) when the body is not JSON.
  */
-export async function readJsonText(rt: ProxyRuntime, c: Context<Env>): Promise<{ body: unknown; text?: string; bytes?: Uint8Array }> {
+export async function readJsonText(rt: ProxyRuntime, c: Context<Env>, sessionId: string | null = null): Promise<{ body: unknown; text?: string; bytes?: Uint8Array }> {
   const raw = new Uint8Array(await c.req.arrayBuffer());
+  if (!(raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf)) {
+    try {
+      return { body: rt.requests.parse(raw, sessionId), bytes: raw };
+    } catch (thrown) {
+      if (thrown instanceof SyntaxError) {
+        rt.counters.rejected++;
+        throw new GatewayError('invalid-request', `malformed JSON body: ${thrown.message}`);
+      }
+      // Invalid UTF-8 (the strict decoder's TypeError): decoded with replacements below.
+    }
+  }
   let text: string;
   let bytes: Uint8Array | undefined;
   try {

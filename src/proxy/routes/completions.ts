@@ -50,7 +50,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     const startedAt = rt.clock();
     const url = new URL(c.req.url);
     const session = resolveSession(rt, c);
-    const { body, text: bodyText, bytes: bodyBytes } = await readJsonText(rt, c);
+    const { body, text: bodyText, bytes: bodyBytes } = await readJsonText(rt, c, session.session_id);
     const fromUrl = route.fromUrl?.(url);
     let ir = decodeBody(rt, route, body, url, fromUrl);
     if (rt.reasoning) {
