@@ -137,7 +137,7 @@ export class RequestJsonReader {
 
     const region = next.subarray(from, to);
     let parsed: Record<string, unknown>;
-    let regionLayout: RegionLayout | undefined;
+    let regionLayout: Scan | undefined;
     try {
       const head = k > 0 ? HEAD_OPEN_SEEDED : HEAD_OPEN;
       const tail = j < layout.members.length ? TAIL_CLOSE : null;
@@ -145,12 +145,14 @@ export class RequestJsonReader {
       const value = JSON.parse(text) as unknown;
       if (!isPlainObject(value)) return undefined;
       parsed = value;
-      regionLayout = scanRegion(next, from, to);
+      regionLayout = scan(next, from, to, true);
     } catch {
       return undefined;
     }
-    if (regionLayout === undefined) return undefined;
-    const names = regionLayout.members.map((member) => member.name);
+    if (regionLayout === undefined || regionLayout.messages !== 0) return undefined;
+    // The region's scan starts inside `messages`, so its first member is `messages` itself.
+    const regionMembers = regionLayout.members.slice(1);
+    const names = regionMembers.map((member) => member.name);
     if (names.some((name) => name === HEAD || name === TAIL || name === '__proto__')) return undefined;
     const added = parsed[HEAD];
     if (!Array.isArray(added)) return undefined;
@@ -168,14 +170,14 @@ export class RequestJsonReader {
     // The next call splices against this body; its layout is the old one's kept parts, the region's, shifted suffix.
     const members: Member[] = layout.members.slice(0, layout.messages);
     members.push({ ...layout.members[layout.messages]!, valueEnd: regionLayout.messagesEnd });
-    members.push(...regionLayout.members);
+    members.push(...regionMembers);
     for (let i = j; i < layout.members.length; i++) {
       const member = layout.members[i]!;
       members.push({ name: member.name, keyStart: member.keyStart + shift, valueEnd: member.valueEnd + shift });
     }
     const unique = new Set(members.map((member) => member.name)).size === members.length;
     const nextLayout: Layout | undefined =
-      unique && regionLayout.messagesEnd > 0 && regionLayout.containersOnly
+      unique && regionLayout.messagesEnd > 0 && regionLayout.spliceable
         ? { members, messages: layout.messages, open: layout.open, ends: layout.ends.slice(0, k).concat(regionLayout.ends) }
         : undefined;
     this.sessions.set(sessionId, { bytes: next, body, layout: nextLayout });
@@ -205,66 +207,77 @@ function stringEnd(b: Buffer, at: number, limit: number): number {
 const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 const isDelimiter = (c: number) => c === 0x2c || c === 0x7d || c === 0x5d || isSpace(c);
 
-interface RegionLayout {
-  /** Members after `messages` in the region, absolute offsets. */
+interface Scan {
+  /** Top-level members the scan saw end, absolute offsets. */
   members: Member[];
-  /** End offsets of the `messages` elements in the region. */
+  /** Index in `members` of the member `messages`, -1 when the scan did not see it end. */
+  messages: number;
+  /** Offset of `messages`' `[`, -1 when the scan did not see it. */
+  open: number;
+  /** End offsets of the `messages` elements the scan saw. */
   ends: number[];
-  /** Offset just past `messages`' `]`, or -1 when the region does not close it. */
+  /** Offset just past `messages`' `]`, or -1 when the scan did not see it. */
   messagesEnd: number;
-  /** Every element was an object or an array (primitives cannot be spliced: their extent depends on what follows). */
-  containersOnly: boolean;
+  /** `messages` was an array whose elements are all objects or arrays (a primitive's extent depends on what follows). */
+  spliceable: boolean;
 }
 
 /**
- * The layout of a region of a VALID text that starts inside the `messages` array (between elements) and ends before
- * a top-level member's key or at the text's end. The caller has already parsed the region (so it is valid JSON
- * in this position); this only finds the spans.
+ * Spans of the top-level members and `messages` elements in bytes [from, to) of a VALID JSON object text: from its
+ * start, or (`inMessages`) from between two elements of its `messages` array up to a member's key or the end. The
+ * caller has already parsed the text, or the region in this position, so this only finds the spans.
+ * @throws SyntaxError on an unterminated string (an invalid text).
  */
-function scanRegion(b: Buffer, from: number, to: number): RegionLayout {
-  const out: RegionLayout = { members: [], ends: [], messagesEnd: -1, containersOnly: true };
-  let depth = 2; // inside the top-level object (1) and its `messages` array (2)
-  let inMessages = true;
-  let member: Member | null = null;
+function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
+  const out: Scan = { members: [], messages: -1, open: -1, ends: [], messagesEnd: -1, spliceable: true };
+  let depth = inMessages ? 2 : 0; // 1: in the top-level object; 2: in a member's value
+  let member: Member | null = inMessages ? { name: 'messages', keyStart: -1, valueEnd: -1 } : null;
+  // Only the first `messages` counts (a repeated one is a plain member here; the callers refuse repeated names).
+  const end = (at: number) => {
+    member!.valueEnd = at;
+    if (member!.name === 'messages' && out.messages < 0) {
+      out.messages = out.members.length;
+      out.messagesEnd = at;
+      inMessages = false;
+    }
+    out.members.push(member!);
+    member = null;
+  };
   for (let i = from; i < to; i++) {
     const c = b[i]!;
     if (c === QUOTE) {
-      const end = stringEnd(b, i, to);
-      if (end < 0) throw new SyntaxError('unterminated string');
+      const close = stringEnd(b, i, to);
+      if (close < 0) throw new SyntaxError('unterminated string');
       if (depth === 1) {
-        if (member === null) member = { name: JSON.parse(utf8.decode(b.subarray(i, end))) as string, keyStart: i, valueEnd: -1 };
+        if (member === null) member = { name: JSON.parse(utf8.decode(b.subarray(i, close))) as string, keyStart: i, valueEnd: -1 };
         else {
-          member.valueEnd = end;
-          out.members.push(member);
-          member = null;
+          if (member.name === 'messages' && out.messages < 0) out.spliceable = false;
+          end(close);
         }
-      } else if (depth === 2 && inMessages) out.containersOnly = false;
-      i = end - 1;
+      } else if (depth === 2 && inMessages) out.spliceable = false;
+      i = close - 1;
     } else if (c === 0x7b || c === 0x5b) {
       depth++;
+      if (depth === 2 && member?.name === 'messages' && out.messages < 0) {
+        if (c === 0x5b) {
+          out.open = i;
+          inMessages = true;
+        } else out.spliceable = false;
+      }
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
       if (depth === 2 && inMessages) out.ends.push(i + 1);
-      else if (depth === 1) {
-        if (inMessages) {
-          out.messagesEnd = i + 1;
-          inMessages = false;
-        } else if (member !== null) {
-          member.valueEnd = i + 1;
-          out.members.push(member);
-          member = null;
-        }
-      } else if (depth === 0) break;
+      else if (depth === 1 && member !== null) end(i + 1);
+      else if (depth === 0) break;
     } else if (!isSpace(c) && c !== 0x2c && c !== 0x3a) {
-      // A number or literal.
-      let end = i + 1;
-      while (end < to && !isDelimiter(b[end]!)) end++;
+      // A number or a literal: it ends at the next delimiter.
+      let close = i + 1;
+      while (close < to && !isDelimiter(b[close]!)) close++;
       if (depth === 1 && member !== null) {
-        member.valueEnd = end;
-        out.members.push(member);
-        member = null;
-      } else if (depth === 2 && inMessages) out.containersOnly = false;
-      i = end - 1;
+        if (member.name === 'messages' && out.messages < 0) out.spliceable = false;
+        end(close);
+      } else if (depth === 2 && inMessages) out.spliceable = false;
+      i = close - 1;
     }
   }
   return out;
@@ -278,55 +291,8 @@ function layoutOf(b: Buffer): Layout | undefined {
   let i = 0;
   while (i < b.byteLength && isSpace(b[i]!)) i++;
   if (b[i] !== 0x7b) return undefined;
-  const members: Member[] = [];
-  let messages = -1;
-  let open = -1;
-  let ends: number[] = [];
-  let depth = 1;
-  let member: Member | null = null;
-  for (i++; i < b.byteLength; i++) {
-    const c = b[i]!;
-    if (c === QUOTE) {
-      const end = stringEnd(b, i, b.byteLength);
-      if (end < 0) return undefined;
-      if (depth === 1) {
-        if (member === null) member = { name: JSON.parse(utf8.decode(b.subarray(i, end))) as string, keyStart: i, valueEnd: -1 };
-        else {
-          member.valueEnd = end;
-          members.push(member);
-          member = null;
-        }
-      } else if (depth === 2 && member?.name === 'messages') return undefined;
-      i = end - 1;
-    } else if (c === 0x7b || c === 0x5b) {
-      depth++;
-      if (depth === 2 && member?.name === 'messages') {
-        if (c !== 0x5b) return undefined;
-        open = i;
-        ends = [];
-      }
-    } else if (c === 0x7d || c === 0x5d) {
-      depth--;
-      if (depth === 2 && member?.name === 'messages') ends.push(i + 1);
-      else if (depth === 1 && member !== null) {
-        member.valueEnd = i + 1;
-        if (member.name === 'messages') messages = members.length;
-        members.push(member);
-        member = null;
-      } else if (depth === 0) break;
-    } else if (!isSpace(c) && c !== 0x2c && c !== 0x3a) {
-      let end = i + 1;
-      while (end < b.byteLength && !isDelimiter(b[end]!)) end++;
-      if (depth === 1 && member !== null) {
-        if (member.name === 'messages') return undefined;
-        member.valueEnd = end;
-        members.push(member);
-        member = null;
-      } else if (depth === 2 && member?.name === 'messages') return undefined;
-      i = end - 1;
-    }
-  }
+  const { members, messages, open, ends, spliceable } = scan(b, i, b.byteLength, false);
   const names = new Set(members.map((m) => m.name));
-  if (names.size !== members.length || names.has('__proto__')) return undefined;
+  if (!spliceable || names.size !== members.length || names.has('__proto__')) return undefined;
   return { members, messages, open, ends };
 }
