@@ -124,7 +124,9 @@ await defineBench({
       ];
 
       // Low load: sequential requests, contenders alternating in batches so drift hits all of them alike.
-      const warmup = ctx.quick ? 10 : 30;
+      // Warm: after 30 calls JavaScriptCore and V8 still run much of a small call's path in their lower tiers (polar's
+      // sequential p50 was ~1.0 ms after 30 calls, ~0.5 back to back after 1,000; bench/README.md, session 6).
+      const warmup = ctx.quick ? 10 : size === 'small' ? 1000 : 200;
       const perContender = ctx.quick ? 60 : 300;
       const batch = 10;
       for (const c of contenders) for (let i = 0; i < warmup; i++) await timedCall(c);
