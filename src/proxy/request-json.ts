@@ -57,7 +57,9 @@ const textEncoder = new TextEncoder();
 const HEAD = '\u0000polar-splice-head';
 const TAIL = '\u0000polar-splice-tail';
 const HEAD_OPEN = textEncoder.encode(`{${JSON.stringify(HEAD)}:[`);
-const HEAD_OPEN_SEEDED = textEncoder.encode(`{${JSON.stringify(HEAD)}:[0`);
+// After kept elements the region starts right after one (always `{…}` or `[…]`): the seed stands in for it, so it
+// must be a container too, one that `.5` or `e1` cannot continue as a number would.
+const HEAD_OPEN_SEEDED = textEncoder.encode(`{${JSON.stringify(HEAD)}:[[]`);
 const TAIL_CLOSE = textEncoder.encode(`${JSON.stringify(TAIL)}:0}`);
 
 /** Counters of a reader (tests and the bench read them). */
@@ -83,6 +85,7 @@ export class RequestJsonReader {
   /**
    * The body of valid UTF-8 `bytes` (no byte-order mark) as `JSON.parse` would give it, spliced from the session's
    * previous body where the bytes repeat.
+   * The reader keeps `bytes` (no copy) as the session's reference: the caller must not change them afterwards.
    * @throws SyntaxError as `JSON.parse` does for an invalid text; TypeError from the strict UTF-8 decoder for invalid
    *   UTF-8 (the caller decides how to decode those).
    */

@@ -121,13 +121,27 @@ test('duplicate members, `__proto__`, primitive or non-array `messages`: exact r
   expect(({} as Record<string, unknown>).polluted).toBeUndefined();
 });
 
+test('a number continuation right after a kept element (`{}.5`, `[]e1`) is invalid, as JSON.parse says', () => {
+  const pad = 'x'.repeat(16384);
+  for (const [first, next] of [
+    ['[{}]', '[{}.5]'],
+    ['[{}]', '[{}e1]'],
+    ['[[]]', '[[]E+2]'],
+    ['[{}]', '[{}.0,{"a":1}]'],
+  ] as const) {
+    const reader = new RequestJsonReader();
+    same(reader, `{"messages":${first},"pad":"${pad}"}`);
+    same(reader, `{"messages":${next},"pad":"${pad}"}`);
+  }
+});
+
 test('random byte edits of a spliced body (valid or not) agree with JSON.parse every time', () => {
   let state = 12345;
   const random = (n: number) => {
     state = (Math.imul(state, 1103515245) + 12345) >>> 0;
     return state % n;
   };
-  const alphabet = ['{', '}', '[', ']', ',', ':', '"', '\\', ' ', '\n', '0', '1', '-', 'e', 'a', 'null', 'true', '"x"', 'é', '✓'];
+  const alphabet = ['{', '}', '[', ']', ',', ':', '"', '\\', ' ', '\n', '0', '1', '-', 'e', '.5', 'E+1', 'a', 'null', 'true', '"x"', 'é', '✓'];
   const reader = new RequestJsonReader();
   let spliced = 0;
   for (let round = 0; round < 300; round++) {
