@@ -333,7 +333,10 @@ export class CompletionRepository {
   /** Cached bases of a session, newest first; on a miss, the session's newest stored row (decoded once, then cached). */
   private candidates(sessionId: string): BaseEntry[] {
     if (this.cache.has(sessionId)) return this.cache.get(sessionId);
-    const newest = this.db.query(`SELECT ${columns} FROM completions WHERE session_id = ? ORDER BY seq DESC, rowid DESC LIMIT 1`).get(sessionId) as CompletionRow | null;
+    // The newest rowid is sorted out of the session's index entries (covering), so only that one row is read.
+    const newest = this.db
+      .query(`SELECT ${columns} FROM completions WHERE rowid = (SELECT rowid FROM completions WHERE session_id = ? ORDER BY seq DESC, rowid DESC LIMIT 1)`)
+      .get(sessionId) as CompletionRow | null;
     if (newest === null) return [];
     let resolved: Resolved;
     try {

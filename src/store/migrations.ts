@@ -143,6 +143,16 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX groups_by_label ON groups (group_id);
     `,
   },
+  {
+    // completions_by_session_attempt (session_id, attempt, seq) finds every row completions_by_session (session_id,
+    // seq) found, and each insert paid for both (~98 µs per insert with it, 58–81 without). Ordering a session's rows
+    // by seq is now a sort of that session's index entries (completions.ts reads the newest row through them).
+    version: 6,
+    name: 'completions: drop the index completions_by_session_attempt makes redundant',
+    sql: `
+      DROP INDEX IF EXISTS completions_by_session;
+    `,
+  },
 ];
 
 /**

@@ -1,7 +1,8 @@
 /** Store repositories: CompletionRecord round-trip, packing, idempotent results, group ack, migrations. */
 import { Database } from 'bun:sqlite';
 import { describe, expect, test } from 'bun:test';
-import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fixedClock } from '../../src/core/clock.ts';
 import type { CompletionRecord, SessionResult, TaskRequest } from '../../src/core/records.ts';
 import { GROUP_EVALUATED, migrations, openStore, type Store } from '../../src/store/index.ts';
@@ -257,6 +258,26 @@ describe('store lifecycle', () => {
     expect(versions.map((v) => v.version)).toEqual(migrations.map((m) => m.version));
     expect(migrate(raw)).toEqual([]);
     raw.close();
+  });
+
+  test('version 6 drops the redundant completions_by_session index from a version-5 store; its rows and their order stay', () => {
+    const path = tempDb();
+    mkdirSync(dirname(path), { recursive: true });
+    const db = new Database(path, { create: true });
+    migrate(db, migrations.slice(0, 5));
+    const indexes = () => (db.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'completions' AND sql IS NOT NULL ORDER BY name").all() as { name: string }[]).map((r) => r.name);
+    expect(indexes()).toEqual(['completions_by_session', 'completions_by_session_attempt']);
+    db.close();
+    const store = open(path);
+    for (const seq of [0, 1, 2]) store.completions.insert(record({ completion_id: `cmpl_v6_${seq}`, session_id: 'v6', seq }));
+    store.close();
+    stores.pop();
+    const reopened = new Database(path);
+    expect((reopened.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'completions' AND sql IS NOT NULL").all() as { name: string }[]).map((r) => r.name)).toEqual(['completions_by_session_attempt']);
+    reopened.close();
+    const again = open(path);
+    expect(again.completions.listBySession('v6').map((r) => r.completion_id)).toEqual(['cmpl_v6_0', 'cmpl_v6_1', 'cmpl_v6_2']);
+    expect(again.completions.nextSeq('v6')).toBe(3);
   });
 
   test('a later migration applies once on top of an existing database', () => {
