@@ -147,6 +147,16 @@ function walDb(): { db: Database; path: string } {
   return { db, path };
 }
 
+/** Rows of the scratch table, read by a fresh read-only connection. */
+function scratchRowsOf(path: string): number {
+  const reader = new Database(path, { readonly: true });
+  try {
+    return (reader.query('SELECT COUNT(*) AS n FROM scratch').get() as { n: number }).n;
+  } finally {
+    reader.close();
+  }
+}
+
 describe('openStore wiring', () => {
   test('the default (inline) store has no checkpointer and SQLite\'s default autocheckpoint of 1000 pages', () => {
     const store = open(tempDb());
@@ -313,12 +323,7 @@ describe('fallback and stop', () => {
     expect((db.query('SELECT COUNT(*) AS n FROM scratch').get() as { n: number }).n).toBe(20);
     dbs.splice(dbs.indexOf(db), 1);
     db.close(true);
-    const reader = new Database(path, { readonly: true });
-    try {
-      expect((reader.query('SELECT COUNT(*) AS n FROM scratch').get() as { n: number }).n).toBe(20);
-    } finally {
-      reader.close();
-    }
+    expect(scratchRowsOf(path)).toBe(20);
   });
 
   test('Store.close() stops the checkpointer without a fallback; the worker, last to close, leaves no WAL behind', async () => {
@@ -333,12 +338,7 @@ describe('fallback and stop', () => {
     await Bun.sleep(50);
     expect(checkpointer.fallback).toBeNull();
     await waitFor(() => !existsSync(`${path}-wal`), 'the -wal file to be removed by the last connection');
-    const reader = new Database(path, { readonly: true });
-    try {
-      expect((reader.query('SELECT COUNT(*) AS n FROM scratch').get() as { n: number }).n).toBe(50);
-    } finally {
-      reader.close();
-    }
+    expect(scratchRowsOf(path)).toBe(50);
   });
 
   test('a worker that cannot open the database reports an error and falls back', async () => {
