@@ -21,11 +21,10 @@
 import { ByteLru } from '../core/byte-lru.ts';
 import { asBuffer, commonBytePrefix, commonByteSuffix } from '../core/bytes.ts';
 
-/** One top-level member of a body: its name and byte span from the key's opening quote to its value's end. */
+/** One top-level member of a body: its name and the offset of its key's opening quote. */
 interface Member {
   name: string;
   keyStart: number;
-  valueEnd: number;
 }
 
 /** A body's layout over its bytes. */
@@ -140,7 +139,7 @@ export class RequestJsonReader {
 
     const region = next.subarray(from, to);
     let parsed: Record<string, unknown>;
-    let regionLayout: Scan | undefined;
+    let regionLayout: Scan;
     try {
       const head = k > 0 ? HEAD_OPEN_SEEDED : HEAD_OPEN;
       const tail = j < layout.members.length ? TAIL_CLOSE : null;
@@ -152,7 +151,7 @@ export class RequestJsonReader {
     } catch {
       return undefined;
     }
-    if (regionLayout === undefined || regionLayout.messages !== 0) return undefined;
+    if (regionLayout.messages !== 0) return undefined;
     // The region's scan starts inside `messages`, so its first member is `messages` itself.
     const regionMembers = regionLayout.members.slice(1);
     const names = regionMembers.map((member) => member.name);
@@ -172,15 +171,11 @@ export class RequestJsonReader {
 
     // The next call splices against this body; its layout is the old one's kept parts, the region's, shifted suffix.
     const members: Member[] = layout.members.slice(0, layout.messages);
-    members.push({ ...layout.members[layout.messages]!, valueEnd: regionLayout.messagesEnd });
-    members.push(...regionMembers);
-    for (let i = j; i < layout.members.length; i++) {
-      const member = layout.members[i]!;
-      members.push({ name: member.name, keyStart: member.keyStart + shift, valueEnd: member.valueEnd + shift });
-    }
+    members.push(layout.members[layout.messages]!, ...regionMembers);
+    for (let i = j; i < layout.members.length; i++) members.push({ name: layout.members[i]!.name, keyStart: layout.members[i]!.keyStart + shift });
     const unique = new Set(members.map((member) => member.name)).size === members.length;
     const nextLayout: Layout | undefined =
-      unique && regionLayout.messagesEnd > 0 && regionLayout.spliceable
+      unique && regionLayout.spliceable
         ? { members, messages: layout.messages, open: layout.open, ends: layout.ends.slice(0, k).concat(regionLayout.ends) }
         : undefined;
     this.sessions.set(sessionId, { bytes: next, body, layout: nextLayout });
@@ -219,28 +214,25 @@ interface Scan {
   open: number;
   /** End offsets of the `messages` elements the scan saw. */
   ends: number[];
-  /** Offset just past `messages`' `]`, or -1 when the scan did not see it. */
-  messagesEnd: number;
   /** `messages` was an array whose elements are all objects or arrays (a primitive's extent depends on what follows). */
   spliceable: boolean;
 }
 
 /**
- * Spans of the top-level members and `messages` elements in bytes [from, to) of a VALID JSON object text: from its
+ * Key offsets of the top-level members and end offsets of the `messages` elements in bytes [from, to) of a VALID JSON object text: from its
  * start, or (`inMessages`) from between two elements of its `messages` array up to a member's key or the end. The
  * caller has already parsed the text, or the region in this position, so this only finds the spans.
  * @throws SyntaxError on an unterminated string (an invalid text).
  */
 function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
-  const out: Scan = { members: [], messages: -1, open: -1, ends: [], messagesEnd: -1, spliceable: true };
+  const out: Scan = { members: [], messages: -1, open: -1, ends: [], spliceable: true };
   let depth = inMessages ? 2 : 0; // 1: in the top-level object; 2: in a member's value
-  let member: Member | null = inMessages ? { name: 'messages', keyStart: -1, valueEnd: -1 } : null;
-  // Only the first `messages` counts (a repeated one is a plain member here; the callers refuse repeated names).
-  const end = (at: number) => {
-    member!.valueEnd = at;
+  let member: Member | null = inMessages ? { name: 'messages', keyStart: -1 } : null;
+  // The current member's value ended. Only the first `messages` counts (a repeated one is a plain member here; the
+  // callers refuse repeated names).
+  const end = () => {
     if (member!.name === 'messages' && out.messages < 0) {
       out.messages = out.members.length;
-      out.messagesEnd = at;
       inMessages = false;
     }
     out.members.push(member!);
@@ -252,10 +244,10 @@ function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
       const close = stringEnd(b, i, to);
       if (close < 0) throw new SyntaxError('unterminated string');
       if (depth === 1) {
-        if (member === null) member = { name: JSON.parse(utf8.decode(b.subarray(i, close))) as string, keyStart: i, valueEnd: -1 };
+        if (member === null) member = { name: JSON.parse(utf8.decode(b.subarray(i, close))) as string, keyStart: i };
         else {
           if (member.name === 'messages' && out.messages < 0) out.spliceable = false;
-          end(close);
+          end();
         }
       } else if (depth === 2 && inMessages) out.spliceable = false;
       i = close - 1;
@@ -270,7 +262,7 @@ function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
       if (depth === 2 && inMessages) out.ends.push(i + 1);
-      else if (depth === 1 && member !== null) end(i + 1);
+      else if (depth === 1 && member !== null) end();
       else if (depth === 0) break;
     } else if (!isSpace(c) && c !== 0x2c && c !== 0x3a) {
       // A number or a literal: it ends at the next delimiter.
@@ -278,7 +270,7 @@ function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
       while (close < to && !isDelimiter(b[close]!)) close++;
       if (depth === 1 && member !== null) {
         if (member.name === 'messages' && out.messages < 0) out.spliceable = false;
-        end(close);
+        end();
       } else if (depth === 2 && inMessages) out.spliceable = false;
       i = close - 1;
     }
