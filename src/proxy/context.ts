@@ -90,7 +90,6 @@ export function resolveSession(rt: ProxyRuntime, c: Context<Env>): ProxySessionI
   return info;
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 const lenientUtf8 = new TextDecoder('utf-8');
 
 /**
@@ -103,32 +102,25 @@ const lenientUtf8 = new TextDecoder('utf-8');
  * @throws GatewayError 'invalid-request' (400 in the caller's shape) when the body is not JSON.
  */
 export async function readJsonText(rt: ProxyRuntime, c: Context<Env>, sessionId: string | null = null): Promise<{ body: unknown; text?: string; bytes?: Uint8Array }> {
+  const malformed = (thrown: unknown) => {
+    rt.counters.rejected++;
+    return new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+  };
   const raw = new Uint8Array(await c.req.arrayBuffer());
   if (!(raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf)) {
     try {
       return { body: rt.requests.parse(raw, sessionId), bytes: raw };
     } catch (thrown) {
-      if (thrown instanceof SyntaxError) {
-        rt.counters.rejected++;
-        throw new GatewayError('invalid-request', `malformed JSON body: ${thrown.message}`);
-      }
+      if (thrown instanceof SyntaxError) throw malformed(thrown);
       // Invalid UTF-8 (the strict decoder's TypeError): decoded with replacements below.
     }
   }
-  let text: string;
-  let bytes: Uint8Array | undefined;
+  // A byte-order mark (dropped from the text, so the bytes would not be the text's own) or invalid UTF-8.
+  const text = lenientUtf8.decode(raw);
   try {
-    text = strictUtf8.decode(raw);
-    // A leading byte-order mark is dropped from the text, so the bytes would not be the text's own.
-    if (!(raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf)) bytes = raw;
-  } catch {
-    text = lenientUtf8.decode(raw);
-  }
-  try {
-    return bytes ? { body: JSON.parse(text) as unknown, bytes } : { body: JSON.parse(text) as unknown, text };
+    return { body: JSON.parse(text) as unknown, text };
   } catch (thrown) {
-    rt.counters.rejected++;
-    throw new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+    throw malformed(thrown);
   }
 }
 
