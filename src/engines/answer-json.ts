@@ -169,8 +169,6 @@ export class EngineAnswerReader {
     this.stats.fallback++;
     return JSON.parse(utf8.decode(buffer));
   }
-
-
 }
 
 const isSpace = (byte: number | undefined) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;

@@ -121,11 +121,9 @@ self.onmessage = (event) => {
         } catch (error) { fail(error); }
       }, intervalMs);
     } else if (message.type === 'drain') {
-      try {
-        const row = query === null ? { log: 0, checkpointed: 0 } : pass();
-        pausedUntil = performance.now() + intervalMs;
-        postMessage({ type: 'drained', log: row.log, checkpointed: row.checkpointed });
-      } catch (error) { fail(error); }
+      const row = query === null ? { log: 0, checkpointed: 0 } : pass();
+      pausedUntil = performance.now() + intervalMs;
+      postMessage({ type: 'drained', log: row.log, checkpointed: row.checkpointed });
     } else if (message.type === 'stats') {
       postMessage({ type: 'stats', ...stats });
     } else if (message.type === 'stop') {
@@ -136,7 +134,7 @@ self.onmessage = (event) => {
       self.close();
     }
   } catch (error) {
-    postMessage({ type: 'error', message: String(error && error.message || error) });
+    fail(error);
   }
 };
 `;
