@@ -35,7 +35,11 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
   const scripts = join(scratch, 'scripts');
   mkdirSync(scripts);
   // The simulator finds a task's behaviour script by its task_id. Half the samples write ok (reward 1), half give up (0).
-  writeFileSync(join(scripts, 'graded.yaml'), 'variants:\n  solve: {weight: 1, steps: [{shell: "echo ok > out.txt"}, {say: "done"}]}\n  give_up: {weight: 1, steps: [{say: "I cannot do this."}]}\n');
+  // The draw hashes a random session id, so any mix can come out (all four give up one time in 16); the session page is
+  // opened on `solved`, whose only variant writes ok, so the test never depends on the draw.
+  const solve = '{shell: "echo ok > out.txt"}, {say: "done"}';
+  writeFileSync(join(scripts, 'graded.yaml'), `variants:\n  solve: {weight: 1, steps: [${solve}]}\n  give_up: {weight: 1, steps: [{say: "I cannot do this."}]}\n`);
+  writeFileSync(join(scripts, 'solved.yaml'), `variants:\n  solve: {weight: 1, steps: [${solve}]}\n`);
   const config = join(scratch, 'polar.yaml');
   writeFileSync(config, [
     `sim: {port: 0, scripts: ${scripts}}`, 'rollout: {port: 0}',
@@ -49,9 +53,10 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
   const base = { timeout_seconds: 120, builder: { strategy: 'prefix_merging' }, runtime: { kind: 'local' }, evaluator: { strategy: 'test_on_output', config: { command: 'grep -q ok out.txt' } } };
   const agent = { harness: 'shell', command: SHELL_AGENT_COMMAND, model_name: 'polar-sim' };
   await submit(server, { ...base, task_id: 'graded', instruction: 'Create out.txt containing ok.', num_samples: 4, agent, metadata: { policy_version: '1' } });
+  await submit(server, { ...base, task_id: 'solved', instruction: 'Create out.txt containing ok.', num_samples: 1, agent, metadata: { policy_version: '1' } });
   await submit(server, { ...base, task_id: 'broken', instruction: 'Fail.', num_samples: 1, agent: { harness: 'shell', command: 'echo "no such tool" >&2; exit 3', model_name: 'polar-sim' } });
   const done = async (id: string) => ((await (await fetch(`${server}/rollout/task/${id}`)).json()) as { status: string }).status.toUpperCase() !== 'RUNNING';
-  await waitFor('the first tasks to finish', async () => (await done('graded')) && (await done('broken')));
+  await waitFor('the first tasks to finish', async () => (await done('graded')) && (await done('solved')) && (await done('broken')));
 
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   try {
@@ -80,14 +85,15 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
     expect(await page.locator('tr[data-node="box-0"]').innerText()).toContain('healthy');
     expect(await page.locator('#k-engine').innerText()).toBe('up');
     expect(await page.locator('#errors').innerText()).toContain('broken #0');
-    // pass@1 per policy_version: one point for version 1 (the only finished task that declared one) and one for none.
+    // pass@1 per policy_version: one point for version 1 (graded and solved, the finished tasks that declared one) and one for none.
     expect(await page.locator('#policy svg circle').count()).toBe(4);
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
 
     // The session page of a passing sample: sampled tokens (loss_mask 1) coloured by logprob, messages beside them.
-    await page.locator('tr[data-task="graded"] a.chip', { hasText: '1' }).first().click();
+    expect(await page.locator('tr[data-task="solved"] a.chip').allInnerTexts()).toEqual(['1']);
+    await page.locator('tr[data-task="solved"] a.chip').click();
     await page.waitForSelector('#session:not([hidden]) .tok.m1', { timeout: 10_000 });
     const sampled = await page.locator('.tok.m1').count();
     const template = await page.locator('.tok.m0').count();
