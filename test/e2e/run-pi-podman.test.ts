@@ -1,12 +1,13 @@
 /**
- * `polar run examples/tasks --harness pi --runtime podman`: the same example tasks as test/e2e/run-pi.test.ts, each
+ * `polar run <tasks> --harness pi --runtime podman`: a copy of the example tasks of test/e2e/run-pi.test.ts, each
  * session in a podman container (the local busybox test image with the host's `/usr` bound read-only for node and
  * python3; network gateway: the container has no network but the tunnel to the gateway). The rewards follow the
- * sessions' scripted variants exactly as on the local runtime: solve → 1, wrong_fix / give_up → 0.
+ * sessions' scripted variants exactly as on the local runtime: solve → 1, wrong_fix / give_up → 0. In the copy two
+ * tasks play one variant of their script each (range-sum solves, word-count gives up), so both rewards occur.
  * Runs only inside a loopback-only network namespace (`npm test`) and with podman installed.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { rewardOf } from '../../src/rollout/server.ts';
@@ -18,12 +19,28 @@ import { HOST_USR, PODMAN_SKIP, podmanReady, TEST_IMAGE } from '../support/podma
 
 const root = resolve(import.meta.dir, '../..');
 const out = mkdtempSync(join(tmpdir(), 'polar-run-pi-podman-'));
-afterAll(() => rmSync(out, { recursive: true, force: true }));
+const tasksDir = mkdtempSync(join(tmpdir(), 'polar-run-pi-podman-tasks-'));
+afterAll(() => {
+  rmSync(out, { recursive: true, force: true });
+  rmSync(tasksDir, { recursive: true, force: true });
+});
 const skipReason = !networkIsolated() ? NEEDS_ISOLATION : !podmanReady() ? PODMAN_SKIP : null;
 const SAMPLES = 2;
 
+/** Make the copied task `taskId` play only `variant` of its script (the steps as shipped). */
+function pinVariant(taskId: string, variant: string): void {
+  const file = join(tasksDir, taskId, 'sim.yaml');
+  const script = parseBehaviourScript(readFileSync(file, 'utf8'));
+  writeFileSync(file, JSON.stringify({ variants: { [variant]: { weight: 1, steps: script.variants[variant]!.steps } } }));
+}
+
 test.skipIf(skipReason !== null)(`polar run --runtime podman: every session completes and rewards follow the variants as on local ${skipReason ?? ''}`.trim(), async () => {
-  const args = ['run', 'examples/tasks', '--harness', 'pi', '--samples', String(SAMPLES), '--out', out, '--quiet',
+  // The variant of a session is drawn by hashing its random id: with every task at solve 0.5, the 10 sessions all
+  // solved or all failed one run in 512, and "both rewards occurred" below failed. Two pinned tasks make it certain.
+  cpSync(join(root, 'examples/tasks'), tasksDir, { recursive: true });
+  pinVariant('range-sum', 'solve');
+  pinVariant('word-count', 'give_up');
+  const args = ['run', tasksDir, '--harness', 'pi', '--samples', String(SAMPLES), '--out', out, '--quiet',
     '--runtime', 'podman', '--image', TEST_IMAGE, ...HOST_USR.map((a) => `--runtime-arg=${a}`)];
   const proc = Bun.spawn([process.execPath, 'src/main.ts', ...args], { cwd: root, env: { ...process.env }, stdout: 'pipe', stderr: 'pipe', timeout: 400_000, killSignal: 'SIGKILL' });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
@@ -34,7 +51,7 @@ test.skipIf(skipReason !== null)(`polar run --runtime podman: every session comp
   expect(summary.all_completed).toBe(true);
   expect(summary.sandbox).toEqual({ kind: 'podman', isolation: 'podman', network: 'gateway', limits: null });
 
-  const tasks = loadTaskDir(join(root, 'examples/tasks'));
+  const tasks = loadTaskDir(tasksDir);
   const store = openStore(join(out, 'results.db'));
   try {
     const rewards = new Set<number>();
@@ -52,7 +69,7 @@ test.skipIf(skipReason !== null)(`polar run --runtime podman: every session comp
         expect(store.completions.listBySession(s.session_id).length).toBeGreaterThanOrEqual(2);
       }
     }
-    // Both outcomes occurred (10 sessions, solve weight 0.5), so a runtime that scored everything alike would fail.
+    // Both outcomes occurred (range-sum always solves, word-count never does), so a runtime that scored everything alike would fail.
     expect([...rewards].sort()).toEqual([0, 1]);
   } finally {
     store.close();

@@ -54,7 +54,7 @@ test('polar serve --with-sim + polar submit <task dir>: sessions follow the task
   expect(submit.exitCode).toBe(0);
 
   const script = parseBehaviourScript(SCRIPT);
-  const rewards: number[] = [];
+  const answers = new Map<string, string>(); // session id → the answer its variant ends with
   for (const id of ['script-a', 'script-b']) {
     let view: TaskView | null = null;
     for (let i = 0; i < 400; i++) {
@@ -66,13 +66,25 @@ test('polar serve --with-sim + polar submit <task dir>: sessions follow the task
     expect(view!.sessions).toHaveLength(4);
     for (const s of view!.sessions) {
       expect(s.status).toBe('COMPLETED');
-      expect(s.reward).toBe(chooseVariant(script, s.session_id) === 'solve' ? 1 : 0);
-      rewards.push(s.reward!);
+      const variant = chooseVariant(script, s.session_id);
+      expect(s.reward).toBe(variant === 'solve' ? 1 : 0);
+      answers.set(s.session_id, variant === 'solve' ? 'Created out.txt.' : 'I will not do that.');
     }
   }
-  expect(rewards.some((r) => r === 1)).toBe(true);
   serve.kill('SIGTERM');
   expect(await serve.exited).toBe(0);
+  // The variant is drawn by hashing a random session id, so all 8 sessions give up one run in 65536 (0.25^8), and
+  // rewards alone (give_up and the simulator's "no behaviour script" reply both earn 0) cannot show that the scripts
+  // were followed. Each session's last answer can, whatever the draw: its variant's, never the default reply.
+  const store = openStore(join(scratch, 'polar.db'));
+  try {
+    for (const [sessionId, answer] of answers) {
+      const last = store.completions.listBySession(sessionId).at(-1);
+      expect({ sessionId, answer: (last?.ir_response?.content ?? []).map((p) => (p.type === 'text' ? p.text : '')).join('').trim() }).toEqual({ sessionId, answer });
+    }
+  } finally {
+    store.close();
+  }
 }, 90_000);
 
 test('a stack on an external simulator registers each task\'s script once, over HTTP, before its sessions run', async () => {
