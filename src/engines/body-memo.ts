@@ -15,6 +15,7 @@
  * Source: https://tc39.es/ecma262/#sec-json.stringify (property order, omitted undefined values).
  */
 import { ByteLru } from '../core/byte-lru.ts';
+import { concatBytes } from '../core/bytes.ts';
 import { jsonEqual } from '../core/json-equal.ts';
 
 /** What is remembered of a session's last body. */
@@ -135,15 +136,7 @@ export class ChatBodyMemo {
       first = false;
     }
     parts.push(CLOSE_BRACE);
-    let length = 0;
-    for (const part of parts) length += part.byteLength;
-    const out = new Uint8Array(length);
-    let at = 0;
-    for (const part of parts) {
-      out.set(part, at);
-      at += part.byteLength;
-    }
-    return out;
+    return concatBytes(parts);
   }
 
   /** Forget one session (its calls are over). */

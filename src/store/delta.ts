@@ -7,7 +7,7 @@
  *   (a common prefix and a common suffix: a chat body appends messages before a trailing `"tools": […]`).
  * Pure functions, no I/O; the repository (completions.ts) decides which base to use and stores the result.
  */
-import { asBuffer, commonBytePrefix, commonByteSuffix } from '../core/bytes.ts';
+import { asBuffer, commonBytePrefix, commonByteSuffix, concatBytes, uninitialisedBytes } from '../core/bytes.ts';
 
 /**
  * Length of the longest common prefix of a token sequence held as consecutive segments (a base record's
@@ -132,13 +132,7 @@ export function piecesLength(pieces: readonly Uint8Array[]): number {
 /** The pieces as one array (the piece itself when there is only one). */
 export function joinPieces(pieces: readonly Uint8Array[]): Uint8Array {
   if (pieces.length === 1) return pieces[0]!;
-  const out = new Uint8Array(piecesLength(pieces));
-  let at = 0;
-  for (const piece of pieces) {
-    out.set(piece, at);
-    at += piece.byteLength;
-  }
-  return out;
+  return concatBytes(pieces);
 }
 
 /** Bytes [start, end) of consecutive pieces, as views. */
@@ -183,12 +177,12 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  */
 export function encodeBytesColumn(delta: ByteDelta, compress: boolean, level: number): Uint8Array {
   const header = encoder.encode(`${delta.prefix}:${delta.suffix}:`);
-  const payload = new Uint8Array(header.byteLength + delta.middle.byteLength);
+  const payload = uninitialisedBytes(header.byteLength + delta.middle.byteLength);
   payload.set(header, 0);
   payload.set(delta.middle, header.byteLength);
   const packed = compress && delta.middle.byteLength >= MIN_COMPRESS_CHARS ? Bun.zstdCompressSync(payload, { level }) : null;
   const body = packed ?? payload;
-  const out = new Uint8Array(body.byteLength + 1);
+  const out = uninitialisedBytes(body.byteLength + 1);
   out[0] = packed ? ZSTD_BYTES : RAW_BYTES;
   out.set(body, 1);
   return out;

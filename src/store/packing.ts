@@ -3,6 +3,8 @@
  * 32k-token completion is 128 KiB instead of ~250 KiB of JSON text and decodes without parsing.
  */
 
+import { uninitialisedBytes } from '../core/bytes.ts';
+
 // Typed arrays use the host byte order; every platform Bun ships for is little-endian, and the file format says LE.
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('polar store requires a little-endian host');
 
@@ -13,13 +15,14 @@ if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('polar
  */
 export function packInt32(ids: readonly number[], start = 0): Uint8Array {
   const from = Math.min(Math.max(0, start), ids.length);
-  const packed = new Int32Array(ids.length - from);
+  const bytes = uninitialisedBytes(4 * (ids.length - from));
+  const packed = new Int32Array(bytes.buffer, bytes.byteOffset, ids.length - from);
   for (let i = from; i < ids.length; i++) {
     const id = ids[i]!;
     if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff) throw new TypeError(`token id at index ${i} is not an int32: ${id}`);
     packed[i - from] = id;
   }
-  return new Uint8Array(packed.buffer);
+  return bytes;
 }
 
 /** Pack logprobs as float32 (values are rounded as by Math.fround); length = 4 × values.length. */
