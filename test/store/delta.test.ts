@@ -11,7 +11,7 @@ import type { CompletionRecord } from '../../src/core/records.ts';
 import { MAX_BASE_DEPTH, migrations, openStore, type CompletionRepositoryOptions, type Store } from '../../src/store/index.ts';
 import { migrate } from '../../src/store/migrations.ts';
 import { BaseCache, type BaseEntry } from '../../src/store/base-cache.ts';
-import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn } from '../../src/store/delta.ts';
+import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn, MIN_COMPRESS_BYTES } from '../../src/store/delta.ts';
 import { encodeTextColumn, textDelta } from '../support/legacy-text-delta.ts';
 import { packFloat32, packInt32 } from '../../src/store/packing.ts';
 import { useTempStores } from '../support/temp-stores.ts';
@@ -351,16 +351,19 @@ describe('byte deltas (what new rows store)', () => {
 
   test('never split a UTF-8 sequence and rebuild exactly, raw and zstd', () => {
     // The texts differ inside a 4-byte sequence (U+1F600 vs U+1F601) and inside a 3-byte one (✓ vs ✔) at the end.
-    const base = `${'é✓'.repeat(200)}\u{1F600}${'x'.repeat(300)}✓`;
-    const other = `${'é✓'.repeat(200)}\u{1F601}${'x'.repeat(300)}✔`;
+    const base = `${'é✓'.repeat(200)}\u{1F600}${'x'.repeat(1300)}✓`;
+    const other = `${'é✓'.repeat(200)}\u{1F601}${'x'.repeat(1300)}✔`;
     const delta = bytesDelta(utf8(other), utf8(base));
     expect(delta.prefix).toBe(utf8('é✓'.repeat(200)).byteLength);
-    expect(text(delta.middle)).toBe(`\u{1F601}${'x'.repeat(300)}✔`);
+    expect(text(delta.middle)).toBe(`\u{1F601}${'x'.repeat(1300)}✔`);
     const appended = bytesDelta(utf8(`${base}🎉 more`), utf8(base));
     expect(appended).toEqual({ prefix: utf8(base).byteLength, suffix: 0, middle: utf8('🎉 more') });
     for (const [d, t] of [[delta, other], [appended, `${base}🎉 more`]] as const) {
       for (const compress of [true, false]) {
-        const decoded = decodeColumn(encodeBytesColumn(d, compress, 1));
+        const column = encodeBytesColumn(d, compress, 1);
+        // The codec byte: zstd (3) only when asked and the middle is at least MIN_COMPRESS_BYTES, else raw (2).
+        expect(column[0]).toBe(compress && d.middle.byteLength >= MIN_COMPRESS_BYTES ? 3 : 2);
+        const decoded = decodeColumn(column);
         expect(decoded.unit).toBe('utf8');
         if (decoded.unit !== 'utf8') continue;
         expect({ prefix: decoded.prefix, suffix: decoded.suffix, middle: Array.from(decoded.middle) }).toEqual({ prefix: d.prefix, suffix: d.suffix, middle: Array.from(d.middle) });
