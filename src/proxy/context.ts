@@ -149,18 +149,37 @@ export function decodeBody(rt: ProxyRuntime, route: DialectRoute, body: unknown,
  */
 export function wellFormed(ir: IRRequest): void {
   let replaced = 0;
+  let here = 0;
   const fix = (text: string): string => {
     if (text.isWellFormed()) return text;
-    replaced++;
+    here++;
     return text.toWellFormed();
   };
+  // A message or tool a decoder kept from the session's previous call (dialects/shared/decode-memo.ts) was made
+  // well-formed then: its strings are not scanned again, and what it held still counts toward the warning.
+  const once = (item: object, scan: () => void) => {
+    const known = replacedIn.get(item);
+    if (known === undefined) {
+      here = 0;
+      scan();
+      replacedIn.set(item, here);
+      replaced += here;
+    } else replaced += known;
+  };
   for (const message of ir.messages) {
-    for (const part of message.content) if (part.type === 'text') part.text = fix(part.text);
-    if (message.role === 'assistant') {
-      if (message.reasoning) message.reasoning.text = fix(message.reasoning.text);
-      for (const call of message.toolCalls ?? []) call.arguments = fix(call.arguments);
-    }
+    once(message, () => {
+      for (const part of message.content) if (part.type === 'text') part.text = fix(part.text);
+      if (message.role === 'assistant') {
+        if (message.reasoning) message.reasoning.text = fix(message.reasoning.text);
+        for (const call of message.toolCalls ?? []) call.arguments = fix(call.arguments);
+      }
+    });
   }
-  for (const tool of ir.tools) if (tool.description !== undefined) tool.description = fix(tool.description);
+  for (const tool of ir.tools) once(tool, () => {
+    if (tool.description !== undefined) tool.description = fix(tool.description);
+  });
   if (replaced > 0) ir.warnings.push({ code: 'lone-surrogate-replaced', message: `${replaced} string(s) held lone UTF-16 surrogates; each was replaced by U+FFFD before reaching the engine` });
 }
+
+/** Lone surrogates replaced in each IR message or tool object wellFormed has scanned. */
+const replacedIn = new WeakMap<object, number>();

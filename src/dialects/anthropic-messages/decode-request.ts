@@ -10,19 +10,22 @@ import type { CodecContext } from '../../core/dialect.ts';
 import type { IRContentPart, IRMessage, IRRequest, IRTool, IRToolChoice, Warning } from '../../core/ir.ts';
 import { IR_VERSION } from '../../core/ir.ts';
 import { GatewayError } from '../../core/errors.ts';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeAnthropicOutputFormat } from '../shared/response-format.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
+import { DecodeMemo, type ToolNames, validateNew } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { decodeAssistantBlock, type AssistantParts } from './content.ts';
 import {
   AnyBlockSchema,
   ImageBlockSchema,
   KNOWN_REQUEST_FIELDS,
+  MessageSchema,
   MessagesRequestSchema,
   TextBlockSchema,
   ToolResultBlockSchema,
+  ToolSchema,
   type MessagesRequest,
 } from './schema.ts';
 
@@ -30,6 +33,19 @@ import {
 export const BILLING_HEADER_PREFIX = 'x-anthropic-billing-header:';
 
 type AnyBlock = z.output<typeof AnyBlockSchema>;
+type Message = z.output<typeof MessageSchema>;
+type Tool = z.output<typeof ToolSchema>;
+
+/** The request's top level; `messages` and `tools` are checked element by element (decodeRequest). */
+const ShallowRequestSchema = MessagesRequestSchema.extend({ messages: z.array(z.unknown()), tools: z.array(z.unknown()).optional() });
+type RequestTop = z.output<typeof ShallowRequestSchema>;
+
+/** Each raw message's IR messages, and each raw tool's IR tool (null: dropped), by object (decode-memo.ts). */
+const messageMemo = new DecodeMemo<IRMessage[]>();
+const toolMemo = new DecodeMemo<IRTool | null>();
+/** Tools set and read no tool names. */
+const NO_NAMES = new Map<string, string>();
+
 
 /**
  * Every request content block type of the Messages API (stable and beta), from @anthropic-ai/sdk's `ContentBlockParam`,
@@ -63,7 +79,16 @@ function dropBlock(block: AnyBlock, at: string, where: string, warnings: Warning
  *   user turn (the API's placement rule) and for a conversation left empty once unsupported blocks are dropped.
  */
 export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
-  const wire = parseWire(MessagesRequestSchema, body);
+  // The top level, then each message and tool not decoded before (decode-memo.ts), all before anything is decoded: a
+  // body with several problems fails on the one the whole-body schema names, which is what is thrown.
+  const top = ShallowRequestSchema.safeParse(body);
+  const messagesIn = top.success ? validateNew(MessageSchema, top.data.messages, messageMemo) : null;
+  const toolsIn = messagesIn === null ? null : validateNew(ToolSchema, top.data!.tools ?? [], toolMemo);
+  if (!top.success || messagesIn === null || toolsIn === null) {
+    parseWire(MessagesRequestSchema, body);
+    throw new GatewayError('internal', 'the request passed the whole-body schema but not its per-element checks');
+  }
+  const wire = top.data;
   const warnings: Warning[] = unknownFieldWarnings(wire, KNOWN_REQUEST_FIELDS, 'request');
   decodeContextManagement(wire.context_management, warnings);
   const responseFormat = decodeOutputConfig(wire.output_config, warnings);
@@ -72,25 +97,21 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   const system = decodeSystem(wire.system, ctx.options?.stripBillingHeader !== false, warnings);
   if (system.length > 0) messages.push({ role: 'system', content: system });
   const toolNames = new Map<string, string>();
-  wire.messages.forEach((message, i) => {
-    const blocks: AnyBlock[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
-    if (message.role === 'assistant') messages.push(decodeAssistant(blocks, `messages[${i}]`, toolNames, warnings));
-    else if (message.role === 'system') {
-      // Placement rule of the API: a system entry follows a user turn, so it is never first and never sits between
-      // a tool_use and its tool_result.
-      if (wire.messages[i - 1]?.role !== 'user') {
-        throw new GatewayError(
-          'invalid-request',
-          `messages[${i}].role: a "system" message must follow a "user" turn (${i === 0 ? 'it cannot be the first message; put leading instructions in the top-level system field' : `it follows a "${wire.messages[i - 1]!.role}" message`})`,
-          { param: `messages[${i}].role` },
-        );
-      }
-      const content = decodeSystemMessage(blocks, `messages[${i}]`, warnings);
-      if (content.length > 0) messages.push({ role: 'system', content });
-    } else messages.push(...decodeUser(blocks, `messages[${i}]`, toolNames, warnings));
+  wire.messages.forEach((raw, i) => {
+    // The placement rule reads the message before, so it is checked on every call (both were validated).
+    if ((raw as { role: string }).role === 'system') checkSystemPlacement(wire.messages as readonly { role: string }[], i);
+    const decoded =
+      messageMemo.reuse(raw, i, toolNames, warnings) ??
+      messageMemo.decode(raw, i, toolNames, warnings, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own));
+    for (const message of decoded) messages.push(message);
   });
 
-  const tools = decodeTools(wire.tools ?? [], warnings);
+  const tools: IRTool[] = [];
+  (wire.tools ?? []).forEach((raw, i) => {
+    const kept = toolMemo.reuse(raw, i, NO_NAMES, warnings); // null: a dropped tool, undefined: not kept
+    const tool = kept !== undefined ? kept : toolMemo.decode(raw, i, NO_NAMES, warnings, (_names, own) => decodeTool(toolsIn[i] ?? parseWire(ToolSchema, raw, `tools[${i}]`), i, own));
+    if (tool !== null) tools.push(tool);
+  });
   const request: IRRequest = {
     version: IR_VERSION,
     model: wire.model,
@@ -128,7 +149,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   return request;
 }
 
-function decodeSampling(wire: MessagesRequest): IRRequest['sampling'] {
+function decodeSampling(wire: RequestTop): IRRequest['sampling'] {
   const sampling: IRRequest['sampling'] = {};
   if (wire.max_tokens !== undefined) sampling.maxTokens = wire.max_tokens;
   if (wire.temperature !== undefined) sampling.temperature = wire.temperature;
@@ -159,6 +180,31 @@ function decodeSystem(system: MessagesRequest['system'], stripBilling: boolean, 
   return texts.filter((text) => text !== '').map((text) => ({ type: 'text', text }));
 }
 
+/** One `messages[i]` entry as IR messages (none, one, or several: a user turn's tool results become tool messages). */
+function decodeMessage(message: Message, where: string, toolNames: ToolNames, warnings: Warning[]): IRMessage[] {
+  const blocks: AnyBlock[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+  if (message.role === 'assistant') return [decodeAssistant(blocks, where, toolNames, warnings)];
+  if (message.role === 'system') {
+    const content = decodeSystemMessage(blocks, where, warnings);
+    return content.length > 0 ? [{ role: 'system', content }] : [];
+  }
+  return decodeUser(blocks, where, toolNames, warnings);
+}
+
+/**
+ * Placement rule of the API: a system entry follows a user turn, so it is never first and never sits between a
+ * tool_use and its tool_result.
+ * @throws GatewayError('invalid-request') naming `messages[i].role`.
+ */
+function checkSystemPlacement(messages: readonly { role: string }[], i: number): void {
+  if (messages[i - 1]?.role === 'user') return;
+  throw new GatewayError(
+    'invalid-request',
+    `messages[${i}].role: a "system" message must follow a "user" turn (${i === 0 ? 'it cannot be the first message; put leading instructions in the top-level system field' : `it follows a "${messages[i - 1]!.role}" message`})`,
+    { param: `messages[${i}].role` },
+  );
+}
+
 /**
  * A mid-conversation `{role: "system"}` message: kept as an IR system message at its position (the engine decides how
  * its template renders it). Only text blocks are allowed there; anything else is dropped with a warning, and a message
@@ -183,7 +229,7 @@ function decodeImage(block: AnyBlock, where: string): IRContentPart {
     : { type: 'image', mediaType: UNKNOWN_IMAGE_MEDIA_TYPE, url: image.source.url };
 }
 
-function decodeUser(blocks: AnyBlock[], where: string, toolNames: Map<string, string>, warnings: Warning[]): IRMessage[] {
+function decodeUser(blocks: AnyBlock[], where: string, toolNames: ToolNames, warnings: Warning[]): IRMessage[] {
   const out: IRMessage[] = [];
   let pending: IRContentPart[] = [];
   const flush = () => {
@@ -227,7 +273,7 @@ function decodeUser(blocks: AnyBlock[], where: string, toolNames: Map<string, st
   return out;
 }
 
-function decodeAssistant(blocks: AnyBlock[], where: string, toolNames: Map<string, string>, warnings: Warning[]): IRMessage {
+function decodeAssistant(blocks: AnyBlock[], where: string, toolNames: ToolNames, warnings: Warning[]): IRMessage {
   const parts: AssistantParts = { content: [], toolCalls: [] };
   blocks.forEach((block, j) => {
     const at = `${where}.content[${j}]`;
@@ -243,24 +289,21 @@ function decodeAssistant(blocks: AnyBlock[], where: string, toolNames: Map<strin
   return message;
 }
 
-function decodeTools(tools: NonNullable<MessagesRequest['tools']>, warnings: Warning[]): IRTool[] {
-  const out: IRTool[] = [];
-  tools.forEach((tool, i) => {
-    const isClientTool = tool.type === undefined || tool.type === 'custom';
-    if (!isClientTool || tool.input_schema === undefined) {
-      warnings.push({ code: 'unsupported-tool', message: `tools[${i}] ${tool.name} (type ${tool.type ?? 'custom'}) is not a client tool with an input_schema and was dropped` });
-      return;
-    }
-    const ir: IRTool = { name: tool.name, parameters: cleanToolSchema(tool.input_schema), origin: { kind: 'function' } };
-    if (tool.description !== undefined) ir.description = tool.description;
-    if (tool.eager_input_streaming !== undefined) ir.origin.extra = { eager_input_streaming: tool.eager_input_streaming };
-    out.push(ir);
-  });
-  return out;
+/** `tools[i]` as an IR tool, or null when it is not a client tool with an input_schema (dropped with a warning). */
+function decodeTool(tool: Tool, i: number, warnings: Warning[]): IRTool | null {
+  const isClientTool = tool.type === undefined || tool.type === 'custom';
+  if (!isClientTool || tool.input_schema === undefined) {
+    warnings.push({ code: 'unsupported-tool', message: `tools[${i}] ${tool.name} (type ${tool.type ?? 'custom'}) is not a client tool with an input_schema and was dropped` });
+    return null;
+  }
+  const ir: IRTool = { name: tool.name, parameters: cleanToolSchema(tool.input_schema), origin: { kind: 'function' } };
+  if (tool.description !== undefined) ir.description = tool.description;
+  if (tool.eager_input_streaming !== undefined) ir.origin.extra = { eager_input_streaming: tool.eager_input_streaming };
+  return ir;
 }
 
 function decodeToolChoice(
-  wire: MessagesRequest,
+  wire: RequestTop,
   hasTools: boolean,
   warnings: Warning[],
 ): { toolChoice?: IRToolChoice; parallelToolCalls?: boolean } {

@@ -12,19 +12,33 @@ import { imagePartFromUrl } from '../shared/images.ts';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeChatResponseFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
+import { DecodeMemo, type ToolNames, validateNew } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
-import type { z } from 'zod';
+import { z } from 'zod';
 import {
   AnyPartSchema,
   ChatRequestSchema,
   ImagePartSchema,
   KNOWN_REQUEST_FIELDS,
+  MessageSchema,
   TextPartSchema,
+  ToolSchema,
   type ChatMessage,
   type ChatRequest,
 } from './schema.ts';
 
 type AnyPart = z.output<typeof AnyPartSchema>;
+type Tool = z.output<typeof ToolSchema>;
+
+/** The request's top level; `messages` and `tools` are checked element by element (decodeRequest). */
+const ShallowRequestSchema = ChatRequestSchema.extend({ messages: z.array(z.unknown()), tools: z.array(z.unknown()).nullable().optional() });
+type RequestTop = z.output<typeof ShallowRequestSchema>;
+
+/** Each raw message's IR message, and each raw tool's IR tool (null: dropped), by object (decode-memo.ts). */
+const messageMemo = new DecodeMemo<IRMessage>();
+const toolMemo = new DecodeMemo<IRTool | null>();
+/** Tools set and read no tool names. */
+const NO_NAMES = new Map<string, string>();
 
 /**
  * Decode a `POST /v1/chat/completions` body.
@@ -33,7 +47,16 @@ type AnyPart = z.output<typeof AnyPartSchema>;
  * @throws GatewayError('invalid-request') naming the failing path (also `response_format.type` when unknown); `n` > 1 is rejected with `details.param = "n"`.
  */
 export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
-  const wire = parseWire(ChatRequestSchema, body);
+  // The top level, then each message and tool not decoded before (decode-memo.ts), all before anything is decoded: a
+  // body with several problems fails on the one the whole-body schema names, which is what is thrown.
+  const top = ShallowRequestSchema.safeParse(body);
+  const messagesIn = top.success ? validateNew(MessageSchema, top.data.messages, messageMemo) : null;
+  const toolsIn = messagesIn === null ? null : validateNew(ToolSchema, top.data!.tools ?? [], toolMemo);
+  if (!top.success || messagesIn === null || toolsIn === null) {
+    parseWire(ChatRequestSchema, body);
+    throw new GatewayError('internal', 'the request passed the whole-body schema but not its per-element checks');
+  }
+  const wire = top.data;
   const warnings: Warning[] = unknownFieldWarnings(wire, KNOWN_REQUEST_FIELDS, 'request');
   if (wire.n != null && wire.n > 1) {
     throw new GatewayError('invalid-request', `n: only n=1 is supported (got ${wire.n}); send ${wire.n} requests instead`, { param: 'n' });
@@ -44,11 +67,19 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   }
 
   const toolNames = new Map<string, string>();
-  const decoded: IRMessage[] = [];
-  wire.messages.forEach((message, i) => decoded.push(decodeMessage(message, `messages[${i}]`, toolNames, warnings)));
+  const decoded: IRMessage[] = wire.messages.map(
+    (raw, i) =>
+      messageMemo.reuse(raw, i, toolNames, warnings) ??
+      messageMemo.decode(raw, i, toolNames, warnings, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own)),
+  );
   const messages = mergeSystemMessages(decoded, warnings);
 
-  const tools = decodeTools(wire.tools ?? [], warnings);
+  const tools: IRTool[] = [];
+  (wire.tools ?? []).forEach((raw, i) => {
+    const kept = toolMemo.reuse(raw, i, NO_NAMES, warnings); // null: a dropped tool, undefined: not kept
+    const tool = kept !== undefined ? kept : toolMemo.decode(raw, i, NO_NAMES, warnings, (_names, own) => decodeTool(toolsIn[i] ?? parseWire(ToolSchema, raw, `tools[${i}]`), i, own));
+    if (tool !== null) tools.push(tool);
+  });
   const request: IRRequest = {
     version: IR_VERSION,
     model: wire.model,
@@ -69,7 +100,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   return request;
 }
 
-function decodeSampling(wire: ChatRequest, warnings: Warning[]): IRRequest['sampling'] {
+function decodeSampling(wire: RequestTop, warnings: Warning[]): IRRequest['sampling'] {
   const s: IRRequest['sampling'] = {};
   const cap = wire.max_completion_tokens ?? wire.max_tokens;
   if (wire.max_completion_tokens != null && wire.max_tokens != null && wire.max_completion_tokens !== wire.max_tokens) {
@@ -93,7 +124,7 @@ function decodeSampling(wire: ChatRequest, warnings: Warning[]): IRRequest['samp
   return s;
 }
 
-function decodeReasoning(wire: ChatRequest, warnings: Warning[]): IRRequest['reasoning'] {
+function decodeReasoning(wire: RequestTop, warnings: Warning[]): IRRequest['reasoning'] {
   const kwargs = wire.chat_template_kwargs ?? {};
   for (const key of Object.keys(kwargs)) {
     if (key !== 'enable_thinking') warnings.push({ code: 'unknown-field', message: `chat_template_kwargs.${key} is not supported and was ignored` });
@@ -123,7 +154,7 @@ function decodeContent(content: ChatMessage['content'], where: string, allowImag
   return parts;
 }
 
-function decodeMessage(message: ChatMessage, where: string, toolNames: Map<string, string>, warnings: Warning[]): IRMessage {
+function decodeMessage(message: ChatMessage, where: string, toolNames: ToolNames, warnings: Warning[]): IRMessage {
   switch (message.role) {
     case 'system':
     case 'developer':
@@ -162,20 +193,17 @@ function decodeMessage(message: ChatMessage, where: string, toolNames: Map<strin
   }
 }
 
-function decodeTools(tools: NonNullable<ChatRequest['tools']>, warnings: Warning[]): IRTool[] {
-  const out: IRTool[] = [];
-  tools.forEach((tool, i) => {
-    if (tool.type !== 'function' || !tool.function) {
-      warnings.push({ code: 'unsupported-tool', message: `tools[${i}] of type ${tool.type} is not a function tool and was dropped` });
-      return;
-    }
-    const fn = tool.function;
-    const ir: IRTool = { name: fn.name, parameters: cleanToolSchema(fn.parameters), origin: { kind: 'function' } };
-    if (fn.description !== undefined) ir.description = fn.description;
-    if (fn.strict != null) ir.origin.extra = { strict: fn.strict };
-    out.push(ir);
-  });
-  return out;
+/** `tools[i]` as an IR tool, or null when it is not a function tool (dropped with a warning). */
+function decodeTool(tool: Tool, i: number, warnings: Warning[]): IRTool | null {
+  if (tool.type !== 'function' || !tool.function) {
+    warnings.push({ code: 'unsupported-tool', message: `tools[${i}] of type ${tool.type} is not a function tool and was dropped` });
+    return null;
+  }
+  const fn = tool.function;
+  const ir: IRTool = { name: fn.name, parameters: cleanToolSchema(fn.parameters), origin: { kind: 'function' } };
+  if (fn.description !== undefined) ir.description = fn.description;
+  if (fn.strict != null) ir.origin.extra = { strict: fn.strict };
+  return ir;
 }
 
 function decodeToolChoice(choice: ChatRequest['tool_choice'], hasTools: boolean, warnings: Warning[]): IRToolChoice | undefined {

@@ -1,0 +1,98 @@
+/**
+ * A session's history, validated and decoded once. Every call of an agent session sends the whole conversation again,
+ * and the request reader (proxy/request-json.ts) hands back the very objects of the session's previous body for every
+ * message and member that did not change. A dialect decoder keeps, per such raw element (one `messages[i]`, one
+ * `tools[i]`), what it made of it: the IR value, the warnings it raised, and the tool names it set and read. When the
+ * same object comes back at the same index and the names it read still resolve alike, the decoder takes the kept IR
+ * value (the same object, so the engine body memo and the store's IR delta compare it by reference) instead of
+ * validating and decoding it again. A new or changed element is decoded as before, so a turn costs what it adds, not
+ * what the conversation holds (bench/README.md#session-7).
+ *
+ * Sound because raw bodies are never mutated (their objects are shared between calls already), and validity and the
+ * decoded value of an element depend only on the element, its index (warnings and errors name it) and the tool names
+ * it looks up, which are checked. Entries live as long as their raw objects (a WeakMap): nothing to evict.
+ * Source: https://tc39.es/ecma262/#sec-weakmap-objects
+ */
+import type { z } from 'zod';
+import type { Warning } from '../../core/ir.ts';
+
+/** What a message decoder uses of the tool names (tool call id → tool name) that earlier messages set. */
+export interface ToolNames {
+  get(id: string): string | undefined;
+  set(id: string, name: string): void;
+}
+
+interface Entry<T> {
+  index: number;
+  value: T;
+  warnings: readonly Warning[];
+  /** Names this element set, in order (an assistant turn's tool calls). */
+  set: readonly (readonly [string, string])[];
+  /** Names this element read and what it found (a tool result). */
+  read: readonly (readonly [string, string | undefined])[];
+}
+
+export class DecodeMemo<T> {
+  private readonly entries = new WeakMap<object, Entry<T>>();
+
+  /** Whether `raw` at `index` was decoded before (its validation can be skipped; `reuse` may still refuse it). */
+  has(raw: unknown, index: number): boolean {
+    return typeof raw === 'object' && raw !== null && this.entries.get(raw)?.index === index;
+  }
+
+  /**
+   * The kept value of `raw` at `index`, with its warnings appended to `warnings` and its names set in `names`; or
+   * undefined (nothing changed) when it was not decoded there or a name it read now resolves differently.
+   */
+  reuse(raw: unknown, index: number, names: Map<string, string>, warnings: Warning[]): T | undefined {
+    if (typeof raw !== 'object' || raw === null) return undefined;
+    const entry = this.entries.get(raw);
+    if (entry === undefined || entry.index !== index) return undefined;
+    for (const [id, name] of entry.read) if (names.get(id) !== name) return undefined;
+    for (const [id, name] of entry.set) names.set(id, name);
+    for (const warning of entry.warnings) warnings.push(warning);
+    return entry.value;
+  }
+
+  /**
+   * `decode(names, warnings)` for `raw` at `index`, recording the names it sets and reads and the warnings it raises
+   * (appended to `warnings` too), kept for the next call. A throw keeps nothing.
+   */
+  decode(raw: unknown, index: number, names: Map<string, string>, warnings: Warning[], decode: (names: ToolNames, warnings: Warning[]) => T): T {
+    const own: Warning[] = [];
+    const set: [string, string][] = [];
+    const read: [string, string | undefined][] = [];
+    const value = decode(
+      {
+        get: (id) => {
+          const name = names.get(id);
+          read.push([id, name]);
+          return name;
+        },
+        set: (id, name) => {
+          set.push([id, name]);
+          names.set(id, name);
+        },
+      },
+      own,
+    );
+    for (const warning of own) warnings.push(warning);
+    if (typeof raw === 'object' && raw !== null) this.entries.set(raw, { index, value, warnings: own, set, read });
+    return value;
+  }
+}
+
+/**
+ * Each element of `raw` that `memo` has not decoded at its index, validated with `schema` (undefined for the others),
+ * or null when one fails.
+ */
+export function validateNew<S extends z.ZodType>(schema: S, raw: readonly unknown[], memo: DecodeMemo<unknown>): (z.output<S> | undefined)[] | null {
+  const out: (z.output<S> | undefined)[] = new Array(raw.length);
+  for (let i = 0; i < raw.length; i++) {
+    if (memo.has(raw[i], i)) continue;
+    const result = schema.safeParse(raw[i]);
+    if (!result.success) return null;
+    out[i] = result.data;
+  }
+  return out;
+}

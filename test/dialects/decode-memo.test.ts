@@ -1,0 +1,137 @@
+/**
+ * The decoders' per-element memo (src/dialects/shared/decode-memo.ts): when a body shares message and tool objects
+ * with an earlier one (the request reader hands them back for every message a session's previous body had), Anthropic
+ * Messages and OpenAI Chat decode it exactly as they decode a fresh copy: the same IR (key order included), the same
+ * warnings in the same order, the same errors. Shared elements come back as the very IR objects of the earlier call,
+ * and a tool result follows the tool name its assistant turn gives now, not the one it gave when it was kept.
+ */
+import { describe, expect, test } from 'bun:test';
+import type { CodecContext } from '../../src/core/dialect.ts';
+import { GatewayError } from '../../src/core/errors.ts';
+import type { IRRequest } from '../../src/core/ir.ts';
+import { anthropicMessages } from '../../src/dialects/anthropic-messages/index.ts';
+import { openaiChat } from '../../src/dialects/openai-chat/index.ts';
+import { wellFormed } from '../../src/proxy/context.ts';
+import { codecContext } from '../support/dialects.ts';
+
+const ctx: CodecContext = codecContext({});
+type Body = Record<string, unknown> & { messages: unknown[]; tools?: unknown[] };
+type Decode = (body: unknown, ctx: CodecContext) => IRRequest;
+
+/** Decode `body` (sharing objects with earlier bodies) and a fresh copy; both must agree, or both throw alike. */
+function same(decode: Decode, body: unknown): IRRequest | undefined {
+  const run = (value: unknown) => {
+    try {
+      const ir = decode(value, ctx);
+      wellFormed(ir);
+      return { ir: JSON.parse(JSON.stringify(ir)) as IRRequest, keys: JSON.stringify(ir), live: ir };
+    } catch (error) {
+      expect(error).toBeInstanceOf(GatewayError);
+      const e = error as GatewayError;
+      return { error: { kind: e.kind, message: e.message, param: (e.details as { param?: string } | undefined)?.param } };
+    }
+  };
+  const fresh = run(structuredClone(body));
+  const shared = run(body);
+  expect(shared).toEqual({ ...fresh, ...('live' in shared ? { live: shared.live } : {}) } as never);
+  if ('keys' in shared && 'keys' in fresh) expect(shared.keys).toBe(fresh.keys);
+  return 'live' in shared ? shared.live : undefined;
+}
+
+const anthropicTools = Array.from({ length: 6 }, (_, i) => ({ name: `tool_${i}`, description: `Tool number ${i}.`, input_schema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }));
+const chatTools = anthropicTools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } }));
+
+/** A growing agent session in each dialect: each turn adds an assistant tool call and its result. */
+const dialects: { name: string; decode: Decode; start(): Body; turn(body: Body, k: number): Body }[] = [
+  {
+    name: 'anthropic-messages',
+    decode: (b, c) => anthropicMessages.decodeRequest(b, c),
+    start: () => ({ model: 'claude-sonnet-4-5', max_tokens: 1024, system: [{ type: 'text', text: 'You are a coding agent.' }], messages: [{ role: 'user', content: 'Fix the bug.' }], tools: anthropicTools }),
+    turn: (b, k) => ({
+      ...b,
+      messages: [
+        ...b.messages,
+        { role: 'assistant', content: [{ type: 'thinking', thinking: `step ${k}`, signature: 'sig' }, { type: 'tool_use', id: `call_${k}`, name: `tool_${k % 6}`, input: { path: `f${k}.py` } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: `call_${k}`, content: `output ${k} \ud83d` }, { type: 'document', source: {} }] },
+      ],
+    }),
+  },
+  {
+    name: 'openai-chat',
+    decode: (b, c) => openaiChat.decodeRequest(b, c),
+    start: () => ({ model: 'qwen', messages: [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'Fix the bug.' }], tools: chatTools }),
+    turn: (b, k) => ({
+      ...b,
+      messages: [
+        ...b.messages,
+        { role: 'assistant', content: null, reasoning_content: `step ${k}`, tool_calls: [{ id: `call_${k}`, type: 'function', function: { name: `tool_${k % 6}`, arguments: `{"path":"f${k}.py"}` } }] },
+        { role: 'tool', tool_call_id: `call_${k}`, content: [{ type: 'text', text: `output ${k} \ud83d` }, { type: 'input_audio' }] },
+      ],
+    }),
+  },
+];
+
+describe.each(dialects)('$name', ({ decode, start, turn }) => {
+  test('a growing session decodes as fresh copies do; shared elements come back as the same IR objects, with their warnings on every call', () => {
+    let body = start();
+    let previous: IRRequest | undefined;
+    for (let k = 0; k < 12; k++) {
+      body = turn(body, k);
+      const ir = same(decode, body)!;
+      // A dropped part and a lone surrogate per turn: their warnings are raised again for every kept message.
+      expect(ir.warnings.filter((w) => w.code === 'unsupported-content')).toHaveLength(k + 1);
+      expect(ir.warnings.find((w) => w.code === 'lone-surrogate-replaced')?.message).toStartWith(`${k + 1} string(s)`);
+      if (previous !== undefined) {
+        const kept = previous.messages.filter((m) => m.role !== 'system');
+        const now = ir.messages.filter((m) => m.role !== 'system');
+        for (let i = 0; i < kept.length; i++) expect(now[i]).toBe(kept[i]!);
+        for (let i = 0; i < ir.tools.length; i++) expect(ir.tools[i]).toBe(previous.tools[i]!);
+      }
+      previous = ir;
+    }
+  });
+
+  test('a kept tool result takes the tool name its assistant turn gives now; edited, moved and removed messages decode afresh', () => {
+    const body = turn(turn(start(), 0), 1);
+    const base = same(decode, body)!;
+    const n = body.messages.length;
+    // The assistant turn before the last result renames its call: the shared result must follow it.
+    const assistant = structuredClone(body.messages[n - 2]) as Record<string, unknown>;
+    const renamed = JSON.parse(JSON.stringify(assistant).replaceAll('tool_1', 'renamed_tool')) as unknown;
+    const withRename = { ...body, messages: [...body.messages.slice(0, n - 2), renamed, body.messages[n - 1]] };
+    const ir = same(decode, withRename)!;
+    const result = ir.messages.at(-1) as { role: string; name?: string };
+    expect(result.role).toBe('tool');
+    expect(result.name).toBe('renamed_tool');
+    expect(ir.messages.at(-1)).not.toBe(base.messages.at(-1));
+    // The same objects at other indexes (warnings name the index), a message removed, one added twice.
+    same(decode, { ...body, messages: [body.messages[0], ...body.messages.slice(3)] });
+    same(decode, { ...body, messages: [...body.messages, ...body.messages.slice(1)] });
+    same(decode, { ...body, messages: body.messages.slice().reverse() });
+    same(decode, { ...body, tools: [...(body.tools ?? [])].reverse() });
+  });
+
+  test('errors are the whole-body schema\'s: a bad new message after kept ones, a bad top-level field, both', () => {
+    const body = turn(turn(start(), 0), 1);
+    same(decode, body);
+    same(decode, { ...body, messages: [...body.messages, { role: 'user', content: 42 }] });
+    same(decode, { ...body, max_tokens: -1, messages: [...body.messages, { role: 'nobody', content: 'x' }] });
+    same(decode, { ...body, model: 7 });
+    same(decode, { ...body, tools: [...(body.tools ?? []), { name: 5 }] });
+    same(decode, { ...body, messages: [...body.messages, 'text'] });
+    same(decode, { ...body, messages: [...body.messages, { role: 'user', content: [{ type: 'no_such_block' }] }] });
+    same(decode, null);
+    same(decode, []);
+  });
+});
+
+test('anthropic: a kept system message is checked against the message before it on every call', () => {
+  const system = { role: 'system', content: 'Be brief.' };
+  const user = { role: 'user', content: 'hi' };
+  const assistant = { role: 'assistant', content: 'hello' };
+  const base = { model: 'm', max_tokens: 10, messages: [user, system, assistant, user] };
+  same(anthropicMessages.decodeRequest, base);
+  // The same system object now follows an assistant turn: the placement rule fails, as on a fresh copy.
+  same(anthropicMessages.decodeRequest, { ...base, messages: [assistant, system, user] });
+  same(anthropicMessages.decodeRequest, { ...base, messages: [user, assistant, system, user] });
+});
