@@ -9,7 +9,7 @@ import { systemClock, type Clock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
-import type { IRRequest, Warning } from '../core/ir.ts';
+import type { IRMessage, IRRequest, IRTool, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { dialectForPath, type DialectRoute } from './dialect-table.ts';
 import { InferenceGate } from './inference-gate.ts';
@@ -145,41 +145,55 @@ export function decodeBody(rt: ProxyRuntime, route: DialectRoute, body: unknown,
  * Lone UTF-16 surrogates (typically in tool output: a tool that cut a string mid-character) are valid in JSON text
  * but not in UTF-8, and Python engines reject them, which fails every later turn of the session: each string of the
  * conversation is made well-formed (a lone surrogate becomes U+FFFD), with a `lone-surrogate-replaced` warning.
+ * A message or tool that holds one is replaced in `ir` by a repaired copy; the decoded objects are never changed,
+ * because a decoder may hand the same object to the session's next call (dialects/shared/decode-memo.ts). Each
+ * object is scanned once: its copy and count are kept with it.
  * https://tc39.es/ecma262/#sec-string.prototype.towellformed
  */
 export function wellFormed(ir: IRRequest): void {
   let replaced = 0;
-  let here = 0;
-  const fix = (text: string): string => {
-    if (text.isWellFormed()) return text;
-    here++;
-    return text.toWellFormed();
-  };
-  // A message or tool a decoder kept from the session's previous call (dialects/shared/decode-memo.ts) was made
-  // well-formed then: its strings are not scanned again, and what it held still counts toward the warning.
-  const once = (item: object, scan: () => void) => {
-    const known = replacedIn.get(item);
-    if (known === undefined) {
-      here = 0;
-      scan();
-      replacedIn.set(item, here);
-      replaced += here;
-    } else replaced += known;
-  };
-  for (const message of ir.messages) {
-    once(message, () => {
-      for (const part of message.content) if (part.type === 'text') part.text = fix(part.text);
-      if (message.role === 'assistant') {
-        if (message.reasoning) message.reasoning.text = fix(message.reasoning.text);
-        for (const call of message.toolCalls ?? []) call.arguments = fix(call.arguments);
-      }
-    });
+  for (let i = 0; i < ir.messages.length; i++) {
+    const { value, count } = repaired(ir.messages[i]!, repairMessage);
+    ir.messages[i] = value;
+    replaced += count;
   }
-  for (const tool of ir.tools) once(tool, () => {
-    if (tool.description !== undefined) tool.description = fix(tool.description);
-  });
+  for (let i = 0; i < ir.tools.length; i++) {
+    const { value, count } = repaired(ir.tools[i]!, repairTool);
+    ir.tools[i] = value;
+    replaced += count;
+  }
   if (replaced > 0) ir.warnings.push({ code: 'lone-surrogate-replaced', message: `${replaced} string(s) held lone UTF-16 surrogates; each was replaced by U+FFFD before reaching the engine` });
 }
 
-/** Lone surrogates replaced in each IR message or tool object wellFormed has scanned. */
-const replacedIn = new WeakMap<object, number>();
+/** Each IR message or tool wellFormed has seen: itself or its repaired copy, and how many strings were repaired. */
+const repairs = new WeakMap<object, { value: object; count: number }>();
+
+function repaired<T extends object>(item: T, repair: (item: T, fix: (text: string) => string) => T): { value: T; count: number } {
+  const known = repairs.get(item);
+  if (known !== undefined) return known as { value: T; count: number };
+  let count = 0;
+  const fix = (text: string): string => {
+    if (text.isWellFormed()) return text;
+    count++;
+    return text.toWellFormed();
+  };
+  const copy = repair(item, fix);
+  const entry = { value: count === 0 ? item : copy, count };
+  repairs.set(item, entry);
+  return entry;
+}
+
+/** `message` with every text, reasoning text and tool-call argument string passed through `fix` (a new object). */
+function repairMessage(message: IRMessage, fix: (text: string) => string): IRMessage {
+  const content = message.content.map((part) => (part.type === 'text' ? { ...part, text: fix(part.text) } : part));
+  if (message.role !== 'assistant') return { ...message, content };
+  const copy: IRMessage = { ...message, content };
+  if (message.reasoning) copy.reasoning = { ...message.reasoning, text: fix(message.reasoning.text) };
+  if (message.toolCalls) copy.toolCalls = message.toolCalls.map((call) => ({ ...call, arguments: fix(call.arguments) }));
+  return copy;
+}
+
+/** `tool` with its description passed through `fix` (a new object). */
+function repairTool(tool: IRTool, fix: (text: string) => string): IRTool {
+  return tool.description === undefined ? tool : { ...tool, description: fix(tool.description) };
+}

@@ -135,3 +135,26 @@ test('anthropic: a kept system message is checked against the message before it 
   same(anthropicMessages.decodeRequest, { ...base, messages: [assistant, system, user] });
   same(anthropicMessages.decodeRequest, { ...base, messages: [user, assistant, system, user] });
 });
+
+test('wellFormed repairs copies: a shared system message warns on every call, and decoded objects keep their text', () => {
+  // Reported by a fuzzing run: OpenAI Chat merges system messages into a new object each call, and wellFormed had
+  // repaired the kept parts in place, so the second call found nothing to report.
+  const system = { role: 'system', content: 'hi \ud800' };
+  for (const extra of [[], [{ role: 'developer', content: [{ type: 'text', text: 'dev' }] }]]) {
+    for (const turn of ['q1', 'q2', 'q3']) {
+      const ir = same(openaiChat.decodeRequest, { model: 'm', messages: [system, ...extra, { role: 'user', content: turn }] })!;
+      expect(ir.warnings.map((w) => w.code)).toContain('lone-surrogate-replaced');
+      expect(JSON.stringify(ir.messages[0])).toContain('\ufffd');
+    }
+  }
+  // A decoded message is not changed by wellFormed: an earlier result keeps its text, and a later decode of the same
+  // object gives what a fresh decode gives before any repair.
+  const user = { role: 'user', content: 'a \ud800' };
+  const first = anthropicMessages.decodeRequest({ model: 'm', max_tokens: 10, messages: [user] }, ctx);
+  const second = anthropicMessages.decodeRequest({ model: 'm', max_tokens: 10, messages: [user, { role: 'assistant', content: 'ok' }] }, ctx);
+  wellFormed(second);
+  expect(second.messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'a \ufffd' }] });
+  expect(first.messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'a \ud800' }] });
+  const third = anthropicMessages.decodeRequest({ model: 'm', max_tokens: 10, messages: [user, { role: 'assistant', content: 'ok' }] }, ctx);
+  expect(third.messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'a \ud800' }] });
+});
