@@ -3,6 +3,7 @@
  * `polar`: the single binary. Commands: docs/architecture.md#processes and the README. Exit codes: 0 success, 1 failed work,
  * 2 bad usage (message on stderr).
  */
+import './startup.ts';
 import { Command, CommanderError } from 'commander';
 import { EXIT_FAILED, EXIT_USAGE, UsageError } from './cli/common.ts';
 import * as versionCmd from './cli/version.ts';

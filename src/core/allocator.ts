@@ -1,0 +1,65 @@
+/**
+ * Allocator setting of the serving commands. Bun allocates with mimalloc (JavaScriptCore's heap included), and mimalloc
+ * hands pages that fall empty back to the OS 100 ms later (Bun's `purge_delay`). A proxy allocates ~1 MB per 100 KB
+ * call (the request, the engine body, the engine's answer with its prompt ids), so under load it took those pages back
+ * one page fault at a time: on the project's 2-core box 11–15 minor faults and ~1.1 CPU ms per sequential 100 KB call
+ * with Bun's default, 3–6 faults and ~0.8 ms with purging off (bench/README.md#session-7).
+ *
+ * mimalloc reads its options from the environment once, when the process starts, so a serving command (`SERVING`)
+ * whose environment does not set `MIMALLOC_PURGE_DELAY` executes itself again (`execve`: the same pid, argv and
+ * environment plus `MIMALLOC_PURGE_DELAY=PURGE_DELAY`) before anything else runs. Setting the variable yourself
+ * chooses another value and skips the re-execution (`100` is Bun's default). Where `execve` is not reachable (no glibc,
+ * not Linux) the command runs on with the default.
+ * Sources: https://microsoft.github.io/mimalloc/environment.html, https://man7.org/linux/man-pages/man2/execve.2.html
+ */
+import { readFileSync } from 'node:fs';
+
+/** The commands that serve traffic for a long time (the ones whose per-call cost matters). */
+export const SERVING: ReadonlySet<string> = new Set(['proxy', 'gateway', 'serve', 'rollout', 'run', 'train-demo', 'sim']);
+
+/** mimalloc's purge delay for them: -1, never hand freed pages back (RSS stays at its high-water mark). */
+export const PURGE_DELAY = '-1';
+
+/** Whether `command` re-executes itself: a serving command on Linux whose environment leaves the variable unset. */
+export function needsAllocatorSetting(command: string | undefined, env: NodeJS.ProcessEnv, platform: string = process.platform): boolean {
+  return command !== undefined && SERVING.has(command) && env.MIMALLOC_PURGE_DELAY === undefined && platform === 'linux';
+}
+
+/**
+ * Re-execute this process with `MIMALLOC_PURGE_DELAY` set when `needsAllocatorSetting`. Returns only when nothing was
+ * done or `execve` failed (then the process runs on as it is).
+ */
+export function tuneAllocator(command: string | undefined, env: NodeJS.ProcessEnv = process.env): void {
+  if (!needsAllocatorSetting(command, env)) return;
+  let execve: ((path: number, argv: number, envp: number) => number) | undefined;
+  let ptr: (view: Uint8Array | BigUint64Array) => number;
+  try {
+    // Loaded only here: bun:ffi costs nothing to commands that do not re-execute.
+    const ffi = require('bun:ffi') as typeof import('bun:ffi');
+    ptr = (view) => ffi.ptr(view) as number;
+    const libc = ffi.dlopen('libc.so.6', { execve: { args: [ffi.FFIType.ptr, ffi.FFIType.ptr, ffi.FFIType.ptr], returns: ffi.FFIType.i32 } });
+    execve = libc.symbols.execve as unknown as typeof execve;
+  } catch {
+    return;
+  }
+  // The exact argv the process was started with (the kernel's copy), so Bun's own flags and a compiled binary's
+  // argv both come through unchanged.
+  const argv = readFileSync('/proc/self/cmdline').toString('utf8').split('\0');
+  if (argv.at(-1) === '') argv.pop();
+  const environment = Object.entries({ ...env, MIMALLOC_PURGE_DELAY: PURGE_DELAY }).flatMap(([key, value]) => (value === undefined ? [] : [`${key}=${value}`]));
+  const keep: Uint8Array[] = [];
+  const cString = (text: string) => {
+    const bytes = Buffer.from(`${text}\0`, 'utf8');
+    keep.push(bytes);
+    return ptr(bytes);
+  };
+  // A NULL-terminated array of pointers to C strings.
+  const table = (items: string[]) => {
+    const pointers = new BigUint64Array(items.length + 1);
+    items.forEach((item, i) => (pointers[i] = BigInt(cString(item))));
+    keep.push(new Uint8Array(pointers.buffer));
+    return ptr(pointers);
+  };
+  execve!(cString('/proc/self/exe'), table(argv), table(environment));
+  // Only reached when execve failed: run on with Bun's default.
+}
