@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineBench, numberOption } from './lib/bench.ts';
-import { splitThreads, threadCpuMs, treeCpuMs, treeRssBytes } from './lib/proc.ts';
+import { splitThreads, threadCpuMs, treeCpuMs, treeMinorFaults, treeRssBytes } from './lib/proc.ts';
 import { messagesBodies } from './lib/requests.ts';
 import { runLoad } from './lib/load.ts';
 import { freePort, startMockAndProxy, startMockEngine, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
@@ -58,19 +58,21 @@ await defineBench({
       if (concurrency === 'c64') {
         const durationS = ctx.quick ? 4 : 10;
         const cpu0 = treeCpuMs(proxy.pid);
+        const faults0 = treeMinorFaults(proxy.pid);
         const threads0 = threadCpuMs(proxy.pid);
         const load = await runLoad(dir, 'c64', { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body, connections: 64, durationS });
         if (load.requests === 0 || load.non2xx + load.errors > 0) throw new Error(`load failed: ${JSON.stringify(load)}`);
         return {
           title: 'Proxy CPU per call at 64 connections (polar proxy → instant mock, capture + SQLite commit included; floor = bare Bun parse-and-forward)',
-          columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
+          columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'page faults/call', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
           keyColumns: 3,
-          rows: [[who, size === 'large' ? '100 KB' : 'small', `${mode.toUpperCase()} ×64`, load.requests, (treeCpuMs(proxy.pid) - cpu0) / load.requests, ...perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), load.requests), load.rps, load.latencyP50Ms, load.latencyP99Ms, treeRssBytes(proxy.pid) / 2 ** 20]],
+          rows: [[who, size === 'large' ? '100 KB' : 'small', `${mode.toUpperCase()} ×64`, load.requests, (treeCpuMs(proxy.pid) - cpu0) / load.requests, ...perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), load.requests), (treeMinorFaults(proxy.pid) - faults0) / load.requests, load.rps, load.latencyP50Ms, load.latencyP99Ms, treeRssBytes(proxy.pid) / 2 ** 20]],
           notes: [`body ${(body.length / 1024).toFixed(0)} KiB; ${durationS} s at 64 connections (autocannon) after the sequential warm-up; CPU from /proc over the load window`],
         };
       }
       const latencies: number[] = [];
       const cpu0 = treeCpuMs(proxy.pid);
+      const faults0 = treeMinorFaults(proxy.pid);
       const threads0 = threadCpuMs(proxy.pid);
       for (let i = 0; i < calls; i++) {
         const t0 = performance.now();
@@ -78,13 +80,14 @@ await defineBench({
         latencies.push(performance.now() - t0);
       }
       const cpuPerCall = (treeCpuMs(proxy.pid) - cpu0) / calls;
+      const faultsPerCall = (treeMinorFaults(proxy.pid) - faults0) / calls;
       const split = perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), calls);
       return {
         title: 'Proxy CPU per call (polar proxy → instant mock, sequential, capture + SQLite commit included; floor = bare Bun parse-and-forward)',
-        columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
+        columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'page faults/call', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
         keyColumns: 3,
-        rows: [[who, size === 'large' ? '100 KB' : 'small', mode.toUpperCase(), calls, cpuPerCall, ...split, percentile(latencies, 50), percentile(latencies, 99), treeRssBytes(proxy.pid) / 2 ** 20]],
-        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU ms/call from /proc (10 ms ticks), a mean over ${calls} calls after ${warmup} warm-up calls; main / JIT / other: per-thread on-CPU ms per call (schedstat)`],
+        rows: [[who, size === 'large' ? '100 KB' : 'small', mode.toUpperCase(), calls, cpuPerCall, ...split, faultsPerCall, percentile(latencies, 50), percentile(latencies, 99), treeRssBytes(proxy.pid) / 2 ** 20]],
+        notes: [`body ${(body.length / 1024).toFixed(0)} KiB; CPU ms/call from /proc (10 ms ticks), a mean over ${calls} calls after ${warmup} warm-up calls; main / JIT / other: per-thread on-CPU ms per call (schedstat); page faults: minor faults of the process (/proc stat field 10)`],
       };
     } finally {
       await stopAll(servers);

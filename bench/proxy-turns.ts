@@ -1,19 +1,23 @@
 /**
- * Per-turn proxy cost over a long agent session: one 200-turn Anthropic Messages conversation (Claude Code's ~100 KB
- * first request, then per turn the engine's answer plus a ~600-character tool result) through `polar proxy`, capture
- * and the SQLite commit included, the engine excluded (it runs in its own process):
+ * Per-turn proxy cost over long agent sessions: 200-turn Anthropic Messages conversations (Claude Code's ~100 KB first
+ * request, then per turn the engine's answer plus a ~600-character tool result) through `polar proxy`, capture and the
+ * SQLite commit included, the engine excluded (it runs in its own process):
  * - chat: `polar proxy --engine vllm` → the instant mock engine (bench/lib/mock-engine.ts);
  * - token: `polar proxy --engine sim --mode token` → `polar sim` (instant prefill/decode; the proxy renders the chat
  *   template and tokenizes, the simulator samples).
- * CPU per call is the proxy's on-CPU time from /proc/<pid>/task/<tid>/schedstat (nanoseconds, all threads), read
- * before and after each call, so single calls are resolved (unlike the 10 ms ticks of /proc/<pid>/stat).
- * Rows: turns 10, 50, 100, 150, 200 (each the median of the 5 turns ending there), with the request size and CPU per
- * 100 KB of request. Run: bun bench/proxy-turns.ts [--quick] [chat|token]   (--quick: 60 turns)
+ * First `--warmup-sessions` whole sessions (default 5) are sent and not measured: JavaScriptCore still compiles the
+ * call path's functions to its top tier after 1,000 calls, and a session's early turns would otherwise pay for it.
+ * Then `--sessions` measured sessions (default 3) one after the other, each under its own API key.
+ * CPU per call is read from /proc/<pid>/task/<tid>/schedstat (nanoseconds) before and after each call, so single calls
+ * are resolved (unlike the 10 ms ticks of /proc/<pid>/stat): the JS thread alone, and all threads (JIT and GC helper
+ * threads, the HTTP client, the checkpoint worker).
+ * Rows: turns 10, 50, 100, 150, 200, each the median over the measured sessions of the 10 turns ending there.
+ * Run: bun bench/proxy-turns.ts [--quick] [--sessions=N] [--warmup-sessions=N] [chat|token]   (--quick: 60 turns, 1 + 1 sessions)
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defineBench } from './lib/bench.ts';
+import { defineBench, numberOption } from './lib/bench.ts';
 import { messagesBodies, type Json } from './lib/requests.ts';
 import { freePort, startMockEngine, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { median } from './lib/stats.ts';
@@ -21,17 +25,20 @@ import type { Cell } from './lib/table.ts';
 
 const ROOT = join(import.meta.dir, '..');
 
-/** On-CPU time of every thread of `pid`, ms (schedstat field 1 is nanoseconds; proc(5)). */
-function onCpuMs(pid: number): number {
-  let ns = 0;
+/** On-CPU time of `pid`'s JS thread and of all its threads, ms (schedstat field 1 is nanoseconds; proc(5)). */
+function onCpuMs(pid: number): { main: number; all: number } {
+  let all = 0;
+  let main = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      all += ns;
+      if (Number(tid) === pid) main = ns;
     } catch {
       // the thread exited between listing and reading
     }
   }
-  return ns / 1e6;
+  return { main: main / 1e6, all: all / 1e6 };
 }
 
 /** A tool result of about 600 characters, different every turn (an `ls -l`-like listing). */
@@ -68,39 +75,49 @@ await defineBench({
         port,
       });
       servers.push(proxy);
+      const count = { ok: (value: number) => Number.isInteger(value) && value >= 0, what: 'a non-negative integer' };
+      const measured = Math.max(1, numberOption(ctx.args, 'sessions', ctx.quick ? 1 : 3, count));
+      const warmups = numberOption(ctx.args, 'warmup-sessions', ctx.quick ? 1 : 5, count);
       const base = messagesBodies().large;
-      const messages = [...(base.messages as Json[])];
-      const cpu: number[] = [];
-      const sizes: number[] = [];
-      for (let turn = 1; turn <= turns; turn++) {
-        const body = JSON.stringify({ ...base, messages, max_tokens: 32, stream: false });
-        const before = onCpuMs(proxy.pid);
-        const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': `turns-${mode}` }, body });
-        const answer = (await response.json()) as { content?: Json[] };
-        cpu.push(onCpuMs(proxy.pid) - before);
-        sizes.push(body.length);
-        if (response.status !== 200) throw new Error(`turn ${turn}: proxy answered ${response.status}: ${JSON.stringify(answer).slice(0, 300)}`);
-        const content = (answer.content ?? []).filter((block) => block.type === 'text');
-        messages.push({ role: 'assistant', content: content.length > 0 ? content : [{ type: 'text', text: '.' }] });
-        messages.push({ role: 'user', content: [{ type: 'text', text: toolResult(turn) }] });
-      }
+      /** One whole session under `key`; per turn: JS-thread and all-thread CPU ms and the request's bytes. */
+      const session = async (key: string) => {
+        const messages = [...(base.messages as Json[])];
+        const turnsOut: { main: number; all: number; bytes: number }[] = [];
+        for (let turn = 1; turn <= turns; turn++) {
+          const body = JSON.stringify({ ...base, messages, max_tokens: 32, stream: false });
+          const before = onCpuMs(proxy.pid);
+          const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
+          const answer = (await response.json()) as { content?: Json[] };
+          const after = onCpuMs(proxy.pid);
+          turnsOut.push({ main: after.main - before.main, all: after.all - before.all, bytes: body.length });
+          if (response.status !== 200) throw new Error(`turn ${turn}: proxy answered ${response.status}: ${JSON.stringify(answer).slice(0, 300)}`);
+          const content = (answer.content ?? []).filter((block) => block.type === 'text');
+          messages.push({ role: 'assistant', content: content.length > 0 ? content : [{ type: 'text', text: '.' }] });
+          messages.push({ role: 'user', content: [{ type: 'text', text: toolResult(turn) }] });
+        }
+        return turnsOut;
+      };
+      for (let w = 0; w < warmups; w++) await session(`turns-${mode}-warmup-${w}`);
+      const sessions: { main: number; all: number; bytes: number }[][] = [];
+      for (let m = 0; m < measured; m++) sessions.push(await session(`turns-${mode}-${m}`));
+      const window = (t: number, pick: (turn: { main: number; all: number }) => number) => median(sessions.flatMap((turnsOut) => turnsOut.slice(Math.max(0, t - 10), t).map(pick)));
       const marks = [10, 50, 100, 150, 200].filter((t) => t <= turns);
       const rows: Cell[][] = marks.map((t) => {
-        const window = cpu.slice(t - 5, t);
-        const ms = median(window);
-        const kb = sizes[t - 1]! / 1024;
-        return [t, kb, ms, (ms / kb) * 100];
+        const kb = sessions[0]![t - 1]!.bytes / 1024;
+        const main = window(t, (x) => x.main);
+        return [t, kb, main, window(t, (x) => x.all), (main / kb) * 100];
       });
-      const first = median(cpu.slice(5, 10));
-      const last = median(cpu.slice(turns - 5, turns));
+      const first = window(10, (x) => x.main);
+      const last = window(turns, (x) => x.main);
+      const sizes = sessions[0]!.map((x) => x.bytes);
       return {
-        title: `Per-turn proxy CPU over a ${turns}-turn session (${mode} mode; capture + SQLite commit included, engine excluded)`,
-        columns: ['turn', 'request KB', 'proxy CPU ms', 'CPU ms per 100 KB'],
+        title: `Per-turn proxy CPU over ${measured} ${turns}-turn session(s) after ${warmups} warm-up session(s) (${mode} mode; capture + SQLite commit included, engine excluded)`,
+        columns: ['turn', 'request KB', 'JS thread ms', 'all threads ms', 'JS ms per 100 KB'],
         keyColumns: 1,
         rows,
         notes: [
-          `turn ${turns} / turn 10: ${(last / first).toFixed(2)}× the CPU for ${(sizes[turns - 1]! / sizes[9]!).toFixed(2)}× the request bytes`,
-          'proxy CPU: on-CPU time of all the proxy\'s threads (/proc/<pid>/task/*/schedstat) around each call; median of the 5 turns ending at the row\'s turn',
+          `turn ${turns} / turn 10: ${(last / first).toFixed(2)}× the JS thread's CPU for ${(sizes[turns - 1]! / sizes[9]!).toFixed(2)}× the request bytes`,
+          'CPU: on-CPU time of the proxy\'s JS thread / all its threads (/proc/<pid>/task/*/schedstat) around each call; median over the sessions of the 10 turns ending at the row\'s turn',
         ],
       };
     } finally {

@@ -1,14 +1,15 @@
 /**
  * Process measurements from Linux /proc: CPU time and resident memory of a process and all its descendants (a
  * gateway such as `ccr start` may serve from a child process), and killing such a tree by PID.
- * Source: proc(5), https://man7.org/linux/man-pages/man5/proc.5.html (stat fields 14 utime, 15 stime; status VmRSS).
+ * Source: proc(5), https://man7.org/linux/man-pages/man5/proc.5.html (stat fields 10 minflt, 14 utime, 15 stime; status
+ * VmRSS).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Clock ticks per second of /proc/<pid>/stat times (USER_HZ; 100 on every mainstream Linux build). */
 const USER_HZ = 100;
 
-function readStat(pid: number): { ppid: number; cpuTicks: number } | null {
+function readStat(pid: number): { ppid: number; cpuTicks: number; minorFaults: number } | null {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -18,7 +19,7 @@ function readStat(pid: number): { ppid: number; cpuTicks: number } | null {
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
   const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
   // rest[0] is field 3 (state), so field n is rest[n - 3].
-  return { ppid: Number(rest[1]), cpuTicks: Number(rest[11]) + Number(rest[12]) };
+  return { ppid: Number(rest[1]), cpuTicks: Number(rest[11]) + Number(rest[12]), minorFaults: Number(rest[7]) };
 }
 
 /** PIDs of `root` and every live descendant (root first). Empty when root has exited. */
@@ -49,6 +50,16 @@ export function treeCpuMs(root: number): number {
   let ticks = 0;
   for (const pid of processTree(root)) ticks += readStat(pid)?.cpuTicks ?? 0;
   return (ticks * 1000) / USER_HZ;
+}
+
+/**
+ * Minor page faults of `root` and its live descendants so far (stat field 10): pages the process touched that the
+ * kernel had to map, e.g. memory the allocator handed back to the OS and took again.
+ */
+export function treeMinorFaults(root: number): number {
+  let faults = 0;
+  for (const pid of processTree(root)) faults += readStat(pid)?.minorFaults ?? 0;
+  return faults;
 }
 
 /** Resident set size of `root` and its live descendants, in bytes (VmRSS of each; shared pages counted per process). */

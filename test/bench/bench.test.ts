@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { aggregate, mergeSameShape, parseTextTable } from '../../bench/run.ts';
 import { RESULT_MARK } from '../../bench/lib/bench.ts';
 import { runLoad } from '../../bench/lib/load.ts';
-import { splitThreads, threadCpuMs } from '../../bench/lib/proc.ts';
+import { splitThreads, threadCpuMs, treeMinorFaults } from '../../bench/lib/proc.ts';
 import { median, percentile, spread } from '../../bench/lib/stats.ts';
 import { renderMarkdown, type BenchTable } from '../../bench/lib/table.ts';
 
@@ -90,6 +90,23 @@ test('threadCpuMs reads per-thread CPU in ms: the main thread is "main", and the
   expect(Math.abs(split.main + split.jit + split.other - total)).toBeLessThan(10);
 });
 
+test('treeMinorFaults counts the pages a process maps when it first touches memory', async () => {
+  // The child writes one byte per 4 KiB page of a fresh 64 MiB buffer once told to: at least 32 faults even if the
+  // kernel backed it with 2 MiB pages, ~16,000 with 4 KiB ones.
+  const child = Bun.spawn([process.execPath, '-e', 'for await (const _ of console) { const b = Buffer.allocUnsafeSlow(64 << 20); for (let i = 0; i < b.length; i += 4096) b[i] = 1; console.log("done"); break; }'], { stdin: 'pipe', stdout: 'pipe' });
+  await Bun.sleep(300);
+  const before = treeMinorFaults(child.pid);
+  child.stdin.write('go\n');
+  child.stdin.flush();
+  const reader = child.stdout.getReader();
+  let out = '';
+  while (!out.includes('done')) out += new TextDecoder().decode((await reader.read()).value);
+  const after = treeMinorFaults(child.pid);
+  child.kill();
+  expect(before).toBeGreaterThan(0);
+  expect(after - before).toBeGreaterThanOrEqual(32);
+}, 30_000);
+
 test('proxy-cpu measures the floor server (bare Bun parse-and-forward) with the per-thread split', async () => {
   const proc = Bun.spawn([process.execPath, join(import.meta.dir, '../../bench/proxy-cpu.ts'), '--variant', 'floor-large-json', '--calls=60', '--warmup=5'], { stdout: 'pipe', stderr: 'pipe' });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
@@ -102,6 +119,9 @@ test('proxy-cpu measures the floor server (bare Bun parse-and-forward) with the 
   expect(cell('main ms')).toBeGreaterThan(0);
   // The thread split and the /proc tick total measure the same process: within 10 ms ticks over 60 calls.
   expect(Math.abs(cell('main ms') + cell('JIT ms') + cell('other ms') - cell('CPU ms/call'))).toBeLessThan(0.5);
+  // Reading a 100 KB body and a ~150 KB answer touches fresh pages now and then: a count per call, never negative.
+  expect(cell('page faults/call')).toBeGreaterThanOrEqual(0);
+  expect(Number.isFinite(cell('page faults/call'))).toBe(true);
 }, 60_000);
 
 test('open-loop load keeps its schedule while a reply is slow: every 20th call held 150 ms shows in p99, not in p50', async () => {
