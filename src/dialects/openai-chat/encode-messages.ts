@@ -91,7 +91,7 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
   let systemImage = false;
   for (const message of messages) {
     if (message.role !== 'system') {
-      out.push(encodeMessage(message, opts, warnings));
+      out.push(encodeMessageOnce(message, opts, warnings));
       continue;
     }
     if (opts.systemMessages === 'keep') {
@@ -105,6 +105,30 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
   if (systemImage) warnings.push({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });
   if (systemTexts.length > 0) out.unshift({ role: 'system', content: systemTexts.join('\n\n') });
   return { messages: out, warnings };
+}
+
+/**
+ * Each non-system IR message encoded so far, with the options and the warnings: a decoder hands a session's next call
+ * the same IR objects for the messages it had already (dialects/shared/decode-memo.ts), so the engine body of a long
+ * session encodes only its new turns, and its message objects are the previous body's (the body memo compares them
+ * by reference). The encoded messages are shared between calls and must not be mutated.
+ */
+const encodedMessages = new WeakMap<IRMessage, { opts: ChatEncodeOptions; message: ChatWireMessage; warnings: readonly Warning[] }>();
+
+const sameOptions = (a: ChatEncodeOptions, b: ChatEncodeOptions) =>
+  a === b || (a.reasoningField === b.reasoningField && a.systemMessages === b.systemMessages && a.joinText === b.joinText && a.toolResultImages === b.toolResultImages);
+
+function encodeMessageOnce(message: Exclude<IRMessage, { role: 'system' }>, opts: ChatEncodeOptions, warnings: Warning[]): ChatWireMessage {
+  const kept = encodedMessages.get(message);
+  if (kept !== undefined && sameOptions(kept.opts, opts)) {
+    for (const warning of kept.warnings) warnings.push(warning);
+    return kept.message;
+  }
+  const own: Warning[] = [];
+  const encoded = encodeMessage(message, opts, own);
+  encodedMessages.set(message, { opts, message: encoded, warnings: own });
+  for (const warning of own) warnings.push(warning);
+  return encoded;
 }
 
 /** One non-system IR message. */
