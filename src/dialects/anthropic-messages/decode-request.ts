@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeAnthropicOutputFormat } from '../shared/response-format.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
-import { DecodeMemo, type ToolNames, validateNew } from '../shared/decode-memo.ts';
+import { DecodeMemo, decodeTools, type ToolNames, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { decodeAssistantBlock, type AssistantParts } from './content.ts';
 import {
@@ -43,8 +43,6 @@ type RequestTop = z.output<typeof ShallowRequestSchema>;
 /** Each raw message's IR messages, and each raw tool's IR tool (null: dropped), by object (decode-memo.ts). */
 const messageMemo = new DecodeMemo<IRMessage[]>();
 const toolMemo = new DecodeMemo<IRTool | null>();
-/** Tools set and read no tool names. */
-const NO_NAMES = new Map<string, string>();
 
 
 /**
@@ -79,16 +77,8 @@ function dropBlock(block: AnyBlock, at: string, where: string, warnings: Warning
  *   user turn (the API's placement rule) and for a conversation left empty once unsupported blocks are dropped.
  */
 export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
-  // The top level, then each message and tool not decoded before (decode-memo.ts), all before anything is decoded: a
-  // body with several problems fails on the one the whole-body schema names, which is what is thrown.
-  const top = ShallowRequestSchema.safeParse(body);
-  const messagesIn = top.success ? validateNew(MessageSchema, top.data.messages, messageMemo) : null;
-  const toolsIn = messagesIn === null ? null : validateNew(ToolSchema, top.data!.tools ?? [], toolMemo);
-  if (!top.success || messagesIn === null || toolsIn === null) {
-    parseWire(MessagesRequestSchema, body);
-    throw new GatewayError('internal', 'the request passed the whole-body schema but not its per-element checks');
-  }
-  const wire = top.data;
+  // Messages and tools decoded at the same index in an earlier call are not validated again (decode-memo.ts).
+  const { top: wire, messagesIn, toolsIn } = validateRequest(body, { shallow: ShallowRequestSchema, whole: MessagesRequestSchema, message: MessageSchema, tool: ToolSchema }, { messages: messageMemo, tools: toolMemo });
   const warnings: Warning[] = unknownFieldWarnings(wire, KNOWN_REQUEST_FIELDS, 'request');
   decodeContextManagement(wire.context_management, warnings);
   const responseFormat = decodeOutputConfig(wire.output_config, warnings);
@@ -106,12 +96,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
     for (const message of decoded) messages.push(message);
   });
 
-  const tools: IRTool[] = [];
-  (wire.tools ?? []).forEach((raw, i) => {
-    const kept = toolMemo.reuse(raw, i, NO_NAMES, warnings); // null: a dropped tool, undefined: not kept
-    const tool = kept !== undefined ? kept : toolMemo.decode(raw, i, NO_NAMES, warnings, (_names, own) => decodeTool(toolsIn[i] ?? parseWire(ToolSchema, raw, `tools[${i}]`), i, own));
-    if (tool !== null) tools.push(tool);
-  });
+  const tools = decodeTools(wire.tools ?? [], toolsIn, ToolSchema, toolMemo, warnings, decodeTool);
   const request: IRRequest = {
     version: IR_VERSION,
     model: wire.model,

@@ -12,7 +12,7 @@ import { imagePartFromUrl } from '../shared/images.ts';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeChatResponseFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
-import { DecodeMemo, type ToolNames, validateNew } from '../shared/decode-memo.ts';
+import { DecodeMemo, decodeTools, type ToolNames, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { z } from 'zod';
 import {
@@ -37,8 +37,6 @@ type RequestTop = z.output<typeof ShallowRequestSchema>;
 /** Each raw message's IR message, and each raw tool's IR tool (null: dropped), by object (decode-memo.ts). */
 const messageMemo = new DecodeMemo<IRMessage>();
 const toolMemo = new DecodeMemo<IRTool | null>();
-/** Tools set and read no tool names. */
-const NO_NAMES = new Map<string, string>();
 
 /**
  * Decode a `POST /v1/chat/completions` body.
@@ -47,16 +45,8 @@ const NO_NAMES = new Map<string, string>();
  * @throws GatewayError('invalid-request') naming the failing path (also `response_format.type` when unknown); `n` > 1 is rejected with `details.param = "n"`.
  */
 export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
-  // The top level, then each message and tool not decoded before (decode-memo.ts), all before anything is decoded: a
-  // body with several problems fails on the one the whole-body schema names, which is what is thrown.
-  const top = ShallowRequestSchema.safeParse(body);
-  const messagesIn = top.success ? validateNew(MessageSchema, top.data.messages, messageMemo) : null;
-  const toolsIn = messagesIn === null ? null : validateNew(ToolSchema, top.data!.tools ?? [], toolMemo);
-  if (!top.success || messagesIn === null || toolsIn === null) {
-    parseWire(ChatRequestSchema, body);
-    throw new GatewayError('internal', 'the request passed the whole-body schema but not its per-element checks');
-  }
-  const wire = top.data;
+  // Messages and tools decoded at the same index in an earlier call are not validated again (decode-memo.ts).
+  const { top: wire, messagesIn, toolsIn } = validateRequest(body, { shallow: ShallowRequestSchema, whole: ChatRequestSchema, message: MessageSchema, tool: ToolSchema }, { messages: messageMemo, tools: toolMemo });
   const warnings: Warning[] = unknownFieldWarnings(wire, KNOWN_REQUEST_FIELDS, 'request');
   if (wire.n != null && wire.n > 1) {
     throw new GatewayError('invalid-request', `n: only n=1 is supported (got ${wire.n}); send ${wire.n} requests instead`, { param: 'n' });
@@ -74,12 +64,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   );
   const messages = mergeSystemMessages(decoded, warnings);
 
-  const tools: IRTool[] = [];
-  (wire.tools ?? []).forEach((raw, i) => {
-    const kept = toolMemo.reuse(raw, i, NO_NAMES, warnings); // null: a dropped tool, undefined: not kept
-    const tool = kept !== undefined ? kept : toolMemo.decode(raw, i, NO_NAMES, warnings, (_names, own) => decodeTool(toolsIn[i] ?? parseWire(ToolSchema, raw, `tools[${i}]`), i, own));
-    if (tool !== null) tools.push(tool);
-  });
+  const tools = decodeTools(wire.tools ?? [], toolsIn, ToolSchema, toolMemo, warnings, decodeTool);
   const request: IRRequest = {
     version: IR_VERSION,
     model: wire.model,

@@ -14,7 +14,9 @@
  * Source: https://tc39.es/ecma262/#sec-weakmap-objects
  */
 import type { z } from 'zod';
-import type { Warning } from '../../core/ir.ts';
+import { GatewayError } from '../../core/errors.ts';
+import type { IRTool, Warning } from '../../core/ir.ts';
+import { parseWire } from './validate.ts';
 
 /** What a message decoder uses of the tool names (tool call id → tool name) that earlier messages set. */
 export interface ToolNames {
@@ -86,7 +88,7 @@ export class DecodeMemo<T> {
  * Each element of `raw` that `memo` has not decoded at its index, validated with `schema` (undefined for the others),
  * or null when one fails.
  */
-export function validateNew<S extends z.ZodType>(schema: S, raw: readonly unknown[], memo: DecodeMemo<unknown>): (z.output<S> | undefined)[] | null {
+function validateNew<S extends z.ZodType>(schema: S, raw: readonly unknown[], memo: DecodeMemo<unknown>): (z.output<S> | undefined)[] | null {
   const out: (z.output<S> | undefined)[] = new Array(raw.length);
   for (let i = 0; i < raw.length; i++) {
     if (memo.has(raw[i], i)) continue;
@@ -95,4 +97,56 @@ export function validateNew<S extends z.ZodType>(schema: S, raw: readonly unknow
     out[i] = result.data;
   }
   return out;
+}
+
+/** The part of a request's top level the memoised decoders split: `messages` and `tools`, still unvalidated. */
+interface ShallowRequest {
+  messages: unknown[];
+  tools?: unknown[] | null;
+}
+
+/**
+ * A request body checked for a memoised decoder: its top level by `schemas.shallow` (messages and tools as unknown
+ * arrays), then each message and tool its memo has not decoded at that index, all before anything is decoded. On any
+ * failure the whole-body schema runs, so a body with several problems fails with the error it names.
+ * @returns the top level, and each new message's and tool's validated value (undefined for the kept ones).
+ * @throws GatewayError('invalid-request') from the whole-body schema (parseWire).
+ */
+export function validateRequest<S extends z.ZodType<ShallowRequest>, M extends z.ZodType, T extends z.ZodType>(
+  body: unknown,
+  schemas: { shallow: S; whole: z.ZodType; message: M; tool: T },
+  memos: { messages: DecodeMemo<unknown>; tools: DecodeMemo<unknown> },
+): { top: z.output<S>; messagesIn: (z.output<M> | undefined)[]; toolsIn: (z.output<T> | undefined)[] } {
+  const top = schemas.shallow.safeParse(body);
+  const messagesIn = top.success ? validateNew(schemas.message, top.data.messages, memos.messages) : null;
+  const toolsIn = top.success && messagesIn !== null ? validateNew(schemas.tool, top.data.tools ?? [], memos.tools) : null;
+  if (!top.success || messagesIn === null || toolsIn === null) {
+    parseWire(schemas.whole, body);
+    throw new GatewayError('internal', 'the request passed the whole-body schema but not its per-element checks');
+  }
+  return { top: top.data, messagesIn, toolsIn };
+}
+
+/** Tools set and read no tool names. */
+const NO_NAMES = new Map<string, string>();
+
+/**
+ * The request's tools as IR tools: a kept one from `memo`, the others by `decode` (its validated value, from
+ * `validated` or validated here with `schema`; null: dropped with a warning it adds).
+ */
+export function decodeTools<T extends z.ZodType>(
+  raw: readonly unknown[],
+  validated: readonly (z.output<T> | undefined)[],
+  schema: T,
+  memo: DecodeMemo<IRTool | null>,
+  warnings: Warning[],
+  decode: (tool: z.output<T>, index: number, warnings: Warning[]) => IRTool | null,
+): IRTool[] {
+  const tools: IRTool[] = [];
+  raw.forEach((item, i) => {
+    const kept = memo.reuse(item, i, NO_NAMES, warnings); // null: a dropped tool, undefined: not kept
+    const tool = kept !== undefined ? kept : memo.decode(item, i, NO_NAMES, warnings, (_names, own) => decode(validated[i] ?? parseWire(schema, item, `tools[${i}]`), i, own));
+    if (tool !== null) tools.push(tool);
+  });
+  return tools;
 }
