@@ -10,7 +10,9 @@
  *
  * Sound because raw bodies are never mutated (their objects are shared between calls already), and validity and the
  * decoded value of an element depend only on the element, its index (warnings and errors name it) and the tool names
- * it looks up, which are checked. Entries live as long as their raw objects (a WeakMap): nothing to evict.
+ * it looks up, which are checked. The IR values it hands out are shared between calls, so nothing downstream may
+ * change them (the proxy's lone-surrogate repair makes copies). Entries live as long as their raw objects (a
+ * WeakMap): nothing to evict.
  * Source: https://tc39.es/ecma262/#sec-weakmap-objects
  */
 import type { z } from 'zod';
@@ -34,6 +36,7 @@ interface Entry<T> {
   read: readonly (readonly [string, string | undefined])[];
 }
 
+/** What one decoder made of each raw element it decoded, by object (`T`: the IR value of one element). */
 export class DecodeMemo<T> {
   private readonly entries = new WeakMap<object, Entry<T>>();
 
