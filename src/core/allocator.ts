@@ -31,35 +31,32 @@ export function needsAllocatorSetting(command: string | undefined, env: NodeJS.P
  */
 export function tuneAllocator(command: string | undefined, env: NodeJS.ProcessEnv = process.env): void {
   if (!needsAllocatorSetting(command, env)) return;
-  let execve: ((path: number, argv: number, envp: number) => number) | undefined;
-  let ptr: (view: Uint8Array | BigUint64Array) => number;
   try {
     // Loaded only here: bun:ffi costs nothing to commands that do not re-execute.
     const ffi = require('bun:ffi') as typeof import('bun:ffi');
-    ptr = (view) => ffi.ptr(view) as number;
     const libc = ffi.dlopen('libc.so.6', { execve: { args: [ffi.FFIType.ptr, ffi.FFIType.ptr, ffi.FFIType.ptr], returns: ffi.FFIType.i32 } });
-    execve = libc.symbols.execve as unknown as typeof execve;
+    // The exact argv the process was started with (the kernel's copy), so Bun's own flags and a compiled binary's
+    // argv both come through unchanged.
+    const argv = readFileSync('/proc/self/cmdline').toString('utf8').split('\0');
+    if (argv.at(-1) === '') argv.pop();
+    const environment = Object.entries({ ...env, MIMALLOC_PURGE_DELAY: PURGE_DELAY }).flatMap(([key, value]) => (value === undefined ? [] : [`${key}=${value}`]));
+    const keep: ArrayBufferView[] = []; // referenced until execve returns
+    const cString = (text: string) => {
+      const bytes = Buffer.from(`${text}\0`, 'utf8');
+      keep.push(bytes);
+      return ffi.ptr(bytes);
+    };
+    // A NULL-terminated array of pointers to C strings.
+    const table = (items: string[]) => {
+      const pointers = new BigUint64Array(items.length + 1);
+      items.forEach((item, i) => (pointers[i] = BigInt(cString(item))));
+      keep.push(pointers);
+      return ffi.ptr(pointers);
+    };
+    libc.symbols.execve(cString('/proc/self/exe'), table(argv), table(environment));
+    // Only reached when execve failed: run on with Bun's default.
+    libc.close();
   } catch {
-    return;
+    // No bun:ffi, no glibc or no /proc: run on with Bun's default.
   }
-  // The exact argv the process was started with (the kernel's copy), so Bun's own flags and a compiled binary's
-  // argv both come through unchanged.
-  const argv = readFileSync('/proc/self/cmdline').toString('utf8').split('\0');
-  if (argv.at(-1) === '') argv.pop();
-  const environment = Object.entries({ ...env, MIMALLOC_PURGE_DELAY: PURGE_DELAY }).flatMap(([key, value]) => (value === undefined ? [] : [`${key}=${value}`]));
-  const keep: Uint8Array[] = [];
-  const cString = (text: string) => {
-    const bytes = Buffer.from(`${text}\0`, 'utf8');
-    keep.push(bytes);
-    return ptr(bytes);
-  };
-  // A NULL-terminated array of pointers to C strings.
-  const table = (items: string[]) => {
-    const pointers = new BigUint64Array(items.length + 1);
-    items.forEach((item, i) => (pointers[i] = BigInt(cString(item))));
-    keep.push(new Uint8Array(pointers.buffer));
-    return ptr(pointers);
-  };
-  execve!(cString('/proc/self/exe'), table(argv), table(environment));
-  // Only reached when execve failed: run on with Bun's default.
 }
