@@ -14,31 +14,22 @@
  * Rows: turns 10, 50, 100, 150, 200, each the median over the measured sessions of the 10 turns ending there.
  * Run: bun bench/proxy-turns.ts [--quick] [--sessions=N] [--warmup-sessions=N] [chat|token]   (--quick: 60 turns, 1 + 1 sessions)
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defineBench, numberOption } from './lib/bench.ts';
 import { messagesBodies, type Json } from './lib/requests.ts';
 import { freePort, startMockEngine, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
+import { threadCpuMs } from './lib/proc.ts';
 import { median } from './lib/stats.ts';
 import type { Cell } from './lib/table.ts';
 
 const ROOT = join(import.meta.dir, '..');
 
-/** On-CPU time of `pid`'s JS thread and of all its threads, ms (schedstat field 1 is nanoseconds; proc(5)). */
+/** On-CPU time of `pid`'s JS thread and of all its threads, ms (bench/lib/proc.ts threadCpuMs). */
 function onCpuMs(pid: number): { main: number; all: number } {
-  let all = 0;
-  let main = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      all += ns;
-      if (Number(tid) === pid) main = ns;
-    } catch {
-      // the thread exited between listing and reading
-    }
-  }
-  return { main: main / 1e6, all: all / 1e6 };
+  const threads = threadCpuMs(pid);
+  return { main: threads.main ?? 0, all: Object.values(threads).reduce((sum, ms) => sum + ms, 0) };
 }
 
 /** A tool result of about 600 characters, different every turn (an `ls -l`-like listing). */

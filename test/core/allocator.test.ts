@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { needsAllocatorSetting, PURGE_DELAY } from '../../src/core/allocator.ts';
-import { REPO_ROOT } from '../support/polar-cli.ts';
+import { REPO_ROOT, startPolarProxy } from '../support/polar-cli.ts';
 
 const dirs: string[] = [];
 const procs: { kill(): void }[] = [];
@@ -22,18 +22,9 @@ async function proxyWith(env: Record<string, string>): Promise<{ pid: number; ur
   const dir = mkdtempSync(join(tmpdir(), 'polar-allocator-'));
   dirs.push(dir);
   const { MIMALLOC_PURGE_DELAY: _, ...inherited } = process.env;
-  const args = [process.execPath, join(REPO_ROOT, 'src/main.ts'), 'proxy', '--port', '0', '--engine', 'vllm', '--engine-url', 'http://127.0.0.1:9', '--db', join(dir, 'polar.db')];
-  const proc = Bun.spawn(args, { cwd: dir, env: { ...inherited, ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'vllm', '--engine-url', 'http://127.0.0.1:9', '--db', join(dir, 'polar.db')], dir, { ...inherited, ...env });
   procs.push(proc);
-  let out = '';
-  const reader = proc.stdout.getReader();
-  while (!/listening on (http:\/\/\S+)/.test(out)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`polar proxy exited early: ${await new Response(proc.stderr).text()}`);
-    out += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return { pid: proc.pid, url: /listening on (http:\/\/\S+)/.exec(out)![1]! };
+  return { pid: proc.pid, url };
 }
 
 const environOf = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');

@@ -99,11 +99,12 @@ export async function startPolar(args: string[], procs: PolarProcess[]): Promise
 }
 
 /**
- * Starts `polar proxy ...args` in `cwd` and reads its stdout until it says `listening on URL`.
+ * Starts `polar proxy ...args` in `cwd` (with `env` instead of this process's environment when given) and reads its
+ * stdout until it says `listening on URL`.
  * @throws Error with the process's stderr when it exits before that.
  */
-export async function startPolarProxy(args: string[], cwd: string): Promise<{ proc: PolarProcess; url: string }> {
-  const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'proxy', ...args], { cwd, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+export async function startPolarProxy(args: string[], cwd: string, env?: Record<string, string | undefined>): Promise<{ proc: PolarProcess; url: string }> {
+  const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'proxy', ...args], { cwd, ...(env ? { env } : {}), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
   const reader = proc.stdout.getReader();
   let out = '';
   while (!/listening on (http:\/\/\S+)/.test(out)) {
