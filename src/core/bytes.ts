@@ -33,6 +33,12 @@ export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
+/**
+ * Whether `byte` is JSON whitespace (space, line feed, carriage return, tab); false for undefined (past the end).
+ * Source: https://www.rfc-editor.org/rfc/rfc8259#section-2
+ */
+export const isJsonSpace = (byte: number | undefined): boolean => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+
 /** A Buffer view of the same memory (no copy), for its native `compare` and `indexOf`. */
 export function asBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -20,7 +20,7 @@
  * Source: docs/protocol-notes.md#inference-engines (where each engine puts `prompt_token_ids`), RFC 8259 §6 (numbers).
  */
 import { ByteLru } from '../core/byte-lru.ts';
-import { asBuffer, commonBytePrefix } from '../core/bytes.ts';
+import { asBuffer, commonBytePrefix, isJsonSpace } from '../core/bytes.ts';
 
 const KEY = Buffer.from('"prompt_token_ids"');
 const utf8 = new TextDecoder();
@@ -106,10 +106,10 @@ export class EngineAnswerReader {
     const at = buffer.indexOf(KEY);
     if (at < 0) return this.fallback(buffer);
     let open = at + KEY.length;
-    while (isSpace(buffer[open])) open++;
+    while (isJsonSpace(buffer[open])) open++;
     if (buffer[open] !== 0x3a /* : */) return this.fallback(buffer);
     open++;
-    while (isSpace(buffer[open])) open++;
+    while (isJsonSpace(buffer[open])) open++;
     if (buffer[open] !== 0x5b /* [ */) return this.fallback(buffer);
     const close = buffer.indexOf(0x5d /* ] */, open + 1);
     // A second key (JSON.parse would keep the last) is looked for only after the array, so the digits are not searched.
@@ -171,8 +171,6 @@ export class EngineAnswerReader {
   }
 }
 
-const isSpace = (byte: number | undefined) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
-
 /**
  * The comma-separated integers of `digits` from `from` (just after a comma) on, or null when anything is not a
  * non-negative int32 written as JSON allows (no sign, no leading zero, no fraction or exponent) or an element is empty.
@@ -181,7 +179,7 @@ function scanIds(digits: Uint8Array, from: number): number[] | null {
   const ids: number[] = [];
   const end = digits.byteLength;
   let i = from;
-  while (i < end && isSpace(digits[i])) i++;
+  while (i < end && isJsonSpace(digits[i])) i++;
   if (i === end) return null; // a trailing comma is not JSON
   for (;;) {
     const first = digits[i]!;
@@ -199,11 +197,11 @@ function scanIds(digits: Uint8Array, from: number): number[] | null {
     }
     if (value > 0x7fffffff) return null;
     ids.push(value);
-    while (i < end && isSpace(digits[i])) i++;
+    while (i < end && isJsonSpace(digits[i])) i++;
     if (i === end) return ids;
     if (digits[i] !== 0x2c) return null;
     i++;
-    while (i < end && isSpace(digits[i])) i++;
+    while (i < end && isJsonSpace(digits[i])) i++;
     if (i === end) return null;
   }
 }

@@ -19,7 +19,7 @@
  * names: the last value wins at the first name's position).
  */
 import { ByteLru } from '../core/byte-lru.ts';
-import { asBuffer, commonBytePrefix, commonByteSuffix } from '../core/bytes.ts';
+import { asBuffer, commonBytePrefix, commonByteSuffix, isJsonSpace } from '../core/bytes.ts';
 
 /** One top-level member of a body: its name and the offset of its key's opening quote. */
 interface Member {
@@ -202,8 +202,7 @@ function stringEnd(b: Buffer, at: number, limit: number): number {
   }
 }
 
-const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-const isDelimiter = (c: number) => c === 0x2c || c === 0x7d || c === 0x5d || isSpace(c);
+const isDelimiter = (c: number) => c === 0x2c || c === 0x7d || c === 0x5d || isJsonSpace(c);
 
 interface Scan {
   /** Top-level members the scan saw end, absolute offsets. */
@@ -264,7 +263,7 @@ function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
       if (depth === 2 && inMessages) out.ends.push(i + 1);
       else if (depth === 1 && member !== null) end();
       else if (depth === 0) break;
-    } else if (!isSpace(c) && c !== 0x2c && c !== 0x3a) {
+    } else if (!isJsonSpace(c) && c !== 0x2c && c !== 0x3a) {
       // A number or a literal: it ends at the next delimiter.
       let close = i + 1;
       while (close < to && !isDelimiter(b[close]!)) close++;
@@ -284,7 +283,7 @@ function scan(b: Buffer, from: number, to: number, inMessages: boolean): Scan {
  */
 function layoutOf(b: Buffer): Layout | undefined {
   let i = 0;
-  while (i < b.byteLength && isSpace(b[i]!)) i++;
+  while (i < b.byteLength && isJsonSpace(b[i]!)) i++;
   if (b[i] !== 0x7b) return undefined;
   const { members, messages, open, ends, spliceable } = scan(b, i, b.byteLength, false);
   const names = new Set(members.map((m) => m.name));
