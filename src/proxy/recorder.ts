@@ -35,7 +35,28 @@ export function warningStrings(warnings: readonly Warning[]): string[] {
   return warnings.map((w) => `${w.code}: ${w.message}`);
 }
 
+/** A built record waiting for the next group commit. */
+interface Pending {
+  record: CompletionRecord;
+  opts: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array } | undefined;
+  resolve: (record: CompletionRecord) => void;
+  reject: (error: Error) => void;
+}
+
 export class Recorder {
+  /** Records built since the last group commit, in call order. */
+  private queue: Pending[] = [];
+  /** Whether a group commit is scheduled (or waiting for the store's write hold). */
+  private scheduled = false;
+  /** Whether the scheduled group commit is waiting for the store's write hold (records queued now wait too). */
+  private held = false;
+  /**
+   * Sessions with records queued or being committed: the next seq to hand out and how many are outstanding. The
+   * store's own next-seq answer counts only inserted rows, so while a session has records in the queue its seqs are
+   * handed out from here; the entry goes when the last one is settled.
+   */
+  private readonly reserved = new Map<string, { next: number; outstanding: number }>();
+
   constructor(
     private readonly store: ProxyStore,
     private readonly engine: EngineClient,
@@ -45,18 +66,17 @@ export class Recorder {
   ) {}
 
   /**
-   * Build and commit the record. When the store holds writes (its WAL checkpointer is copying the WAL back, see
-   * store/checkpointer.ts) the commit waits for the hold to end first, a few ms, without blocking the thread; the
-   * reply still goes only after the commit. `seq` is taken and the row inserted in one synchronous step, so
-   * concurrent calls of a session get distinct, commit-ordered seqs. Rejects only when the store fails (the caller
-   * turns that into a 500: a reply whose capture was lost must not look successful).
+   * Build the record and commit it; resolves once it is committed (the caller replies only then). Commits are
+   * grouped: every record built in one turn of the event loop is inserted in one transaction at the end of that
+   * turn (`setImmediate`), so concurrent calls share one WAL append (store insertMany; a store without it gets
+   * one insert per record). When the store holds writes (its WAL checkpointer is copying the WAL back, see
+   * store/checkpointer.ts) the group waits for the hold to end first, a few ms, without blocking the thread.
+   * `seq` is handed out when the record is built, so concurrent calls of a session get distinct seqs in call
+   * order, and they are inserted in that order. Rejects only when the store refuses this record (the caller turns
+   * that into a 500: a reply whose capture was lost must not look successful); another record's failure does not
+   * reject this one.
    */
   async commit(input: RecordInput): Promise<CompletionRecord> {
-    const gate = this.store.writeGate?.();
-    if (gate) {
-      this.counters.heldCommits++;
-      await gate;
-    }
     const { completion } = input;
     const capture = completion.capture;
     const captureError = capture ? capture.captureError : `engine kind "${this.engine.kind}" captures no token ids or logprobs`;
@@ -64,7 +84,7 @@ export class Recorder {
     const record: CompletionRecord = {
       completion_id: input.completionId,
       session_id: input.sessionId,
-      seq: 0,
+      seq: this.reserveSeq(input.sessionId),
       attempt: input.attempt ?? 0,
       dialect: input.dialect,
       request_body: input.requestBody,
@@ -83,17 +103,80 @@ export class Recorder {
       timings: { engine_ms: Math.round(completion.engineMs), total_ms: Math.round(now - input.startedAt) },
       created_at: now,
     };
-    record.seq = this.store.completions.nextSeq(input.sessionId);
-    this.store.completions.insert(record, input.requestText === undefined && input.requestBytes === undefined ? undefined : { requestBodyJson: input.requestText, requestBodyUtf8: input.requestBytes });
-    this.counters.completions++;
-    if (captureError !== null) this.counters.captureErrors++;
-    if (this.onRecord) {
-      try {
-        this.onRecord(record);
-      } catch {
-        this.counters.hookErrors++;
+    const opts = input.requestText === undefined && input.requestBytes === undefined ? undefined : { requestBodyJson: input.requestText, requestBodyUtf8: input.requestBytes };
+    return new Promise((resolve, reject) => {
+      this.queue.push({ record, opts, resolve, reject });
+      if (this.held) this.counters.heldCommits++;
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => void this.flush());
       }
+    });
+  }
+
+  /** The session's next seq, counting records not yet inserted. */
+  private reserveSeq(sessionId: string): number {
+    const known = this.reserved.get(sessionId);
+    if (known !== undefined) {
+      known.outstanding++;
+      return known.next++;
     }
-    return record;
+    const seq = this.store.completions.nextSeq(sessionId);
+    this.reserved.set(sessionId, { next: seq + 1, outstanding: 1 });
+    return seq;
+  }
+
+  /** One group commit: wait out a write hold, insert the queue, settle every record. */
+  private async flush(): Promise<void> {
+    const gate = this.store.writeGate?.();
+    if (gate) {
+      this.held = true;
+      this.counters.heldCommits += this.queue.length;
+      await gate;
+      this.held = false;
+    }
+    const batch = this.queue;
+    this.queue = [];
+    this.scheduled = false;
+    let errors: (Error | null)[];
+    try {
+      errors = this.insert(batch);
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      errors = batch.map(() => failure);
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const { record, resolve, reject } = batch[i]!;
+      const entry = this.reserved.get(record.session_id);
+      if (entry !== undefined && --entry.outstanding === 0) this.reserved.delete(record.session_id);
+      const error = errors[i];
+      if (error) {
+        reject(error);
+        continue;
+      }
+      this.counters.completions++;
+      if (record.capture_error !== null) this.counters.captureErrors++;
+      if (this.onRecord) {
+        try {
+          this.onRecord(record);
+        } catch {
+          this.counters.hookErrors++;
+        }
+      }
+      resolve(record);
+    }
+  }
+
+  private insert(batch: readonly Pending[]): (Error | null)[] {
+    const completions = this.store.completions;
+    if (completions.insertMany) return completions.insertMany(batch.map(({ record, opts }) => ({ rec: record, opts })));
+    return batch.map(({ record, opts }) => {
+      try {
+        completions.insert(record, opts);
+        return null;
+      } catch (error) {
+        return error instanceof Error ? error : new Error(String(error));
+      }
+    });
   }
 }

@@ -13,8 +13,13 @@ export interface ProxyStore {
   /** Null, or a promise to await before inserting (the store's WAL checkpointer holds writes; Store.writeGate). */
   writeGate?(): Promise<void> | null;
   completions: {
-    /** Synchronous; committed when it returns. */
+    /** Synchronous; committed when it returns; throws when the store refuses the record. */
     insert(rec: CompletionRecord, opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array }): void;
+    /**
+     * Optional group commit: store the records in one transaction, each as `insert` would; one entry per item, null
+     * when committed, else the error that refused that record (a failing record must not refuse the others).
+     */
+    insertMany?(items: readonly { rec: CompletionRecord; opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array } }[]): (Error | null)[];
     /** A session's records in `seq` order. */
     listBySession(sessionId: string): CompletionRecord[];
     /** The next 0-based seq of a session. */
@@ -116,7 +121,7 @@ export interface ProxyCounters {
    * such a record cannot be flagged, since records are immutable once stored.
    */
   disconnectsAfterCommit: number;
-  /** Commits that waited for the store's WAL write hold (store/checkpointer.ts) before inserting. */
+  /** Records whose commit waited for the store's WAL write hold (store/checkpointer.ts) before inserting. */
   heldCommits: number;
 }
 

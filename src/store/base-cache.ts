@@ -89,6 +89,14 @@ export class BaseCache {
     while (this.bytes > this.maxBytes && entries.length > 1) this.bytes -= entryBytes(entries.shift()!);
   }
 
+  /** Forget one session's entries (e.g. rows that rolled back). */
+  delete(sessionId: string): void {
+    const entries = this.sessions.get(sessionId);
+    if (entries === undefined) return;
+    for (const entry of entries) this.bytes -= entryBytes(entry);
+    this.sessions.delete(sessionId);
+  }
+
   /** Forget everything (e.g. after the database was changed behind the repository's back). */
   clear(): void {
     this.sessions.clear();

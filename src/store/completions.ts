@@ -72,6 +72,12 @@ export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
 /** Sessions whose next `seq` is remembered (LRU; a forgotten one costs one indexed read). */
 const MAX_SEQ_SESSIONS = 65_536;
 
+/** One record for `CompletionRepository.insertMany`, with `insert`'s options. */
+export interface CompletionInsert {
+  rec: CompletionRecord;
+  opts?: { requestBodyJson?: string; requestBodyUtf8?: Uint8Array };
+}
+
 const columns =
   'completion_id, session_id, seq, dialect, request_body, ir_request, ir_response, finish_reason, prompt_ids, response_ids, logprobs, policy_version, engine_id, logprob_semantics, mode, capture_error, warnings, engine_ms, total_ms, created_at, format, base_id, prompt_prefix, attempt';
 
@@ -97,6 +103,12 @@ export class CompletionRepository {
    * grew). Valid because a session's records are written through one repository (its proxy); bounded LRU.
    */
   private readonly seqs = new Map<string, number>();
+  /**
+   * True while `insertMany` runs its transaction: its rows count as committed for the caches (a later row of the
+   * batch may use an earlier one as its base, and the seq hint moves on), because a failed batch forgets every
+   * session it touched before anything else reads the caches.
+   */
+  private batching = false;
 
   constructor(
     private readonly db: Database,
@@ -172,7 +184,7 @@ export class CompletionRepository {
     this.run(rec, encoded as [Uint8Array, Uint8Array, Uint8Array | null], suffixPacked, responsePacked, logprobsPacked, 2, base?.completion_id ?? null, prefix);
 
     // Inside an outer transaction the row may still roll back, so it must not become anyone's base.
-    if (this.db.inTransaction) return;
+    if (this.mayRollBack()) return;
     const suffix = new Int32Array(suffixPacked.buffer, suffixPacked.byteOffset, suffixPacked.byteLength / 4);
     const response = new Int32Array(responsePacked.buffer, responsePacked.byteOffset, responsePacked.byteLength / 4);
     const segments = base !== null && prefix > 0 ? cutSegments(base.segments, prefix) : [];
@@ -188,6 +200,41 @@ export class CompletionRepository {
       // With a layout the next delta comes from it; a value that is not an IR request keeps its bytes as the base.
       texts: [requestBytes, ir.layout === null && 'bytes' in ir ? ir.bytes : null, responseBytes],
       ir: ir.layout,
+    });
+  }
+
+  /**
+   * Group commit: store several records in one IMMEDIATE transaction, so they share one WAL append and one commit
+   * (at 64 calls in flight a commit per record was a third of a small call's CPU; see bench/README.md, session 8).
+   * Each record is stored exactly as `insert` would store it, in the given order (a later record of a session may
+   * use an earlier one of the same batch as its base). When anything in the batch fails (a non-int32 id, a
+   * duplicate `completion_id`, SQLITE_BUSY past busy_timeout), the transaction rolls back and every record is
+   * retried in its own transaction, so one bad record costs no other its place.
+   * Inside an outer transaction the records are inserted one by one (each a savepoint), as `insert` does.
+   * @returns one entry per item, in order: null when the record is committed, else the error that refused it.
+   */
+  insertMany(items: readonly CompletionInsert[]): (Error | null)[] {
+    if (items.length > 1 && !this.db.inTransaction) {
+      this.batching = true;
+      try {
+        this.db.transaction(() => {
+          for (const item of items) this.insert(item.rec, item.opts);
+        }).immediate();
+        return items.map(() => null);
+      } catch {
+        // Rolled back: the caches may name rows that are not there.
+        for (const item of items) this.forget(item.rec.session_id);
+      } finally {
+        this.batching = false;
+      }
+    }
+    return items.map((item) => {
+      try {
+        this.insert(item.rec, item.opts);
+        return null;
+      } catch (error) {
+        return error instanceof Error ? error : new Error(String(error));
+      }
     });
   }
 
@@ -252,11 +299,22 @@ export class CompletionRepository {
     const row = this.db.query('SELECT MAX(seq) AS m FROM completions WHERE session_id = ?').get(sessionId) as { m: number | null };
     const next = row.m === null ? 0 : row.m + 1;
     // Inside an outer transaction the answer may include uncommitted rows that roll back: not cacheable.
-    if (!this.db.inTransaction) {
+    if (!this.mayRollBack()) {
       if (this.seqs.size >= MAX_SEQ_SESSIONS) this.seqs.delete(this.seqs.keys().next().value!);
       this.seqs.set(sessionId, next);
     }
     return next;
+  }
+
+  /** Whether a row inserted now may still roll back (inside an outer transaction that is not our own batch). */
+  private mayRollBack(): boolean {
+    return this.db.inTransaction && !this.batching;
+  }
+
+  /** Drop everything cached about a session (its next-seq hint and its bases). */
+  private forget(sessionId: string): void {
+    this.seqs.delete(sessionId);
+    this.cache.delete(sessionId);
   }
 
   /** Keep the next-seq hint of a session right after a row of it was inserted (dropped when it might roll back). */
@@ -264,7 +322,7 @@ export class CompletionRepository {
     const known = this.seqs.get(sessionId);
     if (known === undefined) return;
     this.seqs.delete(sessionId);
-    if (!this.db.inTransaction) this.seqs.set(sessionId, Math.max(known, seq + 1));
+    if (!this.mayRollBack()) this.seqs.set(sessionId, Math.max(known, seq + 1));
   }
 
   /**
@@ -355,7 +413,7 @@ export class CompletionRepository {
       ir: null,
     };
     // A row read inside an outer transaction may be one of its own uncommitted inserts: usable now, not cacheable.
-    if (!this.db.inTransaction) this.cache.add(sessionId, entry);
+    if (!this.mayRollBack()) this.cache.add(sessionId, entry);
     return [entry];
   }
 

@@ -13,7 +13,7 @@ import { GroupRepository, ResultRepository } from './results.ts';
 import { SessionRepository, TaskRepository } from './tasks.ts';
 import { NodeRepository, TaskCallbackRepository } from './repos/rollout.ts';
 
-export { CompletionRepository, MAX_BASE_DEPTH, MIN_SHARED_PROMPT_TOKENS, type CompletionRepositoryOptions } from './completions.ts';
+export { CompletionRepository, MAX_BASE_DEPTH, type CompletionInsert, MIN_SHARED_PROMPT_TOKENS, type CompletionRepositoryOptions } from './completions.ts';
 export { migrations, type Migration } from './migrations.ts';
 export { BACKGROUND_SAFETY_PAGES, HOLD_PAGES, INLINE_AUTOCHECKPOINT_PAGES, MAX_HOLD_MS, WalCheckpointer, type CheckpointerOptions, type CheckpointerStats } from './checkpointer.ts';
 export { GROUP_EVALUATED, GroupRepository, ResultRepository, type GroupInput, type GroupRow } from './results.ts';
