@@ -21,15 +21,10 @@
  */
 import { ByteLru } from '../core/byte-lru.ts';
 import { asBuffer, commonBytePrefix, isJsonSpace } from '../core/bytes.ts';
+import { pairInt32 } from '../core/int32-twin.ts';
 
 const KEY = Buffer.from('"prompt_token_ids"');
 const utf8 = new TextDecoder();
-
-/**
- * Arrays this reader built, each checked to hold only int32 integers: the capture check (chat-capture.ts) need not
- * test their ~25,000 elements again. Weak, so it keeps nothing alive.
- */
-export const VERIFIED_INT_ARRAYS = new WeakSet<readonly number[]>();
 
 /** What the reader remembers of a session's last answer: the array's bytes (between `[` and `]`) and its ids. */
 interface Previous {
@@ -56,6 +51,13 @@ function keptIds(head: Int32Array | null, ids: readonly number[]): Int32Array {
   }
   for (let i = from; i < ids.length; i++) kept[i] = ids[i]!;
   return kept;
+}
+
+/** `ids` as a new Int32Array (`set` from the array: ~2× faster than `Int32Array.from` in Bun 1.4). */
+function int32Copy(ids: readonly number[]): Int32Array {
+  const out = new Int32Array(ids.length);
+  out.set(ids);
+  return out;
 }
 
 /**
@@ -147,11 +149,15 @@ export class EngineAnswerReader {
       for (let i = 0; i < head.length; i++) ids[i] = head[i]!;
       for (let i = 0; i < tail!.length; i++) ids[head.length + i] = tail![i]!;
     }
-    VERIFIED_INT_ARRAYS.add(ids);
     holder.prompt_token_ids = ids;
     if (incremental) this.stats.incremental++;
     else this.stats.scanned++;
-    if (sessionId !== null) this.sessions.set(sessionId, { digits, ids: keptIds(head, ids) });
+    // The ids as an Int32Array: kept for the session's next answer, and paired with the array (core/int32-twin.ts) so
+    // the capture check and the store read them natively. A view of a kept buffer stays valid: later answers of the
+    // session only append past its end.
+    const twin = sessionId === null ? int32Copy(ids) : keptIds(head, ids);
+    pairInt32(ids, twin);
+    if (sessionId !== null) this.sessions.set(sessionId, { digits, ids: twin });
     return body;
   }
 

@@ -10,8 +10,9 @@ import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
+import { int32Twin } from '../core/int32-twin.ts';
 import { encodeIrRequest } from './ir-json.ts';
-import { int32ToArray, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
+import { int32Bytes, int32ToArray, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
   completion_id: string;
@@ -146,10 +147,12 @@ export class CompletionRepository {
     }
 
     const candidates = this.candidates(rec.session_id);
+    // Ids the engine answer reader also holds as an Int32Array (core/int32-twin.ts) are compared and packed natively.
+    const twin = int32Twin(rec.prompt_ids);
     let base: BaseEntry | null = null;
     let prefix = 0;
     for (const candidate of candidates) {
-      const shared = commonSegmentPrefix(candidate.segments, rec.prompt_ids);
+      const shared = commonSegmentPrefix(candidate.segments, rec.prompt_ids, twin);
       if (shared > prefix) {
         base = candidate;
         prefix = shared;
@@ -179,7 +182,7 @@ export class CompletionRepository {
     ];
     if (prefix === 0 && deltas.every((d) => d === null || (d.prefix === 0 && d.suffix === 0))) base = null;
 
-    const suffixPacked = packInt32(rec.prompt_ids, prefix);
+    const suffixPacked = twin === undefined ? packInt32(rec.prompt_ids, prefix) : int32Bytes(twin.subarray(prefix));
     const encoded = deltas.map((d) => (d === null ? null : encodeBytesColumn(d, this.compress, this.zstdLevel)));
     this.run(rec, encoded as [Uint8Array, Uint8Array, Uint8Array | null], suffixPacked, responsePacked, logprobsPacked, 2, base?.completion_id ?? null, prefix);
 

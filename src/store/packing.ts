@@ -25,6 +25,16 @@ export function packInt32(ids: readonly number[], start = 0): Uint8Array {
   return bytes;
 }
 
+/**
+ * An Int32Array's values as packed bytes (a copy, aligned: byteOffset 0); length = 4 × ids.length. For ids already
+ * held as int32 (core/int32-twin.ts), so nothing needs checking.
+ */
+export function int32Bytes(ids: Int32Array): Uint8Array {
+  const bytes = uninitialisedBytes(ids.byteLength);
+  bytes.set(new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength));
+  return bytes;
+}
+
 /** Pack logprobs as float32 (values are rounded as by Math.fround); length = 4 × values.length. */
 export function packFloat32(values: readonly number[]): Uint8Array {
   return new Uint8Array(Float32Array.from(values).buffer);

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test';
-import { EngineAnswerReader, VERIFIED_INT_ARRAYS } from '../../src/engines/answer-json.ts';
+import { EngineAnswerReader } from '../../src/engines/answer-json.ts';
+import { int32Twin } from '../../src/core/int32-twin.ts';
 
 const utf8 = new TextEncoder();
 const bytesOf = (text: string) => utf8.encode(text);
@@ -198,12 +199,17 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
     expect(grew).toBe(1); // 1000 ids + 25 % + 64 of room holds 1,314: the 16th extension (1,320 ids) needs a new buffer
   });
 
-  test('the arrays it builds are marked verified for the capture check; fallback arrays are not', () => {
+  test('the arrays it builds are paired with an Int32Array twin of the same ids (which later answers never change); fallback arrays are not', () => {
     const reader = new EngineAnswerReader(undefined, 0);
     const scanned = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
     const incremental = reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: number[] };
+    const alone = reader.parse(bytesOf(vllmAnswer([7, 8])), null) as { prompt_token_ids: number[] };
     const parsed = reader.parse(bytesOf('{"prompt_token_ids":[1.5],"choices":[]}'), null) as { prompt_token_ids: number[] };
-    expect([VERIFIED_INT_ARRAYS.has(scanned.prompt_token_ids), VERIFIED_INT_ARRAYS.has(incremental.prompt_token_ids), VERIFIED_INT_ARRAYS.has(parsed.prompt_token_ids)]).toEqual([true, true, false]);
+    // More answers of the session append to the buffer the twins above are views of.
+    for (let n = 5; n < 40; n++) reader.parse(bytesOf(vllmAnswer(Array.from({ length: n }, (_, i) => i + 1))), 'a');
+    reader.parse(bytesOf(vllmAnswer([9, 9, 9])), 'a');
+    expect([scanned, incremental, alone].map((a) => [...int32Twin(a.prompt_token_ids)!])).toEqual([[1, 2, 3], [1, 2, 3, 4], [7, 8]]);
+    expect(int32Twin(parsed.prompt_token_ids)).toBeUndefined();
   });
 
   test('a small answer of a session with nothing remembered is JSON.parse and is not remembered; a large one is', () => {

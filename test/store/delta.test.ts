@@ -14,6 +14,7 @@ import { BaseCache, type BaseEntry } from '../../src/store/base-cache.ts';
 import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn, MIN_COMPRESS_BYTES } from '../../src/store/delta.ts';
 import { encodeTextColumn, textDelta } from '../support/legacy-text-delta.ts';
 import { packFloat32, packInt32 } from '../../src/store/packing.ts';
+import { pairInt32 } from '../../src/core/int32-twin.ts';
 import { useTempStores } from '../support/temp-stores.ts';
 
 const { stores, tempDir } = useTempStores('polar-store-delta-');
@@ -194,6 +195,28 @@ describe('format 2 round trip', () => {
       const last = items.at(-1)!;
       expect(store.completions.get(last.rec.completion_id)).toEqual(expected(last));
     }
+  });
+
+  test('prompt ids paired with an Int32Array twin (as the engine answer reader pairs them) store the same rows as plain ids', () => {
+    const plainPath = tempDb();
+    const pairedPath = tempDb();
+    const plain = open(plainPath);
+    const paired = open(pairedPath);
+    const items = randomSession(5, 's5', 40);
+    for (const item of items) {
+      plain.completions.insert(item.rec, insertOptions(item));
+      const rec = { ...item.rec, prompt_ids: [...item.rec.prompt_ids] };
+      pairInt32(rec.prompt_ids, Int32Array.from(rec.prompt_ids));
+      paired.completions.insert(rec, insertOptions(item));
+    }
+    expect(paired.completions.listBySession('s5')).toEqual(items.map(expected));
+    const rows = (path: string) => {
+      const raw = rawDb(path);
+      const all = raw.query('SELECT prompt_ids, prompt_prefix, base_id FROM completions ORDER BY rowid').all();
+      raw.close();
+      return all;
+    };
+    expect(rows(pairedPath)).toEqual(rows(plainPath));
   });
 
   test('a 64-turn append-only session stores each prompt token about once and compresses the JSON', () => {
@@ -436,6 +459,21 @@ describe('base cache', () => {
     expect(commonSegmentPrefix(segments, [1, 2, 3, 4])).toBe(4);
     expect(commonSegmentPrefix(segments, [1, 2, 9])).toBe(2);
     expect(commonSegmentPrefix(segments, [])).toBe(0);
+    // With an Int32Array twin the ids are compared as bytes: an id that differs only above its low byte still ends
+    // the prefix at that id, and segments that are views at an offset compare like whole arrays.
+    const twinOf = (ids: number[]) => Int32Array.from(ids);
+    expect(commonSegmentPrefix(segments, [1, 2, 3, 4, 5, 6, 7], twinOf([1, 2, 3, 4, 5, 6, 7]))).toBe(6);
+    expect(commonSegmentPrefix([Int32Array.from([1, 256, 3])], [1, 0, 3], twinOf([1, 0, 3]))).toBe(1);
+    expect(commonSegmentPrefix([Int32Array.from([1, -1])], [1, 0x7fffffff], twinOf([1, 0x7fffffff]))).toBe(1);
+    const r = rng(11);
+    for (let trial = 0; trial < 200; trial++) {
+      const whole = Int32Array.from({ length: 1 + r.int(300) }, () => r.int(8) * 65_536 + r.int(3));
+      const cuts = [r.int(whole.length), r.int(whole.length)].sort((a, b) => a - b);
+      const pieces = [whole.subarray(0, cuts[0]), whole.subarray(cuts[0], cuts[1]), whole.subarray(cuts[1])];
+      const ids = Array.from(whole.subarray(0, r.int(whole.length + 1)));
+      if (ids.length > 0 && r.int(2) === 0) ids[r.int(ids.length)] = r.int(8) * 65_536 + r.int(3);
+      expect(commonSegmentPrefix(pieces, ids, twinOf(ids))).toBe(commonSegmentPrefix(pieces, ids));
+    }
     const cut = cutSegments(segments, 4);
     expect(cut.map((s) => Array.from(s))).toEqual([[1, 2, 3], [4]]);
     expect(cut[1]!.buffer).toBe(segments[1]!.buffer);
