@@ -4,7 +4,9 @@
  * - Anthropic Messages → OpenAI Chat: claude-code-router 2.0.0 vs `polar proxy`;
  * - OpenAI Chat → OpenAI Chat: Portkey gateway 1.15.2 (it cannot translate Messages to an OpenAI upstream) vs
  *   `polar proxy`;
- * - plus the mock called directly (with the Chat body of the same size and streaming mode) as the baseline.
+ * - plus the mock called directly (with the Chat body of the same size and streaming mode) as the baseline;
+ * - and, for JSON variants, the floor (bench/lib/floor-proxy.ts: a bare Bun server that only parses the request and
+ *   the engine's answer, no translation, capture or store): what any Bun proxy that reads both documents pays.
  * Our proxy runs as `polar proxy --engine vllm`: it asks the mock for token ids and logprobs and commits every
  * completion to SQLite, so capture is part of our cost. It always calls the engine without streaming and replays
  * the answer as SSE (synthetic streaming); the peers stream from the mock.
@@ -93,6 +95,13 @@ await defineBench({
         peer = await startServer({ name: 'Portkey gateway 1.15.2', cmd: ['node', join(import.meta.dir, 'peers/portkey-loopback.mjs'), `--port=${peerPort}`, '--headless'], port: peerPort, env: { NODE_ENV: 'production' } });
       }
       servers.push(peer);
+      // The floor has no streaming path: JSON variants only.
+      let floor: ServerProcess | null = null;
+      if (mode === 'json') {
+        const floorPort = freePort();
+        floor = await startServer({ name: 'floor: bare Bun parse-and-forward', cmd: [process.execPath, join(import.meta.dir, 'lib', 'floor-proxy.ts'), '--port', String(floorPort), '--engine-url', mock.url], port: floorPort });
+        servers.push(floor);
+      }
 
       const stream = mode === 'sse';
       const bodies = dialect === 'messages' ? messagesBodies() : chatBodies();
@@ -121,6 +130,7 @@ await defineBench({
               body: clientBody,
               done: clientDone,
             },
+        ...(floor === null ? [] : [{ name: floor.name, server: floor, path: dialect === 'messages' ? '/v1/messages' : '/v1/chat/completions', headers: json, body: clientBody, done: clientDone }]),
       ];
 
       // Low load: sequential requests, contenders alternating in batches so drift hits all of them alike.
@@ -179,6 +189,7 @@ await defineBench({
           ...(dialect === 'chat' ? ['Portkey 1.15.2 cannot translate Anthropic Messages to an OpenAI upstream, so it is compared on Chat → Chat.'] : []),
           ...(dialect === 'chat' && stream ? ['Portkey sleeps ~25 ms before the first chunk of every stream (visible in its streaming latency).'] : []),
           'CPU ms/req and RSS are of the contender process tree only (not the mock, not the load generator).',
+          ...(floor === null ? [] : ['floor = bench/lib/floor-proxy.ts: a bare Bun server that parses the request and the engine\'s answer and nothing else (no translation, capture or store); the ratio row is still ours/peer.']),
         ],
       };
     } finally {
