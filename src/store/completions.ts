@@ -9,7 +9,7 @@
 import type { Database } from 'bun:sqlite';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
-import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
+import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, compactSegments, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
 import { int32Twin } from '../core/int32-twin.ts';
 import { encodeIrRequest } from './ir-json.ts';
 import { int32Bytes, int32ToArray, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
@@ -190,15 +190,16 @@ export class CompletionRepository {
     if (this.mayRollBack()) return;
     const suffix = new Int32Array(suffixPacked.buffer, suffixPacked.byteOffset, suffixPacked.byteLength / 4);
     const response = new Int32Array(responsePacked.buffer, responsePacked.byteOffset, responsePacked.byteLength / 4);
-    const segments = base !== null && prefix > 0 ? cutSegments(base.segments, prefix) : [];
-    if (suffix.length > 0) segments.push(suffix);
-    if (response.length > 0) segments.push(response);
+    const cut = base !== null && prefix > 0 ? cutSegments(base.segments, prefix) : [];
+    if (suffix.length > 0) cut.push(suffix);
+    if (response.length > 0) cut.push(response);
+    const { segments, copiedBytes } = compactSegments(cut);
     this.cache.add(rec.session_id, {
       completion_id: rec.completion_id,
       depth: base === null ? 0 : base.depth + 1,
       segments,
       length: rec.prompt_ids.length + response.length,
-      ownBytes: suffixPacked.byteLength + responsePacked.byteLength,
+      ownBytes: suffixPacked.byteLength + responsePacked.byteLength + copiedBytes,
       promptLength: rec.prompt_ids.length,
       // With a layout the next delta comes from it; a value that is not an IR request keeps its bytes as the base.
       texts: [requestBytes, ir.layout === null && 'bytes' in ir ? ir.bytes : null, responseBytes],

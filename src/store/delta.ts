@@ -35,15 +35,24 @@ function commonSegmentPrefixInt32(segments: readonly Int32Array[], ids: Int32Arr
   let at = 0;
   for (const segment of segments) {
     const n = Math.min(segment.length, ids.length - at);
-    const a = asBuffer(new Uint8Array(segment.buffer, segment.byteOffset, n * 4));
-    const b = asBuffer(new Uint8Array(ids.buffer, ids.byteOffset + at * 4, n * 4));
-    // Equal ids are equal 4-byte groups: the common byte prefix, rounded down to whole ids.
-    const j = commonBytePrefix(a, b, n * 4) >> 2;
+    let j = 0;
+    if (n < NATIVE_COMPARE_FROM) {
+      // A chain's per-turn segments are short: two Buffer views would cost more than the loop.
+      while (j < n && segment[j] === ids[at + j]) j++;
+    } else {
+      const a = asBuffer(new Uint8Array(segment.buffer, segment.byteOffset, n * 4));
+      const b = asBuffer(new Uint8Array(ids.buffer, ids.byteOffset + at * 4, n * 4));
+      // Equal ids are equal 4-byte groups: the common byte prefix, rounded down to whole ids.
+      j = commonBytePrefix(a, b, n * 4) >> 2;
+    }
     at += j;
     if (j < segment.length) return at;
   }
   return at;
 }
+
+/** Segments shorter than this (ids) are compared in a loop, longer ones as bytes. */
+const NATIVE_COMPARE_FROM = 512;
 
 /** The first `length` tokens of `segments`, as views (no copy). */
 export function cutSegments(segments: readonly Int32Array[], length: number): Int32Array[] {
@@ -55,6 +64,29 @@ export function cutSegments(segments: readonly Int32Array[], length: number): In
     left -= segment.length;
   }
   return out;
+}
+
+/** Most segments a cached record keeps before `compactSegments` joins them. */
+export const MAX_SEGMENTS = 16;
+
+/**
+ * A record's segments with at most MAX_SEGMENTS of them: past that, every segment after the first (a chain's first
+ * record, the long one) is copied into one. A chain adds two short segments per turn (new prompt ids, response), and
+ * comparing a prompt against 200 of them cost ~3× the compare against one (bench/README.md#session-8); joining
+ * copies at most a chain's worth of per-turn ids once every few turns.
+ * @returns the segments (the same array when nothing was joined) and the bytes newly allocated.
+ */
+export function compactSegments(segments: Int32Array[]): { segments: Int32Array[]; copiedBytes: number } {
+  if (segments.length <= MAX_SEGMENTS) return { segments, copiedBytes: 0 };
+  let length = 0;
+  for (let i = 1; i < segments.length; i++) length += segments[i]!.length;
+  const joined = new Int32Array(length);
+  let at = 0;
+  for (let i = 1; i < segments.length; i++) {
+    joined.set(segments[i]!, at);
+    at += segments[i]!.length;
+  }
+  return { segments: [segments[0]!, joined], copiedBytes: joined.byteLength };
 }
 
 /** A text stored as `base[0, prefix) ++ middle ++ base[base.length − suffix, base.length)`; lengths in UTF-16 code units. */

@@ -11,7 +11,7 @@ import type { CompletionRecord } from '../../src/core/records.ts';
 import { MAX_BASE_DEPTH, migrations, openStore, type CompletionRepositoryOptions, type Store } from '../../src/store/index.ts';
 import { migrate } from '../../src/store/migrations.ts';
 import { BaseCache, type BaseEntry } from '../../src/store/base-cache.ts';
-import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn, MIN_COMPRESS_BYTES } from '../../src/store/delta.ts';
+import { applyBytesDelta, applyTextDelta, bytesDelta, commonSegmentPrefix, compactSegments, cutSegments, decodeColumn, decodeTextColumn, encodeBytesColumn, MAX_SEGMENTS, MIN_COMPRESS_BYTES } from '../../src/store/delta.ts';
 import { encodeTextColumn, textDelta } from '../support/legacy-text-delta.ts';
 import { packFloat32, packInt32 } from '../../src/store/packing.ts';
 import { pairInt32 } from '../../src/core/int32-twin.ts';
@@ -453,6 +453,17 @@ describe('base cache', () => {
     expect(cache.has('d')).toBe(false);
   });
 
+  test(`compactSegments keeps at most ${MAX_SEGMENTS} segments, joining all but the first, with the same ids`, () => {
+    const few = [Int32Array.from([1, 2]), Int32Array.from([3])];
+    expect(compactSegments(few)).toEqual({ segments: few, copiedBytes: 0 });
+    const many = [Int32Array.from([1, 2, 3]), ...Array.from({ length: MAX_SEGMENTS + 4 }, (_, i) => Int32Array.from([10 + i, 100 + i]))];
+    const { segments, copiedBytes } = compactSegments(many);
+    expect(segments).toHaveLength(2);
+    expect(segments[0]).toBe(many[0]!);
+    expect(copiedBytes).toBe(4 * 2 * (MAX_SEGMENTS + 4));
+    expect(segments.flatMap((s) => Array.from(s))).toEqual(many.flatMap((s) => Array.from(s)));
+  });
+
   test('segments: common prefix across segment borders, cut without copying', () => {
     const segments = [Int32Array.from([1, 2, 3]), Int32Array.from([4, 5]), Int32Array.from([6])];
     expect(commonSegmentPrefix(segments, [1, 2, 3, 4, 5, 6, 7])).toBe(6);
@@ -473,6 +484,14 @@ describe('base cache', () => {
       const ids = Array.from(whole.subarray(0, r.int(whole.length + 1)));
       if (ids.length > 0 && r.int(2) === 0) ids[r.int(ids.length)] = r.int(8) * 65_536 + r.int(3);
       expect(commonSegmentPrefix(pieces, ids, twinOf(ids))).toBe(commonSegmentPrefix(pieces, ids));
+    }
+    // Long segments (compared as bytes) mixed with short ones (compared in a loop), as a chain builds them.
+    const long = Int32Array.from({ length: 3000 }, (_, i) => i * 3);
+    const chain = [long, ...Array.from({ length: 40 }, (_, t) => Int32Array.from({ length: 7 }, (_, i) => t * 100 + i))];
+    const flat = chain.flatMap((segment) => Array.from(segment));
+    for (const stop of [0, 1, 2999, 3000, 3001, 3000 + 7 * 20 + 3, flat.length]) {
+      const ids = flat.slice(0, stop).concat([-5]);
+      expect(commonSegmentPrefix(chain, ids, twinOf(ids))).toBe(stop);
     }
     const cut = cutSegments(segments, 4);
     expect(cut.map((s) => Array.from(s))).toEqual([[1, 2, 3], [4]]);
