@@ -12,6 +12,7 @@ import type { IRRequest } from '../../src/core/ir.ts';
 import { anthropicMessages } from '../../src/dialects/anthropic-messages/index.ts';
 import { openaiChat } from '../../src/dialects/openai-chat/index.ts';
 import { wellFormed } from '../../src/proxy/context.ts';
+import { DecodeMemo } from '../../src/dialects/shared/decode-memo.ts';
 import { codecContext } from '../support/dialects.ts';
 
 const ctx: CodecContext = codecContext({});
@@ -157,4 +158,46 @@ test('wellFormed repairs copies: a shared system message warns on every call, an
   expect(first.messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'a \ud800' }] });
   const third = anthropicMessages.decodeRequest({ model: 'm', max_tokens: 10, messages: [user, { role: 'assistant', content: 'ok' }] }, ctx);
   expect(third.messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'a \ud800' }] });
+});
+
+test('decodeAll takes the elements a session shares with its previous call from that call, with their items, warnings and tool names, and decodes only the rest', () => {
+  // Element 1 becomes no item, the others two each (as a raw message may become none or several IR messages).
+  const items = (value: string) => (value.startsWith('1:') ? [] : [value, '+']);
+  const flat = (values: string[]) => values.flatMap(items);
+  const memo = new DecodeMemo<string>();
+  const calls: number[] = [];
+  const one = (raw: unknown, i: number, names: Map<string, string>, warnings: { code: string; message: string }[]): string => {
+    calls.push(i);
+    const r = raw as { set?: string; read?: string; warn?: boolean };
+    return memo.reuse(raw, i, names, warnings) ?? memo.decode(raw, i, names, warnings, (n, own) => {
+      if (r.set) n.set(r.set, `name of ${r.set}`);
+      if (r.warn) own.push({ code: 'w', message: `element ${i}` });
+      return `${i}:${r.read ? n.get(r.read) : '-'}`;
+    });
+  };
+  const elements = [{ set: 'a' }, { warn: true }, { read: 'a' }, { set: 'b', warn: true }];
+  const names1 = new Map<string, string>();
+  const warnings1: { code: string; message: string }[] = [];
+  expect(memo.decodeAll(elements, names1, warnings1, one, items)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-']));
+  expect(calls).toEqual([0, 1, 2, 3]);
+
+  // The next call shares the four objects and adds two: only those are decoded; the rest, its warnings and names come from the run.
+  calls.length = 0;
+  const grown = [...elements, { read: 'b' }, { read: 'a', warn: true }];
+  const names2 = new Map<string, string>();
+  const warnings2: { code: string; message: string }[] = [{ code: 'top', message: 'before the messages' }];
+  expect(memo.decodeAll(grown, names2, warnings2, one, items)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-', '4:name of b', '5:name of a']));
+  expect(calls).toEqual([4, 5]);
+  expect(warnings2.map((w) => w.message)).toEqual(['before the messages', 'element 1', 'element 3', 'element 5']);
+  expect([...names2]).toEqual([['a', 'name of a'], ['b', 'name of b']]);
+  expect(memo.sharedPrefix(grown)).toBe(6);
+
+  // A changed element ends the shared run: it and everything after it go through `one` again.
+  calls.length = 0;
+  const edited = [elements[0], { set: 'a2' }, ...grown.slice(2)];
+  expect(memo.sharedPrefix(edited)).toBe(1);
+  expect(memo.decodeAll(edited, new Map(), [], one, items)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-', '4:name of b', '5:name of a']));
+  expect(calls).toEqual([1, 2, 3, 4, 5]);
+  // A fresh array (no object shared) shares nothing.
+  expect(memo.sharedPrefix(structuredClone(grown))).toBe(0);
 });

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeAnthropicOutputFormat } from '../shared/response-format.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
-import { DecodeMemo, decodeTools, type ToolNames, validateRequest } from '../shared/decode-memo.ts';
+import { DecodeMemo, decodeTools, type ToolNames, unknownArray, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { decodeAssistantBlock, type AssistantParts } from './content.ts';
 import {
@@ -37,7 +37,7 @@ type Message = z.output<typeof MessageSchema>;
 type Tool = z.output<typeof ToolSchema>;
 
 /** The request's top level; `messages` and `tools` are checked element by element (decodeRequest). */
-const ShallowRequestSchema = MessagesRequestSchema.extend({ messages: z.array(z.unknown()), tools: z.array(z.unknown()).optional() });
+const ShallowRequestSchema = MessagesRequestSchema.extend({ messages: unknownArray, tools: unknownArray.optional() });
 type RequestTop = z.output<typeof ShallowRequestSchema>;
 
 /** Each raw message's IR messages, and each raw tool's IR tool (null: dropped), by object (decode-memo.ts). */
@@ -87,14 +87,21 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   const system = decodeSystem(wire.system, ctx.options?.stripBillingHeader !== false, warnings);
   if (system.length > 0) messages.push({ role: 'system', content: system });
   const toolNames = new Map<string, string>();
-  wire.messages.forEach((raw, i) => {
-    // The placement rule reads the message before, so it is checked on every call (both were validated).
-    if ((raw as { role: string }).role === 'system') checkSystemPlacement(wire.messages as readonly { role: string }[], i);
-    const decoded =
-      messageMemo.reuse(raw, i, toolNames, warnings) ??
-      messageMemo.decode(raw, i, toolNames, warnings, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own));
-    for (const message of decoded) messages.push(message);
-  });
+  const decoded = messageMemo.decodeAll(
+    wire.messages,
+    toolNames,
+    warnings,
+    (raw, i, names, own) => {
+      // The placement rule reads the message before, so it is checked on every call that does not share both.
+      if ((raw as { role: string }).role === 'system') checkSystemPlacement(wire.messages as readonly { role: string }[], i);
+      return (
+        messageMemo.reuse(raw, i, names, own) ??
+        messageMemo.decode(raw, i, names, own, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own))
+      );
+    },
+    (list) => list,
+  );
+  for (const message of decoded) messages.push(message);
 
   const tools = decodeTools(wire.tools ?? [], toolsIn, ToolSchema, toolMemo, warnings, decodeTool);
   const request: IRRequest = {

@@ -12,7 +12,7 @@ import { imagePartFromUrl } from '../shared/images.ts';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeChatResponseFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
-import { DecodeMemo, decodeTools, type ToolNames, validateRequest } from '../shared/decode-memo.ts';
+import { DecodeMemo, decodeTools, type ToolNames, unknownArray, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { z } from 'zod';
 import {
@@ -31,7 +31,7 @@ type AnyPart = z.output<typeof AnyPartSchema>;
 type Tool = z.output<typeof ToolSchema>;
 
 /** The request's top level; `messages` and `tools` are checked element by element (decodeRequest). */
-const ShallowRequestSchema = ChatRequestSchema.extend({ messages: z.array(z.unknown()), tools: z.array(z.unknown()).nullable().optional() });
+const ShallowRequestSchema = ChatRequestSchema.extend({ messages: unknownArray, tools: unknownArray.nullable().optional() });
 type RequestTop = z.output<typeof ShallowRequestSchema>;
 
 /** Each raw message's IR message, and each raw tool's IR tool (null: dropped), by object (decode-memo.ts). */
@@ -57,10 +57,14 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   }
 
   const toolNames = new Map<string, string>();
-  const decoded: IRMessage[] = wire.messages.map(
-    (raw, i) =>
-      messageMemo.reuse(raw, i, toolNames, warnings) ??
-      messageMemo.decode(raw, i, toolNames, warnings, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own)),
+  const decoded: IRMessage[] = messageMemo.decodeAll(
+    wire.messages,
+    toolNames,
+    warnings,
+    (raw, i, names, own) =>
+      messageMemo.reuse(raw, i, names, own) ??
+      messageMemo.decode(raw, i, names, own, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own)),
+    (message) => [message],
   );
   const messages = mergeSystemMessages(decoded, warnings);
 

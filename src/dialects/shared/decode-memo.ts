@@ -15,7 +15,7 @@
  * WeakMap): nothing to evict.
  * Source: https://tc39.es/ecma262/#sec-weakmap-objects
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { GatewayError } from '../../core/errors.ts';
 import type { IRTool, Warning } from '../../core/ir.ts';
 import { parseWire } from './validate.ts';
@@ -36,9 +36,97 @@ interface Entry<T> {
   read: readonly (readonly [string, string | undefined])[];
 }
 
+/**
+ * The last call that decoded an array whose first element is a given object: that array, what each element became,
+ * and, cumulated over the elements, the warnings they raised and the tool names they set. The next call of the session
+ * takes all of it for the leading elements it shares, with one identity compare per element and a few slices, where
+ * the per-element memo costs a WeakMap lookup or two each (at turn 200 of a Claude Code session, 400 messages: the
+ * lookups were the most of a 250 µs decode, bench/README.md#session-8).
+ */
+interface Run {
+  raws: readonly unknown[];
+  /** The items the elements became, in order (an element may become none, one or several). */
+  out: readonly unknown[];
+  /** Items of elements [0, i], for each i. */
+  outEnds: Int32Array;
+  warnings: readonly Warning[];
+  /** Warnings raised by elements [0, i], for each i. */
+  warningEnds: Int32Array;
+  sets: readonly (readonly [string, string])[];
+  /** Names set by elements [0, i], for each i. */
+  setEnds: Int32Array;
+}
+
 /** What one decoder made of each raw element it decoded, by object (`T`: the IR value of one element). */
 export class DecodeMemo<T> {
   private readonly entries = new WeakMap<object, Entry<T>>();
+  private readonly runs = new WeakMap<object, Run>();
+
+  /** The last run over an array starting like `raws`, and how many leading elements of `raws` are its very objects. */
+  private sharedRun(raws: readonly unknown[]): { run: Run; shared: number } | null {
+    const first = raws[0];
+    if (typeof first !== 'object' || first === null) return null;
+    const run = this.runs.get(first);
+    if (run === undefined) return null;
+    const limit = Math.min(run.raws.length, raws.length);
+    let shared = 0;
+    while (shared < limit && run.raws[shared] === raws[shared]) shared++;
+    return { run, shared };
+  }
+
+  /** How many leading elements of `raws` the last run decoded at the same index (their validation can be skipped). */
+  sharedPrefix(raws: readonly unknown[]): number {
+    return this.sharedRun(raws)?.shared ?? 0;
+  }
+
+  /**
+   * Every element of `raws` decoded in order, as the items `items(value)` gives for each (e.g. the IR messages one raw
+   * message becomes), concatenated. The leading elements the last run over this array shared (the same objects at
+   * the same indices: validity, value, warnings and the names they set depend only on the elements before and
+   * themselves) are taken from it with a few slices and no per-element lookup; the rest go through `one(raw, index)`
+   * (which uses `reuse`/`decode`). Warnings are appended to `warnings` in element order and names are set in `names`
+   * as decoding each element would. The run is kept for the next call: `raws` must not be mutated afterwards
+   * (request bodies are not).
+   */
+  decodeAll<I>(
+    raws: readonly unknown[],
+    names: Map<string, string>,
+    warnings: Warning[],
+    one: (raw: unknown, index: number, names: Map<string, string>, warnings: Warning[]) => T,
+    items: (value: T) => readonly I[],
+  ): I[] {
+    const found = this.sharedRun(raws);
+    const shared = found?.shared ?? 0;
+    let out: I[] = [];
+    let ownWarnings: Warning[] = [];
+    let sets: (readonly [string, string])[] = [];
+    const outEnds = new Int32Array(raws.length);
+    const warningEnds = new Int32Array(raws.length);
+    const setEnds = new Int32Array(raws.length);
+    if (found !== null && shared > 0) {
+      const { run } = found;
+      out = run.out.slice(0, run.outEnds[shared - 1]) as I[];
+      ownWarnings = run.warnings.slice(0, run.warningEnds[shared - 1]);
+      sets = run.sets.slice(0, run.setEnds[shared - 1]);
+      for (const [id, name] of sets) names.set(id, name);
+      outEnds.set(run.outEnds.subarray(0, shared));
+      warningEnds.set(run.warningEnds.subarray(0, shared));
+      setEnds.set(run.setEnds.subarray(0, shared));
+    }
+    for (let i = shared; i < raws.length; i++) {
+      const raw = raws[i];
+      for (const item of items(one(raw, i, names, ownWarnings))) out.push(item);
+      const entry = typeof raw === 'object' && raw !== null ? this.entries.get(raw) : undefined;
+      if (entry !== undefined) for (const set of entry.set) sets.push(set);
+      outEnds[i] = out.length;
+      warningEnds[i] = ownWarnings.length;
+      setEnds[i] = sets.length;
+    }
+    for (const warning of ownWarnings) warnings.push(warning);
+    const first = raws[0];
+    if (typeof first === 'object' && first !== null) this.runs.set(first, { raws, out: out.slice(), outEnds, warnings: ownWarnings, warningEnds, sets, setEnds });
+    return out;
+  }
 
   /** Whether `raw` at `index` was decoded before (its validation can be skipped; `reuse` may still refuse it). */
   has(raw: unknown, index: number): boolean {
@@ -88,12 +176,18 @@ export class DecodeMemo<T> {
 }
 
 /**
+ * An array of anything, checked without walking it: the shallow schemas' `messages` and `tools` (`z.array(z.unknown())`
+ * copied the array element by element on every call; the elements are checked one by one afterwards).
+ */
+export const unknownArray = z.custom<unknown[]>((value) => Array.isArray(value));
+
+/**
  * Each element of `raw` that `memo` has not decoded at its index, validated with `schema` (undefined for the others),
  * or null when one fails.
  */
 function validateNew<S extends z.ZodType>(schema: S, raw: readonly unknown[], memo: DecodeMemo<unknown>): (z.output<S> | undefined)[] | null {
   const out: (z.output<S> | undefined)[] = new Array(raw.length);
-  for (let i = 0; i < raw.length; i++) {
+  for (let i = memo.sharedPrefix(raw); i < raw.length; i++) {
     if (memo.has(raw[i], i)) continue;
     const result = schema.safeParse(raw[i]);
     if (!result.success) return null;
