@@ -4,12 +4,15 @@
  * Every call of an agent session sends the whole conversation again: at Claude Code sizes the OpenAI Chat body for
  * the engine is ~110 KB, and `JSON.stringify` of it plus its UTF-8 encoding was one of the largest costs (and the
  * largest string garbage) of a proxied call (bench/README.md#hot-path). This memo remembers, per session, the last
- * body's `messages` elements and `tools` value with the UTF-8 bytes each serialised to. The next body's leading
- * messages that are equal to the remembered ones (`jsonEqual`: same keys in the same order, same values; a long
- * string is one native compare) and an equal tool list reuse those bytes; only the rest is serialised.
+ * body's text, its `messages` elements with where each one's serialisation ends in the text, and its `tools` value
+ * with its bytes. The next body's leading messages that are equal to the remembered ones (`jsonEqual`: same keys in
+ * the same order, same values; a long string is one native compare) are one slice of that text, and an equal tool
+ * list reuses its bytes; only the rest is serialised. (Copying each message's bytes on its own cost ~0.1 µs per
+ * message: 60 µs at turn 200 of a Claude Code session, bench/README.md#session-8.)
  *
  * The result is byte for byte `new TextEncoder().encode(JSON.stringify(body))` (test/engines/body-memo.test.ts), so the
- * engine sees exactly what it saw before. Memory: the remembered bytes (off the JS heap) and references to the
+ * engine sees exactly what it saw before. The returned bytes are kept as the session's text: callers must not change
+ * them (fetch only reads a body). Memory: the remembered bytes (off the JS heap) and references to the
  * remembered message objects, whose strings the store's base cache holds too; bounded by a byte budget over all
  * sessions, least recently used first out. A session that fell out costs one full serialisation.
  * Source: https://tc39.es/ecma262/#sec-json.stringify (property order, omitted undefined values).
@@ -21,8 +24,12 @@ import { jsonEqual } from '../core/json-equal.ts';
 /** What is remembered of a session's last body. */
 interface Remembered {
   messages: readonly unknown[];
-  /** UTF-8 of `JSON.stringify(messages[i])`, one per message. */
-  pieces: readonly Uint8Array[];
+  /** The body's UTF-8 JSON text, as sent. */
+  text: Uint8Array;
+  /** Offset in `text` of the first message's serialisation (just after `"messages":[`). */
+  first: number;
+  /** Offset in `text` just after each message's serialisation (before its comma or the closing bracket). */
+  ends: Int32Array;
   tools: unknown;
   /** UTF-8 of `JSON.stringify(tools)`, or null when the body had no tools. */
   toolsBytes: Uint8Array | null;
@@ -84,16 +91,14 @@ export class ChatBodyMemo {
       this.stats.whole++;
       if (sessionId === null || whole.byteLength < this.minBytes || whole.byteLength > this.maxBytes) return whole;
     }
-    const pieces: Uint8Array[] = new Array(messages.length);
     let shared = 0;
     if (previous !== undefined) {
       const limit = Math.min(messages.length, previous.messages.length);
-      while (shared < limit && jsonEqual(messages[shared], previous.messages[shared])) {
-        pieces[shared] = previous.pieces[shared]!;
-        shared++;
-      }
+      while (shared < limit && jsonEqual(messages[shared], previous.messages[shared])) shared++;
     }
-    for (let i = shared; i < messages.length; i++) pieces[i] = encoder.encode(JSON.stringify(messages[i]) ?? 'null');
+    // Only the messages after the shared ones are serialised; the shared ones are one slice of the previous text.
+    const pieces: Uint8Array[] = new Array(messages.length - shared);
+    for (let i = shared; i < messages.length; i++) pieces[i - shared] = encoder.encode(JSON.stringify(messages[i]) ?? 'null');
     this.stats.reused += shared;
     this.stats.serialised += messages.length - shared;
     const tools = body.tools;
@@ -102,41 +107,59 @@ export class ChatBodyMemo {
       toolsBytes = previous !== undefined && previous.toolsBytes !== null && jsonEqual(tools, previous.tools) ? previous.toolsBytes : encoder.encode(JSON.stringify(tools) ?? 'null');
     }
 
-    const out = whole ?? this.join(body, pieces, toolsBytes);
+    const joined = this.join(body, shared > 0 ? previous! : null, shared, pieces, toolsBytes);
+    const out = whole ?? joined.text;
     if (sessionId !== null) {
-      let size = toolsBytes?.byteLength ?? 0;
-      for (const piece of pieces) size += piece.byteLength;
       // A body that shrank below the threshold is not remembered (nor is the older, larger one kept).
       if (out.byteLength < this.minBytes) this.forget(sessionId);
-      else this.sessions.set(sessionId, { messages: messages.slice(), pieces, tools, toolsBytes, bytes: size });
+      else this.sessions.set(sessionId, { messages: messages.slice(), text: joined.text, first: joined.first, ends: joined.ends, tools, toolsBytes, bytes: joined.text.byteLength + (toolsBytes?.byteLength ?? 0) });
     }
     return out;
   }
 
-  /** The text: every key in order; `messages` and `tools` from their pieces, the rest (small) serialised as is. */
-  private join(body: Record<string, unknown>, pieces: readonly Uint8Array[], toolsBytes: Uint8Array | null): Uint8Array {
+  /**
+   * The text: every key in order; `messages` from the previous text's first `shared` messages (one slice) and the
+   * new pieces, `tools` from its bytes, the rest (small) serialised as is; with where each message ends in it.
+   */
+  private join(body: Record<string, unknown>, previous: Remembered | null, shared: number, pieces: readonly Uint8Array[], toolsBytes: Uint8Array | null): { text: Uint8Array; first: number; ends: Int32Array } {
     const parts: Uint8Array[] = [];
-    let first = true;
+    let length = 0;
+    const push = (part: Uint8Array) => {
+      parts.push(part);
+      length += part.byteLength;
+    };
+    let first = 0;
+    let ends = new Int32Array(0);
+    let opened = false;
     for (const key of Object.keys(body)) {
       const value = body[key];
       if (key === 'messages') {
-        parts.push(encoder.encode(`${first ? '{' : ','}"messages":[`));
-        for (let i = 0; i < pieces.length; i++) {
-          if (i > 0) parts.push(COMMA);
-          parts.push(pieces[i]!);
+        push(encoder.encode(`${opened ? ',' : '{'}"messages":[`));
+        first = length;
+        ends = new Int32Array(shared + pieces.length);
+        if (previous !== null && shared > 0) {
+          const shift = first - previous.first;
+          for (let i = 0; i < shared; i++) ends[i] = previous.ends[i]! + shift;
+          push(previous.text.subarray(previous.first, previous.ends[shared - 1]));
         }
-        parts.push(CLOSE_BRACKET);
+        for (let j = 0; j < pieces.length; j++) {
+          if (shared + j > 0) push(COMMA);
+          push(pieces[j]!);
+          ends[shared + j] = length;
+        }
+        push(CLOSE_BRACKET);
       } else if (key === 'tools' && toolsBytes !== null) {
-        parts.push(encoder.encode(`${first ? '{' : ','}"tools":`), toolsBytes);
+        push(encoder.encode(`${opened ? ',' : '{'}"tools":`));
+        push(toolsBytes);
       } else {
         const json = JSON.stringify(value);
         if (json === undefined) continue; // undefined, functions, symbols: JSON.stringify leaves the key out
-        parts.push(encoder.encode(`${first ? '{' : ','}${JSON.stringify(key)}:${json}`));
+        push(encoder.encode(`${opened ? ',' : '{'}${JSON.stringify(key)}:${json}`));
       }
-      first = false;
+      opened = true;
     }
-    parts.push(CLOSE_BRACE);
-    return concatBytes(parts);
+    push(CLOSE_BRACE);
+    return { text: concatBytes(parts), first, ends };
   }
 
   /** Forget one session (its calls are over). */
