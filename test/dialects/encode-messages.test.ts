@@ -4,8 +4,8 @@
  * warnings, equal to a fresh encoding of copies; other options encode again.
  */
 import { expect, test } from 'bun:test';
-import type { IRMessage } from '../../src/core/ir.ts';
-import { encodeChatMessages, ENGINE_CHAT_ENCODING, type ChatEncodeOptions } from '../../src/dialects/openai-chat/encode-messages.ts';
+import type { IRMessage, IRTool } from '../../src/core/ir.ts';
+import { encodeChatMessages, encodeChatTools, ENGINE_CHAT_ENCODING, type ChatEncodeOptions } from '../../src/dialects/openai-chat/encode-messages.ts';
 
 const conversation = (): IRMessage[] => [
   { role: 'system', content: [{ type: 'text', text: 'Be brief.' }] },
@@ -31,4 +31,24 @@ test('the same IR messages give the same Chat objects and warnings, equal to a f
   expect(other.messages[2]).not.toHaveProperty('reasoning_content');
   expect(other.warnings.map((w) => w.code)).toEqual(['assistant-image-dropped']);
   expect(Array.isArray(other.messages[3]!.content)).toBe(true);
+});
+
+test('the same IR tools give the same Chat tool objects, equal to a fresh encoding; a new IR tool is encoded anew', () => {
+  const tools: IRTool[] = [
+    { name: 'read', description: 'Read a file.', parameters: { type: 'object', properties: { path: { type: 'string' } } }, origin: { kind: 'function' } },
+    { name: 'ls', parameters: { type: 'object', properties: {} }, origin: { kind: 'function' } },
+  ];
+  const first = encodeChatTools(tools);
+  expect(first).toEqual([
+    { type: 'function', function: { name: 'read', description: 'Read a file.', parameters: tools[0]!.parameters } },
+    { type: 'function', function: { name: 'ls', parameters: tools[1]!.parameters } },
+  ]);
+  expect(Object.keys(first[1]!.function)).toEqual(['name', 'parameters']);
+  const again = encodeChatTools([tools[1]!, tools[0]!]);
+  expect(again[0]).toBe(first[1]!);
+  expect(again[1]).toBe(first[0]!);
+  const copy = structuredClone(tools[0]!);
+  const fresh = encodeChatTools([copy]);
+  expect(fresh[0]).not.toBe(first[0]!);
+  expect(fresh[0]).toEqual(first[0]!);
 });

@@ -171,10 +171,23 @@ function withName(message: ChatWireMessage, name: string | undefined): ChatWireM
   return message;
 }
 
+type ChatWireTool = { type: 'function'; function: { name: string; description?: string; parameters: unknown } };
+
+/**
+ * Each IR tool encoded so far: a decoder hands a session's next call the same IR tool objects (decode-memo.ts), so the
+ * engine body's tool list is made of the same objects again and the body memo finds it equal without walking it.
+ * Shared between calls: not to be mutated.
+ */
+const encodedTools = new WeakMap<IRTool, ChatWireTool>();
+
 /** IR tools → OpenAI Chat `tools` (`{type: 'function', function: {name, description?, parameters}}`). */
-export function encodeChatTools(tools: readonly IRTool[]): Array<{ type: 'function'; function: { name: string; description?: string; parameters: unknown } }> {
-  return tools.map((tool) => ({
-    type: 'function',
-    function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.parameters },
-  }));
+export function encodeChatTools(tools: readonly IRTool[]): ChatWireTool[] {
+  return tools.map((tool) => {
+    let encoded = encodedTools.get(tool);
+    if (encoded === undefined) {
+      encoded = { type: 'function', function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.parameters } };
+      encodedTools.set(tool, encoded);
+    }
+    return encoded;
+  });
 }
