@@ -39,7 +39,9 @@ test('SIGKILL of polar run, then the same command: unfinished sessions resume on
   writePoisonTask(tasks, 'k-poison');
   const db = join(out, 'results.db');
   const first = polarRun(tasks, out);
-  await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4);
+  // The second completion is committed before its reply reaches the harness, which only then starts the blocking
+  // command: wait for both.
+  await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4 && pidsMentioning(marker(name)).length >= 4);
   const inFlight = openSessions(db, good);
   const blocked = pidsMentioning(marker(name));
   first.kill('SIGKILL');
@@ -73,7 +75,7 @@ test('SIGINT on polar run: running sessions end CANCELLED with the reason, harne
   writeBlockingTask(tasks, 'i-alpha', marker(name));
   const db = join(out, 'results.db');
   const run = polarRun(tasks, out);
-  await waitFor('both sessions blocked mid-run', () => sessionsWithCompletions(db, ['i-alpha'], 2) === 2);
+  await waitFor('both sessions blocked mid-run', () => sessionsWithCompletions(db, ['i-alpha'], 2) === 2 && pidsMentioning(marker(name)).length >= 2);
   const blocked = pidsMentioning(marker(name));
   expect(blocked.length).toBeGreaterThanOrEqual(2);
   run.kill('SIGINT');

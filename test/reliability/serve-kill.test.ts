@@ -31,7 +31,9 @@ test('SIGKILL of polar serve mid-run: restarted, it resumes every session once a
   const ready = /rollout server on (http:\/\/\S+?),/;
   const first = await startPolarUntil(['serve', '--config', config, '--with-sim'], procs, ready);
   submitTasks(tasks, first.match[1]!, 2);
-  await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4);
+  // The second completion is committed before its reply reaches the harness, which only then starts the blocking
+  // command: wait for both.
+  await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4 && pidsMentioning(marker).length >= 4);
   const inFlight = openSessions(db, good);
   expect(inFlight.size).toBe(4);
   const blocked = pidsMentioning(marker);

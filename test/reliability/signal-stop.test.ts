@@ -34,7 +34,9 @@ test('SIGTERM of polar serve: running sessions end CANCELLED "interrupted: SIGTE
   ].join('\n'));
   const serve = await startPolarUntil(['serve', '--config', config, '--with-sim'], procs, /rollout server on (http:\/\/\S+?),/);
   submitTasks(tasks, serve.match[1]!, 2);
-  await waitFor('every session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4);
+  // The second completion is committed before its reply reaches the harness, which only then starts the blocking
+  // command: wait for both.
+  await waitFor('every session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4 && pidsMentioning(marker).length >= 4);
   const blocked = pidsMentioning(marker);
   expect(blocked.length).toBeGreaterThanOrEqual(4);
 

@@ -43,7 +43,9 @@ async function deploy(name: string, good: string[]): Promise<Deployment & { roll
   const server = rollout.match[1]!;
   await waitFor('the gateway registered', async () => ((await (await fetch(`${server}/nodes`)).json()) as unknown[]).length === 1);
   submitTasks(tasks, server, 2);
-  await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4);
+  // The second completion is committed before its reply reaches the harness, which only then starts the blocking
+  // command: wait for both.
+  await waitFor('every good session blocked mid-run', () => sessionsWithCompletions(db, good, 2) === 4 && pidsMentioning(marker(name)).length >= 4);
   return { db, work, config, server, tasks, good, rollout: rollout.proc, gateway: gateway.proc };
 }
 
