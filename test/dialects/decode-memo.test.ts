@@ -8,11 +8,11 @@
 import { describe, expect, test } from 'bun:test';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import type { IRRequest } from '../../src/core/ir.ts';
+import type { IRRequest, Warning } from '../../src/core/ir.ts';
 import { anthropicMessages } from '../../src/dialects/anthropic-messages/index.ts';
 import { openaiChat } from '../../src/dialects/openai-chat/index.ts';
 import { wellFormed } from '../../src/proxy/context.ts';
-import { DecodeMemo } from '../../src/dialects/shared/decode-memo.ts';
+import { DecodeMemo, type ToolNames } from '../../src/dialects/shared/decode-memo.ts';
 import { codecContext } from '../support/dialects.ts';
 
 const ctx: CodecContext = codecContext({});
@@ -126,6 +126,20 @@ describe.each(dialects)('$name', ({ decode, start, turn }) => {
   });
 });
 
+test('a dropped tool kept from an earlier call warns once, as on a fresh copy, in both dialects', () => {
+  // A kept tool whose value is null (dropped) must be taken as kept, not decoded again with a second warning. A new
+  // copy of the first tool each call ends the shared run there, so the dropped one is found by its own entry.
+  const anthropic = { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [anthropicTools[0], { type: 'web_search_20250305', name: 'web_search' }] };
+  const chat = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [chatTools[0], { type: 'custom', custom: { name: 'grep' } }] };
+  for (const [decode, body] of [[anthropicMessages.decodeRequest, anthropic], [openaiChat.decodeRequest, chat]] as const) {
+    for (let call = 0; call < 3; call++) {
+      const ir = same(decode, { ...body, tools: [structuredClone(body.tools[0]), body.tools[1]] })!;
+      expect(ir.warnings.filter((w) => w.code === 'unsupported-tool')).toHaveLength(1);
+      expect(ir.tools.map((t) => t.name)).toEqual(['tool_0']);
+    }
+  }
+});
+
 test('anthropic: a kept system message is checked against the message before it on every call', () => {
   const system = { role: 'system', content: 'Be brief.' };
   const user = { role: 'user', content: 'hi' };
@@ -166,19 +180,18 @@ test('decodeAll takes the elements a session shares with its previous call from 
   const flat = (values: string[]) => values.flatMap(items);
   const memo = new DecodeMemo<string>();
   const calls: number[] = [];
-  const one = (raw: unknown, i: number, names: Map<string, string>, warnings: { code: string; message: string }[]): string => {
-    calls.push(i);
+  // `check` sees every element not taken from the run; `one` decodes those that have no entry to reuse.
+  const check = (_raw: unknown, i: number) => void calls.push(i);
+  const one = (raw: unknown, i: number, n: ToolNames, own: Warning[]): string => {
     const r = raw as { set?: string; read?: string; warn?: boolean };
-    return memo.reuse(raw, i, names, warnings) ?? memo.decode(raw, i, names, warnings, (n, own) => {
-      if (r.set) n.set(r.set, `name of ${r.set}`);
-      if (r.warn) own.push({ code: 'w', message: `element ${i}` });
-      return `${i}:${r.read ? n.get(r.read) : '-'}`;
-    });
+    if (r.set) n.set(r.set, `name of ${r.set}`);
+    if (r.warn) own.push({ code: 'w', message: `element ${i}` });
+    return `${i}:${r.read ? n.get(r.read) : '-'}`;
   };
   const elements = [{ set: 'a' }, { warn: true }, { read: 'a' }, { set: 'b', warn: true }];
   const names1 = new Map<string, string>();
   const warnings1: { code: string; message: string }[] = [];
-  expect(memo.decodeAll(elements, names1, warnings1, one, items)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-']));
+  expect(memo.decodeAll(elements, names1, warnings1, one, items, check)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-']));
   expect(calls).toEqual([0, 1, 2, 3]);
 
   // The next call shares the four objects and adds two: only those are decoded; the rest, its warnings and names come from the run.
@@ -186,7 +199,7 @@ test('decodeAll takes the elements a session shares with its previous call from 
   const grown = [...elements, { read: 'b' }, { read: 'a', warn: true }];
   const names2 = new Map<string, string>();
   const warnings2: { code: string; message: string }[] = [{ code: 'top', message: 'before the messages' }];
-  expect(memo.decodeAll(grown, names2, warnings2, one, items)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-', '4:name of b', '5:name of a']));
+  expect(memo.decodeAll(grown, names2, warnings2, one, items, check)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-', '4:name of b', '5:name of a']));
   expect(calls).toEqual([4, 5]);
   expect(warnings2.map((w) => w.message)).toEqual(['before the messages', 'element 1', 'element 3', 'element 5']);
   expect([...names2]).toEqual([['a', 'name of a'], ['b', 'name of b']]);
@@ -196,7 +209,7 @@ test('decodeAll takes the elements a session shares with its previous call from 
   calls.length = 0;
   const edited = [elements[0], { set: 'a2' }, ...grown.slice(2)];
   expect(memo.sharedPrefix(edited)).toBe(1);
-  expect(memo.decodeAll(edited, new Map(), [], one, items)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-', '4:name of b', '5:name of a']));
+  expect(memo.decodeAll(edited, new Map(), [], one, items, check)).toEqual(flat(['0:-', '1:-', '2:name of a', '3:-', '4:name of b', '5:name of a']));
   expect(calls).toEqual([1, 2, 3, 4, 5]);
   // A fresh array (no object shared) shares nothing.
   expect(memo.sharedPrefix(structuredClone(grown))).toBe(0);

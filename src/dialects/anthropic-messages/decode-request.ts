@@ -91,15 +91,12 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
     wire.messages,
     toolNames,
     warnings,
-    (raw, i, names, own) => {
-      // The placement rule reads the message before, so it is checked on every call that does not share both.
-      if ((raw as { role: string }).role === 'system') checkSystemPlacement(wire.messages as readonly { role: string }[], i);
-      return (
-        messageMemo.reuse(raw, i, names, own) ??
-        messageMemo.decode(raw, i, names, own, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own))
-      );
-    },
+    (raw, i, names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own),
     (list) => list,
+    // The placement rule reads the message before, so it is checked on every call that does not share both.
+    (raw, i) => {
+      if ((raw as { role: string }).role === 'system') checkSystemPlacement(wire.messages as readonly { role: string }[], i);
+    },
   );
   for (const message of decoded) messages.push(message);
 

@@ -61,9 +61,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
     wire.messages,
     toolNames,
     warnings,
-    (raw, i, names, own) =>
-      messageMemo.reuse(raw, i, names, own) ??
-      messageMemo.decode(raw, i, names, own, (names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own)),
+    (raw, i, names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own),
     (message) => [message],
   );
   const messages = mergeSystemMessages(decoded, warnings);

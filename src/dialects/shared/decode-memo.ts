@@ -83,17 +83,19 @@ export class DecodeMemo<T> {
    * Every element of `raws` decoded in order, as the items `items(value)` gives for each (e.g. the IR messages one raw
    * message becomes), concatenated. The leading elements the last run over this array shared (the same objects at
    * the same indices: validity, value, warnings and the names they set depend only on the elements before and
-   * themselves) are taken from it with a few slices and no per-element lookup; the rest go through `one(raw, index)`
-   * (which uses `reuse`/`decode`). Warnings are appended to `warnings` in element order and names are set in `names`
-   * as decoding each element would. The run is kept for the next call: `raws` must not be mutated afterwards
-   * (request bodies are not).
+   * themselves) are taken from it with a few slices and no per-element lookup. Each other element is first given to
+   * `check` (rules that read its neighbours, so a kept element is checked again), then taken from its own entry
+   * (`reuse`) or decoded by `decode` and kept (`decode`). Warnings are appended to `warnings` in element order and
+   * names are set in `names` as decoding each element would. The run is kept for the next call: `raws` must not be
+   * mutated afterwards (request bodies are not).
    */
   decodeAll<I>(
     raws: readonly unknown[],
     names: Map<string, string>,
     warnings: Warning[],
-    one: (raw: unknown, index: number, names: Map<string, string>, warnings: Warning[]) => T,
+    decode: (raw: unknown, index: number, names: ToolNames, warnings: Warning[]) => T,
     items: (value: T) => readonly I[],
+    check?: (raw: unknown, index: number) => void,
   ): I[] {
     const found = this.sharedRun(raws);
     const shared = found?.shared ?? 0;
@@ -115,7 +117,10 @@ export class DecodeMemo<T> {
     }
     for (let i = shared; i < raws.length; i++) {
       const raw = raws[i];
-      for (const item of items(one(raw, i, names, ownWarnings))) out.push(item);
+      check?.(raw, i);
+      const kept = this.reuse(raw, i, names, ownWarnings); // undefined: not kept (a kept value may be null)
+      const value = kept !== undefined ? kept : this.decode(raw, i, names, ownWarnings, (toolNames, own) => decode(raw, i, toolNames, own));
+      for (const item of items(value)) out.push(item);
       const entry = typeof raw === 'object' && raw !== null ? this.entries.get(raw) : undefined;
       if (entry !== undefined) for (const set of entry.set) sets.push(set);
       outEnds[i] = out.length;
@@ -137,7 +142,7 @@ export class DecodeMemo<T> {
    * The kept value of `raw` at `index`, with its warnings appended to `warnings` and its names set in `names`; or
    * undefined (nothing changed) when it was not decoded there or a name it read now resolves differently.
    */
-  reuse(raw: unknown, index: number, names: Map<string, string>, warnings: Warning[]): T | undefined {
+  private reuse(raw: unknown, index: number, names: Map<string, string>, warnings: Warning[]): T | undefined {
     if (typeof raw !== 'object' || raw === null) return undefined;
     const entry = this.entries.get(raw);
     if (entry === undefined || entry.index !== index) return undefined;
@@ -151,7 +156,7 @@ export class DecodeMemo<T> {
    * `decode(names, warnings)` for `raw` at `index`, recording the names it sets and reads and the warnings it raises
    * (appended to `warnings` too), kept for the next call. A throw keeps nothing.
    */
-  decode(raw: unknown, index: number, names: Map<string, string>, warnings: Warning[], decode: (names: ToolNames, warnings: Warning[]) => T): T {
+  private decode(raw: unknown, index: number, names: Map<string, string>, warnings: Warning[], decode: (names: ToolNames, warnings: Warning[]) => T): T {
     const own: Warning[] = [];
     const set: [string, string][] = [];
     const read: [string, string | undefined][] = [];
@@ -224,12 +229,9 @@ export function validateRequest<S extends z.ZodType<ShallowRequest>, M extends z
   return { top: top.data, messagesIn, toolsIn };
 }
 
-/** Tools set and read no tool names. */
-const NO_NAMES = new Map<string, string>();
-
 /**
- * The request's tools as IR tools: a kept one from `memo`, the others by `decode` (its validated value, from
- * `validated` or validated here with `schema`; null: dropped with a warning it adds).
+ * The request's tools as IR tools, through `memo.decodeAll`: kept ones as they were, the others by `decode` (its
+ * validated value, from `validated` or validated here with `schema`; null: dropped with a warning it adds).
  */
 export function decodeTools<T extends z.ZodType>(
   raw: readonly unknown[],
@@ -239,11 +241,12 @@ export function decodeTools<T extends z.ZodType>(
   warnings: Warning[],
   decode: (tool: z.output<T>, index: number, warnings: Warning[]) => IRTool | null,
 ): IRTool[] {
-  const tools: IRTool[] = [];
-  raw.forEach((item, i) => {
-    const kept = memo.reuse(item, i, NO_NAMES, warnings); // null: a dropped tool, undefined: not kept
-    const tool = kept !== undefined ? kept : memo.decode(item, i, NO_NAMES, warnings, (_names, own) => decode(validated[i] ?? parseWire(schema, item, `tools[${i}]`), i, own));
-    if (tool !== null) tools.push(tool);
-  });
-  return tools;
+  // Tools set and read no tool names.
+  return memo.decodeAll(
+    raw,
+    new Map(),
+    warnings,
+    (item, i, _names, own) => decode(validated[i] ?? parseWire(schema, item, `tools[${i}]`), i, own),
+    (tool) => (tool === null ? [] : [tool]),
+  );
 }
