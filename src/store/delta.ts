@@ -78,15 +78,9 @@ export const MAX_SEGMENTS = 16;
  */
 export function compactSegments(segments: Int32Array[]): { segments: Int32Array[]; copiedBytes: number } {
   if (segments.length <= MAX_SEGMENTS) return { segments, copiedBytes: 0 };
-  let length = 0;
-  for (let i = 1; i < segments.length; i++) length += segments[i]!.length;
-  const joined = new Int32Array(length);
-  let at = 0;
-  for (let i = 1; i < segments.length; i++) {
-    joined.set(segments[i]!, at);
-    at += segments[i]!.length;
-  }
-  return { segments: [segments[0]!, joined], copiedBytes: joined.byteLength };
+  // concatBytes' result starts at offset 0, so it is aligned for an Int32Array view.
+  const bytes = concatBytes(segments.slice(1).map((segment) => new Uint8Array(segment.buffer, segment.byteOffset, segment.byteLength)));
+  return { segments: [segments[0]!, new Int32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)], copiedBytes: bytes.byteLength };
 }
 
 /** A text stored as `base[0, prefix) ++ middle ++ base[base.length − suffix, base.length)`; lengths in UTF-16 code units. */

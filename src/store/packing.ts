@@ -3,7 +3,7 @@
  * 32k-token completion is 128 KiB instead of ~250 KiB of JSON text and decodes without parsing.
  */
 
-import { uninitialisedBytes } from '../core/bytes.ts';
+import { concatBytes, uninitialisedBytes } from '../core/bytes.ts';
 
 // Typed arrays use the host byte order; every platform Bun ships for is little-endian, and the file format says LE.
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('polar store requires a little-endian host');
@@ -30,9 +30,7 @@ export function packInt32(ids: readonly number[], start = 0): Uint8Array {
  * held as int32 (core/int32-twin.ts), so nothing needs checking.
  */
 export function int32Bytes(ids: Int32Array): Uint8Array {
-  const bytes = uninitialisedBytes(ids.byteLength);
-  bytes.set(new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength));
-  return bytes;
+  return concatBytes([new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength)]);
 }
 
 /** Pack logprobs as float32 (values are rounded as by Math.fround); length = 4 × values.length. */
