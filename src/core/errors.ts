@@ -63,3 +63,23 @@ export function toGatewayError(thrown: unknown): GatewayError {
 export function assertNever(value: never): never {
   throw new Error(`unexpected value: ${JSON.stringify(value)}`);
 }
+
+/** `thrown` as an Error: itself when it is one, else an Error whose message is its text. */
+export function asError(thrown: unknown): Error {
+  return thrown instanceof Error ? thrown : new Error(String(thrown));
+}
+
+/**
+ * `run(item)` for each item in order, none stopping the others.
+ * @returns one entry per item: null when `run` returned, else what it threw (asError).
+ */
+export function attemptEach<T>(items: readonly T[], run: (item: T) => void): (Error | null)[] {
+  return items.map((item) => {
+    try {
+      run(item);
+      return null;
+    } catch (thrown) {
+      return asError(thrown);
+    }
+  });
+}

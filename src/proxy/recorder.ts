@@ -4,6 +4,7 @@
  * are counted); completions with a capture error are records (the error is stored and counted).
  */
 import type { Clock } from '../core/clock.ts';
+import { asError, attemptEach } from '../core/errors.ts';
 import type { DialectName, IRRequest, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import type { EngineClient, EngineCompletion } from '../engines/types.ts';
@@ -141,8 +142,8 @@ export class Recorder {
     let errors: (Error | null)[];
     try {
       errors = this.insert(batch);
-    } catch (error) {
-      const failure = error instanceof Error ? error : new Error(String(error));
+    } catch (thrown) {
+      const failure = asError(thrown);
       errors = batch.map(() => failure);
     }
     for (let i = 0; i < batch.length; i++) {
@@ -170,13 +171,6 @@ export class Recorder {
   private insert(batch: readonly Pending[]): (Error | null)[] {
     const completions = this.store.completions;
     if (completions.insertMany) return completions.insertMany(batch.map(({ record, opts }) => ({ rec: record, opts })));
-    return batch.map(({ record, opts }) => {
-      try {
-        completions.insert(record, opts);
-        return null;
-      } catch (error) {
-        return error instanceof Error ? error : new Error(String(error));
-      }
-    });
+    return attemptEach(batch, ({ record, opts }) => completions.insert(record, opts));
   }
 }

@@ -7,6 +7,7 @@
  * an earlier dispatch attempt of the session (the base is only a compression reference, so that is harmless).
  */
 import type { Database } from 'bun:sqlite';
+import { attemptEach } from '../core/errors.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, compactSegments, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
@@ -232,14 +233,7 @@ export class CompletionRepository {
         this.batching = false;
       }
     }
-    return items.map((item) => {
-      try {
-        this.insert(item.rec, item.opts);
-        return null;
-      } catch (error) {
-        return error instanceof Error ? error : new Error(String(error));
-      }
-    });
+    return attemptEach(items, (item) => this.insert(item.rec, item.opts));
   }
 
   /** The record, or null when unknown. @throws Error when a row of its base chain is missing or corrupt. */
