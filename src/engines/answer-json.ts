@@ -21,7 +21,7 @@
  */
 import { ByteLru } from '../core/byte-lru.ts';
 import { asBuffer, commonBytePrefix, isJsonSpace } from '../core/bytes.ts';
-import { pairInt32 } from '../core/int32-twin.ts';
+import { appendInt32, int32ToArray, pairInt32 } from '../core/int32-twin.ts';
 
 const KEY = Buffer.from('"prompt_token_ids"');
 const utf8 = new TextDecoder();
@@ -32,33 +32,15 @@ interface Previous {
   ids: Int32Array;
 }
 
-/** Resident bytes of a remembered answer (its digits, its ids' buffer with spare room, a fixed overhead). */
-const entryBytes = (entry: Previous) => entry.digits.byteLength + entry.ids.buffer.byteLength + 64;
-
-/**
- * The ids to remember, as an Int32Array. A session's prompt grows call by call, so the buffer gets ~25 % spare room
- * and a prompt that extends the remembered one is appended in place: only the new ids are written, nothing is
- * allocated. Safe because each buffer belongs to one session's single entry, and views of it only ever cover a
- * prefix that an append does not change.
- */
-function keptIds(head: Int32Array | null, ids: readonly number[]): Int32Array {
-  const from = head?.length ?? 0;
-  let kept: Int32Array;
-  if (head !== null && head.byteOffset === 0 && head.buffer.byteLength >= ids.length * 4) kept = new Int32Array(head.buffer, 0, ids.length);
-  else {
-    kept = new Int32Array(new ArrayBuffer((Math.ceil(ids.length * 1.25) + 64) * 4), 0, ids.length);
-    if (head !== null) kept.set(head);
-  }
-  for (let i = from; i < ids.length; i++) kept[i] = ids[i]!;
-  return kept;
-}
-
 /** `ids` as a new Int32Array (`set` from the array: ~2× faster than `Int32Array.from` in Bun 1.4). */
 function int32Copy(ids: readonly number[]): Int32Array {
   const out = new Int32Array(ids.length);
   out.set(ids);
   return out;
 }
+
+/** Resident bytes of a remembered answer (its digits, its ids' buffer with spare room, a fixed overhead). */
+const entryBytes = (entry: Previous) => entry.digits.byteLength + entry.ids.buffer.byteLength + 64;
 
 /**
  * Default budget over all sessions: ~28 sessions with 25,000-token prompts (~290 KB each: the answer the digits are a
@@ -105,17 +87,9 @@ export class EngineAnswerReader {
       this.stats.small++;
       return JSON.parse(utf8.decode(buffer));
     }
-    const at = buffer.indexOf(KEY);
-    if (at < 0) return this.fallback(buffer);
-    let open = at + KEY.length;
-    while (isJsonSpace(buffer[open])) open++;
-    if (buffer[open] !== 0x3a /* : */) return this.fallback(buffer);
-    open++;
-    while (isJsonSpace(buffer[open])) open++;
-    if (buffer[open] !== 0x5b /* [ */) return this.fallback(buffer);
-    const close = buffer.indexOf(0x5d /* ] */, open + 1);
-    // A second key (JSON.parse would keep the last) is looked for only after the array, so the digits are not searched.
-    if (close < 0 || buffer.indexOf(KEY, close) >= 0) return this.fallback(buffer);
+    const array = idsArray(buffer);
+    if (array === null) return this.fallback(buffer);
+    const { open, close } = array;
     const digits = buffer.subarray(open + 1, close);
 
     let head: Int32Array | null = null;
@@ -135,30 +109,18 @@ export class EngineAnswerReader {
       if (tail === null) return this.fallback(buffer);
     }
 
-    let body: unknown;
-    try {
-      body = JSON.parse(utf8.decode(buffer.subarray(0, open + 1)) + utf8.decode(buffer.subarray(close)));
-    } catch {
-      return this.fallback(buffer); // throws the error JSON.parse gives for the whole text
-    }
-    const holder = placeholderOwner(body);
+    const holder = parseAround(buffer, open, close);
     if (holder === null) return this.fallback(buffer);
-    let ids = tail!;
-    if (head !== null) {
-      ids = new Array<number>(head.length + tail!.length);
-      for (let i = 0; i < head.length; i++) ids[i] = head[i]!;
-      for (let i = 0; i < tail!.length; i++) ids[head.length + i] = tail![i]!;
-    }
-    holder.prompt_token_ids = ids;
+    // The ids as an Int32Array: kept for the session's next answer (only the new ids written, core/int32-twin.ts), and
+    // paired with the array so the capture check and the store read them natively; the array is filled from it.
+    const twin = sessionId === null ? int32Copy(tail!) : appendInt32(head ?? undefined, tail!)!; // int32 (scanIds / parseIds)
+    const ids = head === null ? tail! : int32ToArray(twin);
+    holder.owner.prompt_token_ids = ids;
     if (incremental) this.stats.incremental++;
     else this.stats.scanned++;
-    // The ids as an Int32Array: kept for the session's next answer, and paired with the array (core/int32-twin.ts) so
-    // the capture check and the store read them natively. A view of a kept buffer stays valid: later answers of the
-    // session only append past its end.
-    const twin = sessionId === null ? int32Copy(ids) : keptIds(head, ids);
     pairInt32(ids, twin);
     if (sessionId !== null) this.sessions.set(sessionId, { digits, ids: twin });
-    return body;
+    return holder.body;
   }
 
   /** Forget one session's answer (its calls are over). */
@@ -175,6 +137,63 @@ export class EngineAnswerReader {
     this.stats.fallback++;
     return JSON.parse(utf8.decode(buffer));
   }
+}
+
+/**
+ * Where the answer's one `prompt_token_ids` array is: `open` at its `[`, `close` at its `]`. Null when the key is
+ * absent or present more than once, or its value does not start with `[`. (The array is not checked here.)
+ */
+function idsArray(buffer: Buffer): { open: number; close: number } | null {
+  const at = buffer.indexOf(KEY);
+  if (at < 0) return null;
+  let open = at + KEY.length;
+  while (isJsonSpace(buffer[open])) open++;
+  if (buffer[open] !== 0x3a /* : */) return null;
+  open++;
+  while (isJsonSpace(buffer[open])) open++;
+  if (buffer[open] !== 0x5b /* [ */) return null;
+  const close = buffer.indexOf(0x5d /* ] */, open + 1);
+  // A second key (JSON.parse would keep the last) is looked for only after the array, so the digits are not searched.
+  if (close < 0 || buffer.indexOf(KEY, close) >= 0) return null;
+  return { open, close };
+}
+
+/**
+ * `JSON.parse` of the answer with the array between `open` and `close` emptied, and the object that holds the
+ * (now empty) array, to put the ids back into. Null when that text is not JSON or the array sits anywhere other than
+ * the top level or `choices[0]`.
+ */
+function parseAround(buffer: Buffer, open: number, close: number): { body: unknown; owner: Record<string, unknown> } | null {
+  let body: unknown;
+  try {
+    body = JSON.parse(utf8.decode(buffer.subarray(0, open + 1)) + utf8.decode(buffer.subarray(close)));
+  } catch {
+    return null;
+  }
+  const owner = placeholderOwner(body);
+  return owner === null ? null : { body, owner };
+}
+
+/**
+ * Parse a token-mode engine answer that echoes the prompt ids the proxy sent (vLLM `/v1/completions` with
+ * `return_token_ids`, the simulator): when the echoed array's bytes are exactly the `sentDigits` (the request's
+ * array text between its brackets, as compact JSON writes it), the array is not parsed at all and `ids` (the array
+ * that was sent) is put in its place; anything else (other spacing, other ids, an unusual shape) is parsed in full by
+ * `JSON.parse`, so the caller's comparison of the echo with what it sent still sees any difference.
+ * @returns the same value as `JSON.parse` of the whole answer, except that an equal echo is `ids` itself.
+ * @throws SyntaxError when the text is not JSON (as `JSON.parse` would).
+ */
+export function parseEchoedAnswer(bytes: Uint8Array, sentDigits: Uint8Array, ids: readonly number[]): unknown {
+  const buffer = asBuffer(bytes);
+  const array = idsArray(buffer);
+  if (array !== null && asBuffer(sentDigits).equals(buffer.subarray(array.open + 1, array.close))) {
+    const holder = parseAround(buffer, array.open, array.close);
+    if (holder !== null) {
+      holder.owner.prompt_token_ids = ids;
+      return holder.body;
+    }
+  }
+  return JSON.parse(utf8.decode(buffer));
 }
 
 /**

@@ -13,13 +13,12 @@ import type { FinishReason, IRContentPart, IRResponse, IRToolCall } from '../cor
 import type { LogprobSemantics } from '../core/records.ts';
 import { GatewayError } from '../core/errors.ts';
 import type { TokenCapture } from './types.ts';
-import { int32Twin } from '../core/int32-twin.ts';
+import { isIntArray } from '../core/int32-twin.ts';
 
 type Json = Record<string, unknown>;
 
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 // Arrays answer-json.ts built are integers already: ~25,000 checks fewer per 100 KB call.
-const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && (int32Twin(value) !== undefined || value.every((v) => Number.isInteger(v)));
 
 // https://platform.openai.com/docs/api-reference/chat/object — finish_reason; SGLang/vLLM add `abort`.
 const unifiedByFinish: Readonly<Record<string, FinishReason['unified']>> = {

@@ -7,12 +7,12 @@
  * chunk's sampled ids in `choices[0].token_ids`; SGLang builds that stream token data put them in the same places or in
  * `meta_info`. https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#chat-api
  */
+import { isIntArray } from '../core/int32-twin.ts';
 import type { IdGenerator } from '../core/ids.ts';
 import type { DeltaEmitter } from './delta-emitter.ts';
 
 type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && value.every((v) => Number.isInteger(v));
 
 export class ChatChunkAccumulator {
   private id = '';

@@ -7,6 +7,7 @@
  * https://docs.sglang.ai/basic_usage/native_api.html, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
  * https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */
+import { isIntArray } from '../core/int32-twin.ts';
 import { responseFormatSchema, type FinishReason, type IRResponseFormat } from '../core/ir.ts';
 import type { EngineCallContext, EngineKind } from './types.ts';
 
@@ -55,6 +56,8 @@ export interface TokenResult {
 export interface TokenBackend {
   kind: EngineKind;
   path: string;
+  /** The body's key that carries the prompt ids (written by the engine client, engines/prompt-ids-json.ts). */
+  idsKey: 'prompt' | 'input_ids';
   /** Where the response ids and logprobs are read from (reported by the probe). */
   fields: { responseIds: string; logprobs: string };
   body(input: TokenRequestInput): Record<string, unknown>;
@@ -64,7 +67,6 @@ export interface TokenBackend {
 
 type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && value.every((v) => Number.isInteger(v));
 
 function optional(sampling: TokenSampling, names: { seed: string; presence: string; frequency: string }): Json {
   const out: Json = {};
@@ -114,6 +116,7 @@ function vllmResponseFormat(format: IRResponseFormat): Record<string, unknown> {
 export const sglangTokenBackend: TokenBackend = {
   kind: 'sglang',
   path: '/generate',
+  idsKey: 'input_ids',
   fields: { responseIds: 'output_ids', logprobs: 'meta_info.output_token_logprobs[k][0]' },
   body: ({ promptIds, sampling, stopIds, ctx, responseFormat }) => ({
     // rid = <session>:<request>: unique per call, attributable per session (the simulator reads the session from it).
@@ -175,6 +178,7 @@ export const sglangTokenBackend: TokenBackend = {
 export const vllmTokenBackend: TokenBackend = {
   kind: 'vllm',
   path: '/v1/completions',
+  idsKey: 'prompt',
   fields: { responseIds: 'choices[0].token_ids', logprobs: 'choices[0].logprobs.token_logprobs' },
   body: ({ promptIds, sampling, stopIds, servedModel, responseFormat }) => ({
     model: servedModel,
@@ -203,7 +207,8 @@ export const vllmTokenBackend: TokenBackend = {
     let responseIds: number[] = [];
     if (isIntArray(c.token_ids)) responseIds = c.token_ids;
     else problems.push('engine returned no choices[0].token_ids (vLLM < 0.10.2 has no return_token_ids)');
-    if (isIntArray(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
+    // An echo byte-equal to what was sent is the sent array itself (answer-json.ts parseEchoedAnswer).
+    if (c.prompt_token_ids !== promptIds && isIntArray(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
     let logprobs: number[] = [];
     const lp = isObject(c.logprobs) ? c.logprobs.token_logprobs : undefined;
     if (Array.isArray(lp) && lp.every((v): v is number => typeof v === 'number')) logprobs = lp;
@@ -228,6 +233,7 @@ export const vllmTokenBackend: TokenBackend = {
 export const llamacppTokenBackend: TokenBackend = {
   kind: 'llamacpp',
   path: '/completion',
+  idsKey: 'prompt',
   fields: { responseIds: 'tokens', logprobs: 'completion_probabilities[k].logprob' },
   body: ({ promptIds, sampling, responseFormat }) => ({
     prompt: promptIds,

@@ -23,7 +23,9 @@ import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } 
 import { DeltaEmitter } from './delta-emitter.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
 import { sseData } from './sse.ts';
-import { tokenStreamingFor, type TokenBackend, type TokenSampling } from './token-backends.ts';
+import { parseEchoedAnswer } from './answer-json.ts';
+import { PromptIdsJson, type IdsBody } from './prompt-ids-json.ts';
+import { tokenStreamingFor, type TokenBackend, type TokenRequestInput, type TokenSampling } from './token-backends.ts';
 import { IncrementalDecoder, TaggedTextSplitter } from './token-stream.ts';
 import type {
   CaptureMode, EngineCallContext, EngineClient, EngineCompletion, EngineKind, EngineProbeReport, EngineStreamEvent, EngineStreamSetting, TokenCapture,
@@ -67,6 +69,8 @@ export interface TokenEngineOptions {
   idPrefix?: string;
   /** Stream from the engine for streaming clients: `auto` (default) when the probe's streamed capture is sound. */
   stream?: EngineStreamSetting;
+  /** Budget of the prompt ids' JSON kept per session to write the next prompt incrementally, bytes (prompt-ids-json.ts; default 24 MiB, 0 = none kept). */
+  promptJsonBytes?: number;
   now?: Clock;
   newId?: IdGenerator;
   /** Where golden-check mismatches are reported (default console.warn). */
@@ -123,6 +127,7 @@ export class TokenModeEngine implements EngineClient {
   private readonly log: (message: string) => void;
   private readonly golden: GoldenChecker;
   private readonly pending = new Set<Promise<void>>();
+  private readonly promptJson: PromptIdsJson;
   private streamOk = false;
 
   /** @throws Error when `goldenRate` is outside [0, 1]. */
@@ -139,6 +144,7 @@ export class TokenModeEngine implements EngineClient {
     this.now = opts.now ?? systemClock;
     this.newId = opts.newId ?? randomId;
     this.log = opts.log ?? ((message) => console.warn(message));
+    this.promptJson = new PromptIdsJson(opts.promptJsonBytes);
     this.golden = new GoldenChecker({
       url: this.url, id: this.id, kind: this.kind, timeoutMs: opts.timeoutMs, rate: opts.goldenRate ?? 0.02, log: this.log,
       headers: (extra) => this.headers(extra),
@@ -172,6 +178,7 @@ export class TokenModeEngine implements EngineClient {
   /** Drop a session's token buffers (its session ended); a later request of it gets a full render. */
   endSession(sessionId: string): void {
     this.buffers?.endSession(sessionId);
+    this.promptJson.forget(sessionId);
   }
 
   /** Resolves when every golden check started so far has finished (tests, orderly shutdown). */
@@ -246,9 +253,24 @@ export class TokenModeEngine implements EngineClient {
   }
 
   private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): Promise<unknown> {
-    const body = this.backend.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) });
-    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
-    return engineFetchJson(`${this.url}${this.backend.path}`, { method: 'POST', body }, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, `engine ${this.id}`);
+    const sent = this.idsBody(this.backend.body(this.tokenInput(promptIds, sampling, ctx, responseFormat)), promptIds, ctx);
+    // An engine that echoes the prompt (vLLM's prompt_token_ids) has its echo compared as bytes with what was sent.
+    const parse = (bytes: Uint8Array) => parseEchoedAnswer(bytes, sent.digits, promptIds);
+    return engineFetchJson(`${this.url}${this.backend.path}`, { method: 'POST', bodyBytes: sent.bytes, parse }, { timeoutMs: this.opts.timeoutMs, headers: this.engineCallHeaders(ctx), signal: ctx.signal }, `engine ${this.id}`);
+  }
+
+  private tokenInput(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): TokenRequestInput {
+    return { promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) };
+  }
+
+  /** A backend's body as bytes, its prompt ids written incrementally per session (prompt-ids-json.ts). */
+  private idsBody(body: Record<string, unknown>, promptIds: readonly number[], ctx: EngineCallContext): IdsBody {
+    const { [this.backend.idsKey]: _ids, ...rest } = body;
+    return this.promptJson.body(ctx.sessionId, this.backend.idsKey, promptIds, rest);
+  }
+
+  private engineCallHeaders(ctx: EngineCallContext): Record<string, string> {
+    return this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
   }
 
   private resolveSampling(s: IRRequest['sampling'], promptLength: number): TokenSampling {
@@ -340,10 +362,10 @@ export class TokenModeEngine implements EngineClient {
     responseFormat?: IRRequest['responseFormat'],
   ): Promise<unknown> {
     const streaming = tokenStreamingFor(this.backend);
-    const body = streaming.body({ promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) });
-    const headers = this.headers({ 'x-polar-session': ctx.sessionId, ...(ctx.taskId ? { 'x-polar-task': ctx.taskId } : {}) });
+    const body = streaming.body(this.tokenInput(promptIds, sampling, ctx, responseFormat));
+    const sent = this.idsBody(body, promptIds, ctx);
     const what = `engine ${this.id}`;
-    const { response, timedOut } = await engineFetchStream(`${this.url}${this.backend.path}`, body, { timeoutMs: this.opts.timeoutMs, headers, signal: ctx.signal }, what);
+    const { response, timedOut } = await engineFetchStream(`${this.url}${this.backend.path}`, body, { timeoutMs: this.opts.timeoutMs, headers: this.engineCallHeaders(ctx), signal: ctx.signal }, what, sent.bytes);
     onAnswered();
     const chunks = streaming.accumulator();
     const decoder = new IncrementalDecoder((ids) => this.tokenizer!.decode(ids));

@@ -11,9 +11,9 @@ import { attemptEach } from '../core/errors.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, compactSegments, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
-import { int32Twin } from '../core/int32-twin.ts';
+import { int32ToArray, int32Twin } from '../core/int32-twin.ts';
 import { encodeIrRequest } from './ir-json.ts';
-import { int32Bytes, int32ToArray, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
+import { int32Bytes, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
   completion_id: string;

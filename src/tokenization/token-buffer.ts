@@ -11,6 +11,7 @@
  * with the most messages) is kept and a side conversation is dropped.
  * Pure computation: no I/O. Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#prefix-breakers.
  */
+import { appendInt32, int32ToArray, int32Twin, pairInt32 } from '../core/int32-twin.ts';
 import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
 import { promptThinking, resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
 import type { LoadedTokenizer } from './tokenizer.ts';
@@ -38,10 +39,15 @@ interface BufferContext {
   settingsKey: string;
   /** The request messages of the last turn followed by the assistant message answered with. */
   messages: readonly ChatMessage[];
-  /** The last turn's prompt ids followed by its sampled ids. */
-  ids: number[];
-  /** Length of the last turn's prompt inside `ids`. */
-  promptLength: number;
+  /** The last turn's prompt ids (its plan's array, shared with its record: never mutated). */
+  promptIds: number[];
+  /** The ids sampled for it. */
+  responseIds: readonly number[];
+  /**
+   * The prompt ids followed by the sampled ids as an Int32Array (core/int32-twin.ts), from which the next prompt is
+   * extended in place; undefined when an id is not an int32.
+   */
+  twin: Int32Array | undefined;
   /** Whether the sampled ids ended with a stop id (else the template's end-of-turn token is appended). */
   closed: boolean;
   /** Bumped on every commit, so two turns planned from the same buffer do not overwrite each other. */
@@ -111,6 +117,8 @@ const ANCHOR: ChatMessage = { role: 'user', content: '.' };
 export class SessionTokenBuffers {
   private readonly sessions = new Map<string, BufferContext[]>();
   private readonly samples = new Map<string, SampledTurn[]>();
+  /** A tool list's JSON by its first tool object (the Chat encoder hands back the same objects for the same tools). */
+  private readonly toolLists = new WeakMap<ChatTool, { tools: readonly ChatTool[]; json: string }>();
   /** Rendering of the anchor turn alone (system/tools header included) per settings key: constant per tool list. */
   private readonly anchorRenders = new Map<string, string>();
   private readonly ids: FamilyIds;
@@ -151,7 +159,7 @@ export class SessionTokenBuffers {
    * @throws Error when the chat template rejects the messages (e.g. a system message out of place).
    */
   prepare(sessionId: string, messages: readonly ChatMessage[], settings: RenderSettings): PromptPlan {
-    const settingsKey = JSON.stringify([settings.tools, settings.enableThinking ?? null]);
+    const settingsKey = this.settingsKeyOf(settings);
     const contexts = this.touch(sessionId);
     let reason: FullRenderReason = contexts.length === 0 ? 'no-buffer' : 'settings-changed';
     for (let c = contexts.length - 1; c >= 0; c--) {
@@ -162,7 +170,7 @@ export class SessionTokenBuffers {
       // A repeat of the last turn's request (client retry): the same prompt again.
       if (messages.length === known - 1 && messagesExtend(messages, context.messages, known - 1)) {
         this.counters.repeats++;
-        return this.plan(sessionId, messages, settingsKey, context.ids.slice(0, context.promptLength), 0, null, this.openedThinking(context.ids, context.promptLength), {
+        return this.plan(sessionId, messages, settingsKey, context.promptIds, 0, null, this.openedThinking(context.promptIds), {
           context, version: context.version, repeat: true,
         });
       }
@@ -172,9 +180,13 @@ export class SessionTokenBuffers {
         reason = 'render-mismatch';
         break;
       }
-      const promptIds = context.ids.slice();
-      if (!context.closed) promptIds.push(this.ids.endOfTurn);
-      for (const id of suffix.ids) promptIds.push(id);
+      // The previous prompt, its sampled ids, the end-of-turn token unless a stop id closed the sample, the suffix:
+      // only the last two are written into the twin, and the array is filled from it (`concat` of 100k-id arrays cost
+      // milliseconds in Bun 1.4, bench/README.md#session-9).
+      const added = context.closed ? suffix.ids : [this.ids.endOfTurn, ...suffix.ids];
+      const twin = context.twin === undefined ? undefined : appendInt32(context.twin, added);
+      const promptIds = twin !== undefined ? int32ToArray(twin) : [...context.promptIds, ...context.responseIds, ...added];
+      if (twin !== undefined) pairInt32(promptIds, twin);
       this.counters.incremental++;
       return this.plan(sessionId, messages, settingsKey, promptIds, suffix.ids.length, null, suffix.openedThinking, { context, version: context.version, repeat: false });
     }
@@ -244,11 +256,13 @@ export class SessionTokenBuffers {
    */
   commit(plan: PromptPlan, responseIds: readonly number[], assistant: ChatMessage): void {
     const last = responseIds[responseIds.length - 1];
+    const promptTwin = int32Twin(plan.promptIds);
     const next: BufferContext = {
       settingsKey: plan.settingsKey,
       messages: [...plan.messages, assistant],
-      ids: plan.promptIds.concat(responseIds),
-      promptLength: plan.promptIds.length,
+      promptIds: plan.promptIds,
+      responseIds,
+      twin: promptTwin === undefined ? undefined : appendInt32(promptTwin, responseIds),
       closed: last !== undefined && this.stopIds.has(last),
       version: 0,
     };
@@ -257,7 +271,7 @@ export class SessionTokenBuffers {
     // The buffer this turn extended or repeated (a retry refreshes it with the new sample), unless another turn
     // advanced it meanwhile; else any buffer with exactly this prompt (a repeat that was rendered in full).
     let at = base && base.context.version === base.version ? contexts.indexOf(base.context) : -1;
-    if (at < 0) at = contexts.findIndex((c) => c.settingsKey === next.settingsKey && c.promptLength === next.promptLength && sameIds(c.ids, plan.promptIds, c.promptLength));
+    if (at < 0) at = contexts.findIndex((c) => c.settingsKey === next.settingsKey && sameIds(c.promptIds, plan.promptIds));
     if (at >= 0) {
       next.version = contexts[at]!.version + 1;
       contexts.splice(at, 1);
@@ -301,7 +315,31 @@ export class SessionTokenBuffers {
     reusedTurns = 0,
   ): PromptPlan {
     this.counters.encodedTokens += encodedTokens;
+    // A full render's ids get their twin here (an incremental prompt has one already), so the engine client writes
+    // the next prompt's JSON incrementally and the store compares and packs it natively.
+    if (int32Twin(promptIds) === undefined) {
+      const twin = appendInt32(undefined, promptIds);
+      if (twin !== undefined) pairInt32(promptIds, twin);
+    }
     return { promptIds, incremental: reason === null, reason, encodedTokens, promptOpenedThinking, sessionId, messages, settingsKey, base, reusedTurns };
+  }
+
+  /**
+   * `JSON.stringify([tools, enableThinking ?? null])`, with the tool list's JSON (~60 KB for Claude Code) kept while
+   * its tool objects stay the same.
+   */
+  private settingsKeyOf(settings: RenderSettings): string {
+    const tools = settings.tools;
+    let json = '[]';
+    if (tools.length > 0) {
+      const kept = this.toolLists.get(tools[0]!);
+      if (kept !== undefined && kept.tools.length === tools.length && kept.tools.every((tool, i) => tool === tools[i])) json = kept.json;
+      else {
+        json = JSON.stringify(tools);
+        this.toolLists.set(tools[0]!, { tools: tools.slice(), json });
+      }
+    }
+    return `[${json},${JSON.stringify(settings.enableThinking ?? null)}]`;
   }
 
   /** The session's buffers, marked most recently used (evicting the least recently used session when over the bound). */
@@ -355,15 +393,16 @@ export class SessionTokenBuffers {
     return promptThinking(this.family, text) === 'opened';
   }
 
-  private openedThinking(ids: readonly number[], promptLength: number): boolean {
-    return this.textOpensThinking(this.tokenizer.decode(ids.slice(Math.max(0, promptLength - 8), promptLength)));
+  private openedThinking(promptIds: readonly number[]): boolean {
+    return this.textOpensThinking(this.tokenizer.decode(promptIds.slice(Math.max(0, promptIds.length - 8))));
   }
 }
 
-/** True when the first `count` ids of `a` and `b` are equal. */
-function sameIds(a: readonly number[], b: readonly number[], count: number): boolean {
-  if (a.length < count || b.length < count) return false;
-  for (let i = 0; i < count; i++) if (a[i] !== b[i]) return false;
+/** True when `a` and `b` hold the same ids. */
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
 
@@ -379,6 +418,7 @@ function messagesExtend(incoming: readonly ChatMessage[], known: readonly ChatMe
  * dialect's minted ones), reasoning ignored when either side dropped it and compared when both have it.
  */
 export function sameChatMessage(a: ChatMessage, b: ChatMessage): boolean {
+  if (a === b) return true; // the chat encoder hands back the same object for a message it already encoded
   if (a.role !== b.role) return false;
   const ca = contentText(a.content);
   const cb = contentText(b.content);

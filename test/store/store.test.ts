@@ -7,7 +7,8 @@ import { fixedClock } from '../../src/core/clock.ts';
 import type { CompletionRecord, SessionResult, TaskRequest } from '../../src/core/records.ts';
 import { GROUP_EVALUATED, migrations, openStore, type Store } from '../../src/store/index.ts';
 import { migrate } from '../../src/store/migrations.ts';
-import { int32ToArray, packInt32, unpackFloat32, unpackInt32 } from '../../src/store/packing.ts';
+import { int32ToArray } from '../../src/core/int32-twin.ts';
+import { packInt32, unpackFloat32, unpackInt32 } from '../../src/store/packing.ts';
 import { useTempStores } from '../support/temp-stores.ts';
 import { taskRequest } from '../support/tasks.ts';
 

@@ -3,6 +3,7 @@
  * and a full re-render reuses the session's own sampled ids (also where the harness dropped the reasoning).
  */
 import { describe, expect, test } from 'bun:test';
+import { int32Twin } from '../../src/core/int32-twin.ts';
 import { detectModelFamily, loadTokenizer, SessionTokenBuffers, type ChatMessage } from '../../src/tokenization/index.ts';
 
 const tk = await loadTokenizer();
@@ -82,5 +83,52 @@ describe('full re-render reuses the session\'s sampled ids', () => {
     const plan = buffers.prepare('s', messages, main);
     expect(plan.reusedTurns).toBe(0);
     expect(plan.promptIds).toEqual(tk.renderChatIds(messages, { tools, addGenerationPrompt: true }));
+  });
+});
+
+describe('prompts come with an Int32Array twin of their ids (core/int32-twin.ts)', () => {
+  const twinOf = (ids: readonly number[]) => int32Twin(ids);
+  const expectTwin = (ids: readonly number[]) => {
+    const twin = twinOf(ids);
+    expect(twin).toBeDefined();
+    expect(Array.from(twin!)).toEqual([...ids]);
+  };
+
+  test('full, incremental and repeated prompts, and two turns planned from one buffer, each keep an exact twin', () => {
+    const buffers = new SessionTokenBuffers(tk, family);
+    const messages: ChatMessage[] = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'fix the bug' }];
+    const first = answer(buffers, messages, main, 'looking');
+    expect(first.plan.incremental).toBe(false);
+    expectTwin(first.plan.promptIds);
+    messages.push(first.message, { role: 'user', content: 'go on' });
+    const second = answer(buffers, messages, main, 'done');
+    expect(second.plan.incremental).toBe(true);
+    expectTwin(second.plan.promptIds);
+    messages.push(second.message);
+    // Two continuations planned from the same buffer before either is committed: the second must not write over the first.
+    const a = buffers.prepare('s', [...messages, { role: 'user', content: 'branch a' }], main);
+    const b = buffers.prepare('s', [...messages, { role: 'user', content: 'branch b, longer than a' }], main);
+    expect(a.incremental && b.incremental).toBe(true);
+    expectTwin(a.promptIds);
+    expectTwin(b.promptIds);
+    const shared = second.plan.promptIds.length;
+    expect(a.promptIds.slice(0, shared)).toEqual(b.promptIds.slice(0, shared));
+    expect(a.promptIds.slice(shared)).not.toEqual(b.promptIds.slice(shared));
+    buffers.commit(a, [...tk.encode('answer a'), eot], { role: 'assistant', content: 'answer a' });
+    buffers.commit(b, [...tk.encode('answer b'), eot], { role: 'assistant', content: 'answer b' });
+    const nextA = buffers.prepare('s', [...messages, { role: 'user', content: 'branch a' }, { role: 'assistant', content: 'answer a' }, { role: 'user', content: 'more a' }], main);
+    const nextB = buffers.prepare('s', [...messages, { role: 'user', content: 'branch b, longer than a' }, { role: 'assistant', content: 'answer b' }, { role: 'user', content: 'more b' }], main);
+    for (const plan of [nextA, nextB]) {
+      expect(plan.incremental).toBe(true);
+      expectTwin(plan.promptIds);
+    }
+    expect(nextA.promptIds.slice(0, a.promptIds.length)).toEqual(a.promptIds);
+    expect(nextB.promptIds.slice(0, b.promptIds.length)).toEqual(b.promptIds);
+    expectTwin(a.promptIds);
+    expectTwin(b.promptIds);
+    // A retry of the last request is the same prompt again, with its twin.
+    const retry = buffers.prepare('s', [...messages, { role: 'user', content: 'branch b, longer than a' }], main);
+    expect(retry.promptIds).toEqual(b.promptIds);
+    expectTwin(retry.promptIds);
   });
 });

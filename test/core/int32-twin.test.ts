@@ -1,0 +1,54 @@
+/**
+ * core/int32-twin.ts appendInt32: a conversation's ids are extended in place while nothing wrote past the view, and
+ * every view handed out keeps its values whatever is appended later (a sibling extension of a shorter view is copied).
+ */
+import { expect, test } from 'bun:test';
+import { appendInt32, int32ToArray } from '../../src/core/int32-twin.ts';
+
+const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+
+test('a view that ends at its buffer\'s high-water mark is extended in place; earlier views keep their values', () => {
+  const first = appendInt32(undefined, range(0, 100))!;
+  expect(int32ToArray(first)).toEqual(range(0, 100));
+  const second = appendInt32(first, range(100, 10))!;
+  expect(second.buffer).toBe(first.buffer); // in place: ~25 % spare room
+  expect(int32ToArray(second)).toEqual(range(0, 110));
+  const third = appendInt32(second, [7, 8])!;
+  expect(third.buffer).toBe(first.buffer);
+  expect(int32ToArray(first)).toEqual(range(0, 100));
+  expect(int32ToArray(second)).toEqual(range(0, 110));
+  expect(int32ToArray(third)).toEqual([...range(0, 110), 7, 8]);
+});
+
+test('a sibling extension of a view another extension already wrote past is copied, so neither sees the other', () => {
+  const base = appendInt32(undefined, range(0, 50))!;
+  const a = appendInt32(base, [1001, 1002])!;
+  const b = appendInt32(base, [2001])!; // base no longer ends at the high-water mark
+  expect(b.buffer).not.toBe(base.buffer);
+  expect(int32ToArray(a)).toEqual([...range(0, 50), 1001, 1002]);
+  expect(int32ToArray(b)).toEqual([...range(0, 50), 2001]);
+  // A prefix view is never extended in place either.
+  const prefix = a.subarray(0, 10);
+  const c = appendInt32(prefix, [3001])!;
+  expect(int32ToArray(c)).toEqual([...range(0, 10), 3001]);
+  expect(int32ToArray(a)).toEqual([...range(0, 50), 1001, 1002]);
+});
+
+test('running out of spare room copies into a larger buffer; a non-int32 value gives no twin and changes nothing seen', () => {
+  let twin = appendInt32(undefined, [1])!;
+  const buffers = new Set<ArrayBufferLike>([twin.buffer]);
+  const ids = [1];
+  for (let i = 0; i < 500; i++) {
+    twin = appendInt32(twin, [i])!;
+    ids.push(i);
+    buffers.add(twin.buffer);
+  }
+  expect(int32ToArray(twin)).toEqual(ids);
+  expect(buffers.size).toBeGreaterThan(1);
+  expect(buffers.size).toBeLessThan(20); // amortised: not a copy per append
+  for (const bad of [2 ** 31, -(2 ** 31) - 1, 1.5, Number.NaN]) expect(appendInt32(twin, [5, bad])).toBeUndefined();
+  // The refused values were written past the high-water mark only: the next append still extends in place and is exact.
+  const next = appendInt32(twin, [42])!;
+  expect(int32ToArray(next)).toEqual([...ids, 42]);
+  expect(appendInt32(undefined, [-(2 ** 31), 2 ** 31 - 1, 0])).toEqual(new Int32Array([-(2 ** 31), 2 ** 31 - 1, 0]));
+});
