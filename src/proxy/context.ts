@@ -8,6 +8,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
+import { ElementRuns } from '../core/element-runs.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { IRMessage, IRRequest, IRTool, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
@@ -151,26 +152,47 @@ export function decodeBody(rt: ProxyRuntime, route: DialectRoute, body: unknown,
  * https://tc39.es/ecma262/#sec-string.prototype.towellformed
  */
 export function wellFormed(ir: IRRequest): void {
-  let replaced = 0;
-  for (let i = 0; i < ir.messages.length; i++) {
-    const { value, count } = repaired(ir.messages[i]!, repairMessage);
-    ir.messages[i] = value;
-    replaced += count;
-  }
-  for (let i = 0; i < ir.tools.length; i++) {
-    const { value, count } = repaired(ir.tools[i]!, repairTool);
-    ir.tools[i] = value;
-    replaced += count;
-  }
+  // System messages are repaired one by one: a dialect may build them afresh every call (Anthropic's top-level
+  // `system`), which would end every run at its first element.
+  const replaced = repairAll(ir.messages, repairedMessages, repairMessage, (message) => message.role === 'system') + repairAll(ir.tools, repairedTools, repairTool);
   if (replaced > 0) ir.warnings.push({ code: 'lone-surrogate-replaced', message: `${replaced} string(s) held lone UTF-16 surrogates; each was replaced by U+FFFD before reaching the engine` });
 }
 
-/** Each IR message or tool wellFormed has seen: itself or its repaired copy, and how many strings were repaired. */
-const repairs = new WeakMap<object, { value: object; count: number }>();
+/** An IR message or tool as wellFormed leaves it: itself or its repaired copy, and how many strings were repaired. */
+interface Repair {
+  value: object;
+  count: number;
+}
 
-function repaired<T extends object>(item: T, repair: (item: T, fix: (text: string) => string) => T): { value: T; count: number } {
+/** Each IR message or tool wellFormed has seen, by object. */
+const repairs = new WeakMap<object, Repair>();
+/** The last call's repairs by its first message / tool: its leading elements again cost one compare each (core/element-runs.ts). */
+const repairedMessages = new ElementRuns<IRMessage, Repair>();
+const repairedTools = new ElementRuns<IRTool, Repair>();
+
+/**
+ * Replace each element of `items` by its repair; returns how many strings were repaired in all. The elements `alone`
+ * picks are looked up one by one and left out of the run.
+ */
+function repairAll<T extends object>(items: T[], runs: ElementRuns<T, Repair>, repair: (item: T, fix: (text: string) => string) => T, alone?: (item: T) => boolean): number {
+  const inputs = alone === undefined ? items.slice() : items.filter((item) => !alone(item));
+  const { run, shared } = runs.shared(inputs);
+  const entries = shared > 0 ? run!.outputs.slice(0, shared) : [];
+  for (let i = shared; i < inputs.length; i++) entries.push(repaired(inputs[i]!, repair));
+  runs.keep(inputs, entries);
+  let replaced = 0;
+  let j = 0;
+  for (let i = 0; i < items.length; i++) {
+    const entry = alone?.(items[i]!) ? repaired(items[i]!, repair) : entries[j++]!;
+    items[i] = entry.value as T;
+    replaced += entry.count;
+  }
+  return replaced;
+}
+
+function repaired<T extends object>(item: T, repair: (item: T, fix: (text: string) => string) => T): Repair {
   const known = repairs.get(item);
-  if (known !== undefined) return known as { value: T; count: number };
+  if (known !== undefined) return known;
   let count = 0;
   const fix = (text: string): string => {
     if (text.isWellFormed()) return text;

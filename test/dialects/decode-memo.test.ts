@@ -8,7 +8,7 @@
 import { describe, expect, test } from 'bun:test';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
-import type { IRRequest, Warning } from '../../src/core/ir.ts';
+import type { IRMessage, IRRequest, IRTool, Warning } from '../../src/core/ir.ts';
 import { anthropicMessages } from '../../src/dialects/anthropic-messages/index.ts';
 import { openaiChat } from '../../src/dialects/openai-chat/index.ts';
 import { wellFormed } from '../../src/proxy/context.ts';
@@ -213,4 +213,35 @@ test('decodeAll takes the elements a session shares with its previous call from 
   expect(calls).toEqual([1, 2, 3, 4, 5]);
   // A fresh array (no object shared) shares nothing.
   expect(memo.sharedPrefix(structuredClone(grown))).toBe(0);
+});
+
+test('wellFormed takes the repairs of the messages and tools a call shares with the last call from its run, and repairs fresh system messages each time', () => {
+  const text = (t: string) => [{ type: 'text' as const, text: t }];
+  const system = () => ({ role: 'system' as const, content: text('sys \udc00') });
+  const kept: IRMessage[] = [
+    { role: 'user', content: text('ok') },
+    { role: 'assistant', content: text('a \ud800') },
+    { role: 'user', content: text('b') },
+  ];
+  const tools: IRTool[] = [{ name: 't', description: 'd \ud800', parameters: {}, origin: { kind: 'function' } }];
+  const call = (messages: IRMessage[]): IRRequest => ({ ...anthropicMessages.decodeRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }, ctx), messages, tools: [...tools] });
+  const first = call([system(), ...kept]);
+  wellFormed(first);
+  expect(first.warnings.find((w) => w.code === 'lone-surrogate-replaced')?.message).toStartWith('3 string(s)');
+  const repairedAssistant = first.messages[2]!;
+  expect(repairedAssistant).not.toBe(kept[1]!);
+  expect(repairedAssistant.content).toEqual(text('a \ufffd'));
+  const second = call([system(), ...kept, { role: 'assistant', content: text('c') }, { role: 'user', content: text('d \udc00') }]);
+  wellFormed(second);
+  expect(second.warnings.find((w) => w.code === 'lone-surrogate-replaced')?.message).toStartWith('4 string(s)');
+  expect(second.messages[0]!.content).toEqual(text('sys \ufffd'));
+  expect(second.messages[2]).toBe(repairedAssistant); // the kept repair, not a new copy
+  expect(second.messages[5]!.content).toEqual(text('d \ufffd'));
+  expect(second.tools[0]!.description).toBe('d \ufffd');
+  // The decoded objects themselves never change; an edited first message starts another run and is exact too.
+  expect(kept[1]!.content).toEqual(text('a \ud800'));
+  const third = call([system(), { role: 'user', content: text('e \ud800') }, ...kept.slice(1)]);
+  wellFormed(third);
+  expect(third.warnings.find((w) => w.code === 'lone-surrogate-replaced')?.message).toStartWith('4 string(s)');
+  expect(third.messages.map((m) => m.content)).toEqual([text('sys \ufffd'), text('e \ufffd'), text('a \ufffd'), text('b')]);
 });

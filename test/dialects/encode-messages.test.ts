@@ -52,3 +52,30 @@ test('the same IR tools give the same Chat tool objects, equal to a fresh encodi
   expect(fresh[0]).not.toBe(first[0]!);
   expect(fresh[0]).toEqual(first[0]!);
 });
+
+test('a call that shares its leading IR objects with the last call takes their encodings and warnings from its run; the rest is encoded as before', () => {
+  const opts: ChatEncodeOptions = { ...ENGINE_CHAT_ENCODING, toolResultImages: 'placeholder' };
+  const messages = conversation();
+  const first = encodeChatMessages(messages, opts);
+  // The next turn: the same objects, a fresh system message (as Anthropic's decoder builds), two new turns.
+  const turn: IRMessage[] = [
+    { role: 'system', content: [{ type: 'text', text: 'Be brief.' }] },
+    ...messages.slice(1),
+    { role: 'assistant', content: [{ type: 'text', text: 'again' }], toolCalls: [{ id: 'c2', name: 'ls', arguments: '{}' }] },
+    { role: 'tool', toolCallId: 'c2', name: 'ls', content: [{ type: 'image', mediaType: 'image/png', data: 'CCCC' }] },
+  ];
+  const second = encodeChatMessages(turn, opts);
+  expect(second).toEqual(encodeChatMessages(structuredClone(turn), opts));
+  for (let i = 1; i < first.messages.length; i++) expect(second.messages[i]).toBe(first.messages[i]!);
+  expect(second.warnings.map((w) => w.code)).toEqual(['assistant-image-dropped', 'tool-result-image', 'tool-result-image']);
+  // An edited message in the middle: the messages after it are still the same objects, each from its own entry.
+  const edited: IRMessage[] = [turn[0]!, turn[1]!, { role: 'assistant', content: [{ type: 'text', text: 'other' }] }, ...turn.slice(3)];
+  const third = encodeChatMessages(edited, opts);
+  expect(third).toEqual(encodeChatMessages(structuredClone(edited), opts));
+  expect(third.messages[3]).toBe(second.messages[3]!);
+  expect(third.warnings.map((w) => w.code)).toEqual(['tool-result-image', 'tool-result-image']);
+  // Other options: nothing is taken from the run.
+  const parts = encodeChatMessages(turn, { ...opts, toolResultImages: 'parts' });
+  expect(parts).toEqual(encodeChatMessages(structuredClone(turn), { ...opts, toolResultImages: 'parts' }));
+  expect(Array.isArray(parts.messages[3]!.content)).toBe(true);
+});

@@ -9,6 +9,7 @@
  */
 import type { IRContentPart, IRMessage, IRTool, Warning } from '../../core/ir.ts';
 import { textOf } from '../../core/ir.ts';
+import { ElementRuns } from '../../core/element-runs.ts';
 import { imagePartToUrl } from '../shared/images.ts';
 
 /** Field under which an assistant turn's reasoning is echoed back: vLLM ≥ 0.10 reads `reasoning`, SGLang and older vLLM `reasoning_content`. */
@@ -89,9 +90,13 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
   const systemTexts: string[] = [];
   const out: ChatWireMessage[] = [];
   let systemImage = false;
+  const encoded = encodeNonSystem(messages.filter((message): message is NonSystem => message.role !== 'system'), opts);
+  let j = 0;
   for (const message of messages) {
     if (message.role !== 'system') {
-      out.push(encodeMessageOnce(message, opts, warnings));
+      const entry = encoded[j++]!;
+      for (const warning of entry.warnings) warnings.push(warning);
+      out.push(entry.message);
       continue;
     }
     if (opts.systemMessages === 'keep') {
@@ -107,28 +112,43 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
   return { messages: out, warnings };
 }
 
+type NonSystem = Exclude<IRMessage, { role: 'system' }>;
+interface Encoded {
+  opts: ChatEncodeOptions;
+  message: ChatWireMessage;
+  warnings: readonly Warning[];
+}
+
 /**
  * Each non-system IR message encoded so far, with the options and the warnings: a decoder hands a session's next call
  * the same IR objects for the messages it had already (dialects/shared/decode-memo.ts), so the engine body of a long
  * session encodes only its new turns, and its message objects are the previous body's (the body memo compares them
  * by reference). The encoded messages are shared between calls and must not be mutated.
  */
-const encodedMessages = new WeakMap<IRMessage, { opts: ChatEncodeOptions; message: ChatWireMessage; warnings: readonly Warning[] }>();
+const encodedMessages = new WeakMap<IRMessage, Encoded>();
+/** The last call's encodings by its first message: its leading messages again cost one compare each (core/element-runs.ts). */
+const encodedRuns = new ElementRuns<NonSystem, Encoded>();
 
 const sameOptions = (a: ChatEncodeOptions, b: ChatEncodeOptions) =>
   a === b || (a.reasoningField === b.reasoningField && a.systemMessages === b.systemMessages && a.joinText === b.joinText && a.toolResultImages === b.toolResultImages);
 
-function encodeMessageOnce(message: Exclude<IRMessage, { role: 'system' }>, opts: ChatEncodeOptions, warnings: Warning[]): ChatWireMessage {
-  const kept = encodedMessages.get(message);
-  if (kept !== undefined && sameOptions(kept.opts, opts)) {
-    for (const warning of kept.warnings) warnings.push(warning);
-    return kept.message;
-  }
-  const own: Warning[] = [];
-  const encoded = encodeMessage(message, opts, own);
-  encodedMessages.set(message, { opts, message: encoded, warnings: own });
-  for (const warning of own) warnings.push(warning);
+/** The encodings of `messages` (non-system, in order), from the last call's run, each message's own entry, or encoded. */
+function encodeNonSystem(messages: readonly NonSystem[], opts: ChatEncodeOptions): Encoded[] {
+  const { run, shared } = encodedRuns.shared(messages);
+  const reused = run !== undefined && shared > 0 && sameOptions(run.outputs[0]!.opts, opts) ? shared : 0;
+  const encoded = reused > 0 ? run!.outputs.slice(0, reused) : [];
+  for (let j = reused; j < messages.length; j++) encoded.push(encodeMessageOnce(messages[j]!, opts));
+  encodedRuns.keep(messages, encoded);
   return encoded;
+}
+
+function encodeMessageOnce(message: NonSystem, opts: ChatEncodeOptions): Encoded {
+  const kept = encodedMessages.get(message);
+  if (kept !== undefined && sameOptions(kept.opts, opts)) return kept;
+  const own: Warning[] = [];
+  const entry = { opts, message: encodeMessage(message, opts, own), warnings: own };
+  encodedMessages.set(message, entry);
+  return entry;
 }
 
 /** One non-system IR message. */
