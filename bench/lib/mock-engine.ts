@@ -45,13 +45,24 @@ function completionJson(req: Record<string, unknown>, bodyBytes: number, created
   );
 }
 
-function streamBody(created: number, bodyBytes: number, includeUsage: boolean): string {
+/**
+ * The SSE answer. With `return_token_ids`, like vLLM: the first chunk carries `prompt_token_ids` (top level) and each
+ * content chunk its `token_ids`, with `logprobs.content` when `logprobs` is asked for.
+ */
+function streamBody(req: Record<string, unknown>, created: number, bodyBytes: number, includeUsage: boolean): string {
+  const withIds = req.return_token_ids === true;
+  const promptTokens = Math.max(1, Math.round(bodyBytes / 4));
   const head = `{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":${created},"model":"${MODEL}","choices":[`;
-  const events = [`data: ${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`];
-  for (const word of WORDS) events.push(`data: ${head}{"index":0,"delta":{"content":${JSON.stringify(word)}},"finish_reason":null}]}\n\n`);
-  events.push(`data: ${head}{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`);
+  const events = [`data: ${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]${withIds ? `,"prompt_token_ids":${promptIdsJson(promptTokens)}` : ''}}\n\n`];
+  WORDS.forEach((word, k) => {
+    const ids = withIds ? `,"token_ids":[${TOKEN_IDS[k]}]` : '';
+    const logprobs = withIds && req.logprobs === true ? `,"logprobs":{"content":[{"token":${JSON.stringify(word)},"logprob":${-0.015625 * (k + 1)},"bytes":null,"top_logprobs":[]}]}` : '';
+    events.push(`data: ${head}{"index":0,"delta":{"content":${JSON.stringify(word)}}${logprobs},"finish_reason":null${ids}}]}\n\n`);
+  });
+  const last = TOKEN_IDS.length - 1; // the end-of-turn id comes with the finish chunk
+  const lastLogprob = withIds && req.logprobs === true ? `,"logprobs":{"content":[{"token":"","logprob":${-0.015625 * (last + 1)},"bytes":null,"top_logprobs":[]}]}` : '';
+  events.push(`data: ${head}{"index":0,"delta":{}${lastLogprob},"finish_reason":"stop"${withIds ? `,"token_ids":[${TOKEN_IDS[last]}]` : ''}}]}\n\n`);
   if (includeUsage) {
-    const promptTokens = Math.max(1, Math.round(bodyBytes / 4));
     events.push(`data: ${head}],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${TOKEN_IDS.length},"total_tokens":${promptTokens + TOKEN_IDS.length}}}\n\n`);
   }
   events.push('data: [DONE]\n\n');
@@ -77,7 +88,7 @@ const server = Bun.serve({
     const created = Math.floor(Date.now() / 1000);
     if (req.stream === true) {
       const usage = (req.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
-      return new Response(streamBody(created, text.length, usage), { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
+      return new Response(streamBody(req, created, text.length, usage), { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
     }
     return new Response(completionJson(req, text.length, created), { headers: { 'content-type': 'application/json' } });
   },

@@ -13,7 +13,7 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
-import { EngineAnswerReader } from './answer-json.ts';
+import { EngineAnswerReader, MIN_ANSWER_MEMO_BYTES } from './answer-json.ts';
 import { ChatBodyMemo } from './body-memo.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
@@ -240,7 +240,8 @@ export class ChatModeEngine implements EngineClient {
       for await (const data of sseData(answer.body!, what)) {
         let chunk: unknown;
         try {
-          chunk = JSON.parse(data);
+          // The chunk that echoes the prompt ids (vLLM's first) is read like a whole answer, incrementally per session.
+          chunk = this.profile.captures && data.length >= MIN_ANSWER_MEMO_BYTES ? this.answers.parse(Buffer.from(data), ctx.sessionId) : JSON.parse(data);
         } catch {
           throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
         }

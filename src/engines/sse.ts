@@ -9,12 +9,20 @@ import { GatewayError } from '../core/errors.ts';
 
 /**
  * The `data` of each event of an SSE body, in order; stops at `[DONE]` or the end of the body.
+ * Linear in the body's size: an engine's first chunk can be ~600 KB (vLLM echoes 100k prompt ids in it) and arrives
+ * over many reads, so each read is normalised and searched on its own, and an event's pieces are joined once
+ * (appending to one growing string and searching it from the start cost O(n²) in a long event).
  * @throws GatewayError 'upstream' when the body breaks off mid-stream (connection reset).
  */
 export async function* sseData(body: ReadableStream<Uint8Array>, what: string): AsyncGenerator<string> {
   const decoder = new TextDecoder();
-  let buffer = '';
   const reader = body.getReader();
+  /** The current event's text so far (line ends normalised to \n), which holds no blank line yet. */
+  let pending: string[] = [];
+  /** Whether `pending` ends with \n (a blank line may begin there). */
+  let pendingEndsLine = false;
+  /** Whether the last read ended with \r (already made \n): a \n that opens the next read belongs to it. */
+  let endedWithCr = false;
   try {
     for (;;) {
       let chunk: Awaited<ReturnType<typeof reader.read>>;
@@ -23,19 +31,37 @@ export async function* sseData(body: ReadableStream<Uint8Array>, what: string): 
       } catch (thrown) {
         throw new GatewayError('upstream', `${what}: the stream broke off: ${thrown instanceof Error ? thrown.message : String(thrown)}`, { cause: thrown });
       }
-      if (chunk.done) buffer += decoder.decode();
-      else buffer += decoder.decode(chunk.value, { stream: true });
-      buffer = buffer.replace(/\r\n?/g, '\n');
-      let end: number;
-      while ((end = buffer.indexOf('\n\n')) >= 0) {
-        const data = dataOf(buffer.slice(0, end));
-        buffer = buffer.slice(end + 2);
+      let text = chunk.done ? decoder.decode() : decoder.decode(chunk.value, { stream: true });
+      if (endedWithCr && text.startsWith('\n')) text = text.slice(1);
+      if (text.length > 0) endedWithCr = text.endsWith('\r');
+      if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
+      let from = 0;
+      for (;;) {
+        let event: string;
+        if (from === 0 && pendingEndsLine && text.startsWith('\n')) {
+          // The blank line straddles two reads: the event is what was pending, less its last \n.
+          const joined = pending.join('');
+          event = joined.slice(0, -1);
+          from = 1;
+        } else {
+          const end = text.indexOf('\n\n', from);
+          if (end < 0) break;
+          event = pending.length === 0 ? text.slice(from, end) : pending.join('') + text.slice(from, end);
+          from = end + 2;
+        }
+        pending = [];
+        pendingEndsLine = false;
+        const data = dataOf(event);
         if (data === null) continue;
         if (data === '[DONE]') return;
         yield data;
       }
+      if (from < text.length) {
+        pending.push(from === 0 ? text : text.slice(from));
+        pendingEndsLine = text.endsWith('\n');
+      }
       if (chunk.done) {
-        const data = dataOf(buffer);
+        const data = dataOf(pending.join(''));
         if (data !== null && data !== '[DONE]') yield data;
         return;
       }

@@ -23,7 +23,7 @@ import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } 
 import { DeltaEmitter } from './delta-emitter.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
 import { sseData } from './sse.ts';
-import { parseEchoedAnswer } from './answer-json.ts';
+import { MIN_ANSWER_MEMO_BYTES, parseEchoedAnswer } from './answer-json.ts';
 import { PromptIdsJson, type IdsBody } from './prompt-ids-json.ts';
 import { tokenStreamingFor, type TokenBackend, type TokenRequestInput, type TokenSampling } from './token-backends.ts';
 import { IncrementalDecoder, TaggedTextSplitter } from './token-stream.ts';
@@ -374,7 +374,8 @@ export class TokenModeEngine implements EngineClient {
       for await (const data of sseData(response.body!, what)) {
         let chunk: unknown;
         try {
-          chunk = JSON.parse(data);
+          // The chunk that echoes the prompt (vLLM's first) has its echo compared as bytes with what was sent.
+          chunk = data.length >= MIN_ANSWER_MEMO_BYTES ? parseEchoedAnswer(Buffer.from(data), sent.digits, promptIds) : JSON.parse(data);
         } catch {
           throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
         }
