@@ -471,7 +471,12 @@ export class TokenModeEngine implements EngineClient {
       logprobSemantics: this.semantics,
       captureError: result.problems.length > 0 ? result.problems.join('; ') : null,
     };
-    if (this.golden.takeSample()) this.track(this.golden.check(this.tokenizer!, this.family!, this.served, turn.messages, settings, false));
+    if (this.golden.takeSample()) {
+      // After the reply is out: the check renders and encodes the whole conversation (2-9 ms at turn 200 of a Claude
+      // Code session), which would otherwise delay this turn's answer.
+      const afterReply = new Promise<void>((resolve) => setImmediate(resolve));
+      this.track(afterReply.then(() => this.golden.check(this.tokenizer!, this.family!, this.served, turn.messages, settings, false)));
+    }
     return { response, capture, policyVersion: result.weightVersion, warnings, engineMs, ...(invalid ? { recordToolCalls: calls } : {}) };
   }
 

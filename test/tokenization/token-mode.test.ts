@@ -15,6 +15,8 @@ import { rescoreCompletion } from '../../src/sim/policy.ts';
 import { SimServer } from '../../src/sim/server.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { buildTrajectory } from '../../src/trace/index.ts';
+import { openaiChat } from '../../src/dialects/openai-chat/index.ts';
+import { codecContext } from '../support/dialects.ts';
 
 const TASK = 'task-token';
 const script = {
@@ -185,6 +187,25 @@ describe('token mode × dialects against the simulator', () => {
     const health = (await (await fetch(`${base}/`)).json()) as { engine_stats?: { golden: { checks: number }; token_buffer: { incremental: number } } };
     expect(health.engine_stats?.golden.checks).toBe(stats.golden.checks);
     expect(health.engine_stats?.token_buffer.incremental).toBeGreaterThanOrEqual(8);
+  });
+
+  test('a sampled golden check starts only after the turn was answered, and settled() waits for it', async () => {
+    const order: string[] = [];
+    const golden = (engine as unknown as { golden: { check: (...args: unknown[]) => Promise<void> } }).golden;
+    const check = golden.check.bind(golden);
+    golden.check = (...args: unknown[]) => {
+      order.push('check started');
+      return check(...args);
+    };
+    try {
+      const request = openaiChat.decodeRequest({ model: 'm', messages: [{ role: 'user', content: 'golden after reply' }] }, codecContext({}));
+      await engine.complete(request, { sessionId: 'golden-after-reply', requestId: 'r1' });
+      order.push('answered');
+      await engine.settled();
+      expect(order).toEqual(['answered', 'check started']);
+    } finally {
+      golden.check = check;
+    }
   });
 });
 
