@@ -5,6 +5,8 @@
  * - chat: `polar proxy --engine vllm` → the instant mock engine (bench/lib/mock-engine.ts);
  * - token: `polar proxy --engine sim --mode token` → `polar sim` (instant prefill/decode; the proxy renders the chat
  *   template and tokenizes, the simulator samples).
+ * The `-sse` variants ask for a stream (`stream: true`, as Claude Code does) and read the text deltas back: chat mode
+ * then streams from the mock engine (vLLM-style, prompt ids on the first chunk), token mode from the simulator.
  * First `--warmup-sessions` whole sessions (default 5) are sent and not measured: JavaScriptCore still compiles the
  * call path's functions to its top tier after 1,000 calls, and a session's early turns would otherwise pay for it.
  * Then `--sessions` measured sessions (default 3) one after the other, each under its own API key.
@@ -12,7 +14,7 @@
  * are resolved (unlike the 10 ms ticks of /proc/<pid>/stat): the JS thread alone, and all threads (JIT and GC helper
  * threads, the HTTP client, the checkpoint worker).
  * Rows: turns 10, 50, 100, 150, 200, each the median over the measured sessions of the 10 turns ending there.
- * Run: bun bench/proxy-turns.ts [--quick] [--sessions=N] [--warmup-sessions=N] [chat|token]   (--quick: 60 turns, 1 + 1 sessions)
+ * Run: bun bench/proxy-turns.ts [--quick] [--sessions=N] [--warmup-sessions=N] [chat|token|chat-sse|token-sse]   (--quick: 60 turns, 1 + 1 sessions)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,6 +34,17 @@ function onCpuMs(pid: number): { main: number; all: number } {
   return { main: threads.main ?? 0, all: Object.values(threads).reduce((sum, ms) => sum + ms, 0) };
 }
 
+/** The text blocks an Anthropic Messages event stream carries (its text deltas joined), as a non-streaming answer has them. */
+function streamedText(sse: string): Json[] {
+  let text = '';
+  for (const line of sse.split('\n')) {
+    if (!line.startsWith('data: ')) continue;
+    const event = JSON.parse(line.slice(6)) as { type?: string; delta?: { type?: string; text?: string } };
+    if (event.type === 'content_block_delta' && event.delta?.type === 'text_delta') text += event.delta.text ?? '';
+  }
+  return text === '' ? [] : [{ type: 'text', text }];
+}
+
 /** A tool result of about 600 characters, different every turn (an `ls -l`-like listing). */
 function toolResult(turn: number): string {
   const lines: string[] = [];
@@ -41,9 +54,10 @@ function toolResult(turn: number): string {
 
 await defineBench({
   name: 'proxy-turns',
-  variants: () => ['chat', 'token'],
+  variants: () => ['chat', 'token', 'chat-sse', 'token-sse'],
   async run(variant, ctx) {
-    const mode = variant as 'chat' | 'token';
+    const mode = variant.startsWith('chat') ? 'chat' : 'token';
+    const stream = variant.endsWith('-sse');
     const turns = ctx.quick ? 60 : 200;
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-turns-'));
     const servers: ServerProcess[] = [];
@@ -75,14 +89,14 @@ await defineBench({
         const messages = [...(base.messages as Json[])];
         const turnsOut: { main: number; all: number; bytes: number }[] = [];
         for (let turn = 1; turn <= turns; turn++) {
-          const body = JSON.stringify({ ...base, messages, max_tokens: 32, stream: false });
+          const body = JSON.stringify({ ...base, messages, max_tokens: 32, stream });
           const before = onCpuMs(proxy.pid);
           const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
-          const answer = (await response.json()) as { content?: Json[] };
+          const text = await response.text();
           const after = onCpuMs(proxy.pid);
           turnsOut.push({ main: after.main - before.main, all: after.all - before.all, bytes: body.length });
-          if (response.status !== 200) throw new Error(`turn ${turn}: proxy answered ${response.status}: ${JSON.stringify(answer).slice(0, 300)}`);
-          const content = (answer.content ?? []).filter((block) => block.type === 'text');
+          if (response.status !== 200) throw new Error(`turn ${turn}: proxy answered ${response.status}: ${text.slice(0, 300)}`);
+          const content = stream ? streamedText(text) : ((JSON.parse(text) as { content?: Json[] }).content ?? []).filter((block) => block.type === 'text');
           messages.push({ role: 'assistant', content: content.length > 0 ? content : [{ type: 'text', text: '.' }] });
           messages.push({ role: 'user', content: [{ type: 'text', text: toolResult(turn) }] });
         }
@@ -102,7 +116,7 @@ await defineBench({
       const last = window(turns, (x) => x.main);
       const sizes = sessions[0]!.map((x) => x.bytes);
       return {
-        title: `Per-turn proxy CPU over ${measured} ${turns}-turn session(s) after ${warmups} warm-up session(s) (${mode} mode; capture + SQLite commit included, engine excluded)`,
+        title: `Per-turn proxy CPU over ${measured} ${turns}-turn session(s) after ${warmups} warm-up session(s) (${mode} mode${stream ? ', streamed' : ''}; capture + SQLite commit included, engine excluded)`,
         columns: ['turn', 'request KB', 'JS thread ms', 'all threads ms', 'JS ms per 100 KB'],
         keyColumns: 1,
         rows,

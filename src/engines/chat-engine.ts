@@ -13,11 +13,11 @@ import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
 import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
-import { EngineAnswerReader, MIN_ANSWER_MEMO_BYTES } from './answer-json.ts';
+import { EngineAnswerReader } from './answer-json.ts';
 import { ChatBodyMemo } from './body-memo.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
-import { sseData } from './sse.ts';
+import { parseEventData, sseData } from './sse.ts';
 import { detectSystemPlacement } from './system-placement.ts';
 import { buildChatRequest, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
@@ -238,13 +238,8 @@ export class ChatModeEngine implements EngineClient {
     let promptSent = false;
     try {
       for await (const data of sseData(answer.body!, what)) {
-        let chunk: unknown;
-        try {
-          // The chunk that echoes the prompt ids (vLLM's first) is read like a whole answer, incrementally per session.
-          chunk = this.profile.captures && data.length >= MIN_ANSWER_MEMO_BYTES ? this.answers.parse(Buffer.from(data), ctx.sessionId) : JSON.parse(data);
-        } catch {
-          throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
-        }
+        // The chunk that echoes the prompt ids (vLLM's first) is read like a whole answer, incrementally per session.
+        const chunk = parseEventData(data, what, this.profile.captures ? (bytes) => this.answers.parse(bytes, ctx.sessionId) : undefined);
         if (!chunk || typeof chunk !== 'object') continue;
         const inBand = (chunk as { error?: unknown }).error;
         if (inBand !== undefined) throw new GatewayError('upstream', `${what} failed mid-stream: ${JSON.stringify(inBand).slice(0, 500)}`);

@@ -22,8 +22,8 @@ import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.t
 import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
-import { sseData } from './sse.ts';
-import { MIN_ANSWER_MEMO_BYTES, parseEchoedAnswer } from './answer-json.ts';
+import { parseEventData, sseData } from './sse.ts';
+import { parseEchoedAnswer } from './answer-json.ts';
 import { PromptIdsJson, type IdsBody } from './prompt-ids-json.ts';
 import { tokenStreamingFor, type TokenBackend, type TokenRequestInput, type TokenSampling } from './token-backends.ts';
 import { IncrementalDecoder, TaggedTextSplitter } from './token-stream.ts';
@@ -372,13 +372,8 @@ export class TokenModeEngine implements EngineClient {
     const splitter = new TaggedTextSplitter(emitter, promptOpenedThinking);
     try {
       for await (const data of sseData(response.body!, what)) {
-        let chunk: unknown;
-        try {
-          // The chunk that echoes the prompt (vLLM's first) has its echo compared as bytes with what was sent.
-          chunk = data.length >= MIN_ANSWER_MEMO_BYTES ? parseEchoedAnswer(Buffer.from(data), sent.digits, promptIds) : JSON.parse(data);
-        } catch {
-          throw new GatewayError('upstream', `${what} streamed a chunk that is not JSON: ${data.slice(0, 200)}`);
-        }
+        // The chunk that echoes the prompt (vLLM's first) has its echo compared as bytes with what was sent.
+        const chunk = parseEventData(data, what, (bytes) => parseEchoedAnswer(bytes, sent.digits, promptIds));
         if (!chunk || typeof chunk !== 'object' || Array.isArray(chunk)) continue;
         const inBand = (chunk as { error?: unknown }).error;
         if (inBand !== undefined) throw new GatewayError('upstream', `${what} failed mid-stream: ${JSON.stringify(inBand).slice(0, 500)}`);

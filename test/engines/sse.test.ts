@@ -3,9 +3,11 @@
  * line-end style (\n, \r\n, \r), a blank line or a \r\n split across two reads, comments, multi-line data, [DONE].
  */
 import { expect, test } from 'bun:test';
-import { sseData } from '../../src/engines/sse.ts';
+import { GatewayError } from '../../src/core/errors.ts';
+import { parseEventData, sseData } from '../../src/engines/sse.ts';
 
 const utf8 = new TextEncoder();
+const text = new TextDecoder();
 
 function bodyOf(parts: Uint8Array[]): ReadableStream<Uint8Array> {
   return new ReadableStream({
@@ -18,7 +20,7 @@ function bodyOf(parts: Uint8Array[]): ReadableStream<Uint8Array> {
 
 async function events(parts: Uint8Array[]): Promise<string[]> {
   const out: string[] = [];
-  for await (const data of sseData(bodyOf(parts), 'test')) out.push(data);
+  for await (const data of sseData(bodyOf(parts), 'test')) out.push(text.decode(data));
   return out;
 }
 
@@ -64,4 +66,20 @@ test('a large event over many reads is one event; a body without a final blank l
   expect(got).toHaveLength(2);
   expect(JSON.parse(got[0]!).prompt_token_ids).toEqual(ids);
   expect(got[1]).toBe('{"x":1}');
+});
+
+test('parseEventData: small data by JSON.parse, large by the given reader, anything else an upstream error quoting it', () => {
+  expect(parseEventData(utf8.encode('{"a":[1,2]}'), 'engine x', () => 'not called')).toEqual({ a: [1, 2] });
+  const large = utf8.encode(JSON.stringify({ prompt_token_ids: Array.from({ length: 5000 }, (_, i) => i) }));
+  expect(parseEventData(large, 'engine x', (bytes) => bytes.byteLength)).toBe(large.byteLength);
+  expect((parseEventData(large, 'engine x') as { prompt_token_ids: number[] }).prompt_token_ids).toHaveLength(5000);
+  let error: unknown;
+  try {
+    parseEventData(utf8.encode('{"cut": tr'), 'engine x');
+  } catch (thrown) {
+    error = thrown;
+  }
+  expect(error).toBeInstanceOf(GatewayError);
+  expect((error as GatewayError).kind).toBe('upstream');
+  expect((error as GatewayError).message).toBe('engine x streamed a chunk that is not JSON: {"cut": tr');
 });
