@@ -39,8 +39,8 @@ function int32Copy(ids: readonly number[]): Int32Array {
   return out;
 }
 
-/** Resident bytes of a remembered answer (its digits, its ids' buffer with spare room, a fixed overhead). */
-const entryBytes = (entry: Previous) => entry.digits.byteLength + entry.ids.buffer.byteLength + 64;
+/** Resident bytes of a remembered answer (the buffer its digits are a view of, its ids' buffer with spare room, a fixed overhead). */
+const entryBytes = (entry: Previous) => entry.digits.buffer.byteLength + entry.ids.buffer.byteLength + 64;
 
 /**
  * Default budget over all sessions: ~28 sessions with 25,000-token prompts (~290 KB each: the answer the digits are a

@@ -41,7 +41,11 @@ export async function* sseData(body: ReadableStream<Uint8Array>, what: string): 
         return;
       }
       let bytes = asBuffer(chunk.value);
-      if (endedWithCr && bytes[0] === LF) bytes = bytes.subarray(1);
+      if (endedWithCr && bytes.byteLength > 0) {
+        // The \r was made \n already: a \n right after it completes that line end, whichever read it comes in.
+        if (bytes[0] === LF) bytes = bytes.subarray(1);
+        endedWithCr = false;
+      }
       if (bytes.byteLength > 0) endedWithCr = bytes[bytes.byteLength - 1] === CR;
       if (bytes.indexOf(CR) >= 0) bytes = withoutCr(bytes);
       let from = 0;

@@ -56,6 +56,13 @@ test('every split of the body into two or three reads gives the events of the wh
   }
 });
 
+test('a \r\n split so that its \n is a read of its own (or comes after an empty read) ends one line, not two', async () => {
+  const reads = ['data: a\r', '\n', '\n', 'data: b\n\n'];
+  expect(await events(reads.map((r) => utf8.encode(r)))).toEqual(['a', 'b']);
+  expect(await events(['data: a\r', '', '\n', '\n', 'data: b\r\n\r\n'].map((r) => utf8.encode(r)))).toEqual(['a', 'b']);
+  expect(await events(['data: a\r', '\r', 'data: b\r', '\n\r\n'].map((r) => utf8.encode(r)))).toEqual(['a', 'b']);
+});
+
 test('a large event over many reads is one event; a body without a final blank line still yields its last event', async () => {
   const ids = Array.from({ length: 50_000 }, (_, i) => i);
   const big = `data: {"prompt_token_ids":${JSON.stringify(ids)}}\n\ndata: {"x":1}`;
