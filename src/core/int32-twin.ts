@@ -29,6 +29,20 @@ export function int32Twin(ids: readonly number[]): Int32Array | undefined {
  */
 export const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && (twins.has(value) || value.every((v) => Number.isInteger(v)));
 
+/**
+ * Whether `a` and `b` hold the same ids: at once for the same array, natively when both have twins (one
+ * `Buffer.equals`), else element by element.
+ */
+export function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  const ta = twins.get(a);
+  const tb = ta === undefined ? undefined : twins.get(b);
+  if (ta !== undefined && tb !== undefined) return int32Buffer(ta).equals(int32Buffer(tb));
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /** The twin's bytes as a Buffer view (no copy), for `Buffer.compare` / `equals`. */
 export function int32Buffer(twin: Int32Array): Buffer {
   return Buffer.from(twin.buffer, twin.byteOffset, twin.byteLength);

@@ -13,7 +13,7 @@ import type { FinishReason, IRContentPart, IRResponse, IRToolCall } from '../cor
 import type { LogprobSemantics } from '../core/records.ts';
 import { GatewayError } from '../core/errors.ts';
 import type { TokenCapture } from './types.ts';
-import { isIntArray } from '../core/int32-twin.ts';
+import { isIntArray, sameIds } from '../core/int32-twin.ts';
 
 type Json = Record<string, unknown>;
 
@@ -206,12 +206,6 @@ export function extractChatCapture(raw: unknown, semantics: LogprobSemantics): {
     capture: { promptIds, responseIds, logprobs, logprobSemantics: semantics, captureError: problems.length ? problems.join('; ') : null },
     sources,
   };
-}
-
-function sameIds(a: readonly number[], b: readonly number[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 /** SGLang `meta_info.weight_version` (or a top-level `weight_version`) as the engine-reported policy version. */

@@ -7,7 +7,7 @@
  * https://docs.sglang.ai/basic_usage/native_api.html, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
  * https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */
-import { isIntArray } from '../core/int32-twin.ts';
+import { isIntArray, sameIds } from '../core/int32-twin.ts';
 import { responseFormatSchema, type FinishReason, type IRResponseFormat } from '../core/ir.ts';
 import type { EngineCallContext, EngineKind } from './types.ts';
 
@@ -74,12 +74,6 @@ function optional(sampling: TokenSampling, names: { seed: string; presence: stri
   if (sampling.presencePenalty !== undefined) out[names.presence] = sampling.presencePenalty;
   if (sampling.frequencyPenalty !== undefined) out[names.frequency] = sampling.frequencyPenalty;
   return out;
-}
-
-function sameIds(a: readonly number[], b: readonly number[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 function finishOf(name: string | undefined): FinishReason {
@@ -207,8 +201,8 @@ export const vllmTokenBackend: TokenBackend = {
     let responseIds: number[] = [];
     if (isIntArray(c.token_ids)) responseIds = c.token_ids;
     else problems.push('engine returned no choices[0].token_ids (vLLM < 0.10.2 has no return_token_ids)');
-    // An echo byte-equal to what was sent is the sent array itself (answer-json.ts parseEchoedAnswer).
-    if (c.prompt_token_ids !== promptIds && isIntArray(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
+    // An echo byte-equal to what was sent is the sent array itself (answer-json.ts parseEchoedAnswer): sameIds is then immediate.
+    if (isIntArray(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
     let logprobs: number[] = [];
     const lp = isObject(c.logprobs) ? c.logprobs.token_logprobs : undefined;
     if (Array.isArray(lp) && lp.every((v): v is number => typeof v === 'number')) logprobs = lp;

@@ -11,7 +11,7 @@
  * with the most messages) is kept and a side conversation is dropped.
  * Pure computation: no I/O. Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#prefix-breakers.
  */
-import { appendInt32, int32ToArray, int32Twin, pairInt32 } from '../core/int32-twin.ts';
+import { appendInt32, int32ToArray, int32Twin, pairInt32, sameIds } from '../core/int32-twin.ts';
 import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
 import { promptThinking, resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
 import type { LoadedTokenizer } from './tokenizer.ts';
@@ -396,14 +396,6 @@ export class SessionTokenBuffers {
   private openedThinking(promptIds: readonly number[]): boolean {
     return this.textOpensThinking(this.tokenizer.decode(promptIds.slice(Math.max(0, promptIds.length - 8))));
   }
-}
-
-/** True when `a` and `b` hold the same ids. */
-function sameIds(a: readonly number[], b: readonly number[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 /** True when `incoming[0..count)` equals `known[0..count)` after normalisation (see `sameChatMessage`). */

@@ -3,7 +3,7 @@
  * every view handed out keeps its values whatever is appended later (a sibling extension of a shorter view is copied).
  */
 import { expect, test } from 'bun:test';
-import { appendInt32, int32ToArray } from '../../src/core/int32-twin.ts';
+import { appendInt32, int32ToArray, pairInt32, sameIds } from '../../src/core/int32-twin.ts';
 
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 
@@ -51,4 +51,22 @@ test('running out of spare room copies into a larger buffer; a non-int32 value g
   const next = appendInt32(twin, [42])!;
   expect(int32ToArray(next)).toEqual([...ids, 42]);
   expect(appendInt32(undefined, [-(2 ** 31), 2 ** 31 - 1, 0])).toEqual(new Int32Array([-(2 ** 31), 2 ** 31 - 1, 0]));
+});
+
+test('sameIds: the same array, twins compared natively, plain arrays element by element', () => {
+  const a = [1, 2, 3];
+  const b = [1, 2, 3];
+  expect(sameIds(a, a)).toBe(true);
+  expect(sameIds(a, b)).toBe(true);
+  expect(sameIds(a, [1, 2, 4])).toBe(false);
+  expect(sameIds(a, [1, 2])).toBe(false);
+  const ta = appendInt32(undefined, a)!;
+  const tb = appendInt32(undefined, b)!;
+  pairInt32(a, ta);
+  pairInt32(b, tb);
+  expect(sameIds(a, b)).toBe(true);
+  const c = [1, 2, 9];
+  pairInt32(c, appendInt32(undefined, c)!);
+  expect(sameIds(a, c)).toBe(false);
+  expect(sameIds(c, [1, 2, 9])).toBe(true); // one side without a twin
 });
