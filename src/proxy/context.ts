@@ -8,7 +8,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
-import { ElementRuns } from '../core/element-runs.ts';
+import { ElementRuns, type OutputRun } from '../core/element-runs.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { IRMessage, IRRequest, IRTool, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
@@ -167,19 +167,19 @@ interface Repair {
 /** Each IR message or tool wellFormed has seen, by object. */
 const repairs = new WeakMap<object, Repair>();
 /** The last call's repairs by its first message / tool: its leading elements again cost one compare each (core/element-runs.ts). */
-const repairedMessages = new ElementRuns<IRMessage, Repair>();
-const repairedTools = new ElementRuns<IRTool, Repair>();
+const repairedMessages = new ElementRuns<IRMessage, OutputRun<IRMessage, Repair>>();
+const repairedTools = new ElementRuns<IRTool, OutputRun<IRTool, Repair>>();
 
 /**
  * Replace each element of `items` by its repair; returns how many strings were repaired in all. The elements `alone`
  * picks are looked up one by one and left out of the run.
  */
-function repairAll<T extends object>(items: T[], runs: ElementRuns<T, Repair>, repair: (item: T, fix: (text: string) => string) => T, alone?: (item: T) => boolean): number {
+function repairAll<T extends object>(items: T[], runs: ElementRuns<T, OutputRun<T, Repair>>, repair: (item: T, fix: (text: string) => string) => T, alone?: (item: T) => boolean): number {
   const inputs = alone === undefined ? items.slice() : items.filter((item) => !alone(item));
   const { run, shared } = runs.shared(inputs);
   const entries = shared > 0 ? run!.outputs.slice(0, shared) : [];
   for (let i = shared; i < inputs.length; i++) entries.push(repaired(inputs[i]!, repair));
-  runs.keep(inputs, entries);
+  runs.keep({ inputs, outputs: entries });
   let replaced = 0;
   let j = 0;
   for (let i = 0; i < items.length; i++) {

@@ -9,7 +9,7 @@
  */
 import type { IRContentPart, IRMessage, IRTool, Warning } from '../../core/ir.ts';
 import { textOf } from '../../core/ir.ts';
-import { ElementRuns } from '../../core/element-runs.ts';
+import { ElementRuns, type OutputRun } from '../../core/element-runs.ts';
 import { imagePartToUrl } from '../shared/images.ts';
 
 /** Field under which an assistant turn's reasoning is echoed back: vLLM ≥ 0.10 reads `reasoning`, SGLang and older vLLM `reasoning_content`. */
@@ -127,7 +127,7 @@ interface Encoded {
  */
 const encodedMessages = new WeakMap<IRMessage, Encoded>();
 /** The last call's encodings by its first message: its leading messages again cost one compare each (core/element-runs.ts). */
-const encodedRuns = new ElementRuns<NonSystem, Encoded>();
+const encodedRuns = new ElementRuns<NonSystem, OutputRun<NonSystem, Encoded>>();
 
 const sameOptions = (a: ChatEncodeOptions, b: ChatEncodeOptions) =>
   a === b || (a.reasoningField === b.reasoningField && a.systemMessages === b.systemMessages && a.joinText === b.joinText && a.toolResultImages === b.toolResultImages);
@@ -138,7 +138,7 @@ function encodeNonSystem(messages: readonly NonSystem[], opts: ChatEncodeOptions
   const reused = run !== undefined && shared > 0 && sameOptions(run.outputs[0]!.opts, opts) ? shared : 0;
   const encoded = reused > 0 ? run!.outputs.slice(0, reused) : [];
   for (let j = reused; j < messages.length; j++) encoded.push(encodeMessageOnce(messages[j]!, opts));
-  encodedRuns.keep(messages, encoded);
+  encodedRuns.keep({ inputs: messages, outputs: encoded });
   return encoded;
 }
 

@@ -19,6 +19,7 @@ import { z } from 'zod';
 import { GatewayError } from '../../core/errors.ts';
 import type { IRTool, Warning } from '../../core/ir.ts';
 import { parseWire } from './validate.ts';
+import { ElementRuns, type ElementRun } from '../../core/element-runs.ts';
 
 /** What a message decoder uses of the tool names (tool call id → tool name) that earlier messages set. */
 export interface ToolNames {
@@ -43,8 +44,9 @@ interface Entry<T> {
  * the per-element memo costs a WeakMap lookup or two each (at turn 200 of a Claude Code session, 400 messages: the
  * lookups were the most of a 250 µs decode, bench/README.md#session-8).
  */
-interface Run {
-  raws: readonly unknown[];
+interface Run extends ElementRun<unknown> {
+  /** The raw elements, in order. */
+  inputs: readonly unknown[];
   /** The items the elements became, in order (an element may become none, one or several). */
   out: readonly unknown[];
   /** Items of elements [0, i], for each i. */
@@ -60,23 +62,12 @@ interface Run {
 /** What one decoder made of each raw element it decoded, by object (`T`: the IR value of one element). */
 export class DecodeMemo<T> {
   private readonly entries = new WeakMap<object, Entry<T>>();
-  private readonly runs = new WeakMap<object, Run>();
-
-  /** The last run over an array starting like `raws`, and how many leading elements of `raws` are its very objects. */
-  private sharedRun(raws: readonly unknown[]): { run: Run; shared: number } | null {
-    const first = raws[0];
-    if (typeof first !== 'object' || first === null) return null;
-    const run = this.runs.get(first);
-    if (run === undefined) return null;
-    const limit = Math.min(run.raws.length, raws.length);
-    let shared = 0;
-    while (shared < limit && run.raws[shared] === raws[shared]) shared++;
-    return { run, shared };
-  }
+  /** The last run over an array, by its first element (core/element-runs.ts). */
+  private readonly runs = new ElementRuns<unknown, Run>();
 
   /** How many leading elements of `raws` the last run decoded at the same index (their validation can be skipped). */
   sharedPrefix(raws: readonly unknown[]): number {
-    return this.sharedRun(raws)?.shared ?? 0;
+    return this.runs.shared(raws).shared;
   }
 
   /**
@@ -97,15 +88,15 @@ export class DecodeMemo<T> {
     items: (value: T) => readonly I[],
     check?: (raw: unknown, index: number) => void,
   ): I[] {
-    const found = this.sharedRun(raws);
-    const shared = found?.shared ?? 0;
+    const found = this.runs.shared(raws);
+    const shared = found.shared;
     let out: I[] = [];
     let ownWarnings: Warning[] = [];
     let sets: (readonly [string, string])[] = [];
     const outEnds = new Int32Array(raws.length);
     const warningEnds = new Int32Array(raws.length);
     const setEnds = new Int32Array(raws.length);
-    if (found !== null && shared > 0) {
+    if (found.run !== undefined && shared > 0) {
       const { run } = found;
       out = run.out.slice(0, run.outEnds[shared - 1]) as I[];
       ownWarnings = run.warnings.slice(0, run.warningEnds[shared - 1]);
@@ -128,8 +119,7 @@ export class DecodeMemo<T> {
       setEnds[i] = sets.length;
     }
     for (const warning of ownWarnings) warnings.push(warning);
-    const first = raws[0];
-    if (typeof first === 'object' && first !== null) this.runs.set(first, { raws, out: out.slice(), outEnds, warnings: ownWarnings, warningEnds, sets, setEnds });
+    this.runs.keep({ inputs: raws, out: out.slice(), outEnds, warnings: ownWarnings, warningEnds, sets, setEnds });
     return out;
   }
 
