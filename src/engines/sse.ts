@@ -98,6 +98,7 @@ export function parseEventData(data: Uint8Array, what: string, large: (bytes: Ui
 const LF = 0x0a;
 const CR = 0x0d;
 const BLANK_LINE = Buffer.from('\n\n');
+const NEWLINE = Buffer.from('\n');
 const DATA = Buffer.from('data:');
 const DONE = Buffer.from('[DONE]');
 
@@ -131,7 +132,5 @@ function dataOf(event: Buffer): Buffer | null {
     at = end + 1;
   }
   if (lines.length <= 1) return lines[0] ?? null;
-  const parts: Buffer[] = [];
-  lines.forEach((line, i) => parts.push(...(i === 0 ? [line] : [Buffer.from('\n'), line])));
-  return asBuffer(concatBytes(parts));
+  return asBuffer(concatBytes(lines.flatMap((line, i) => (i === 0 ? [line] : [NEWLINE, line]))));
 }

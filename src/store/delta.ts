@@ -8,6 +8,7 @@
  * Pure functions, no I/O; the repository (completions.ts) decides which base to use and stores the result.
  */
 import { asBuffer, commonBytePrefix, commonByteSuffix, concatBytes, uninitialisedBytes } from '../core/bytes.ts';
+import { int32Buffer } from '../core/int32-twin.ts';
 
 /**
  * Length of the longest common prefix of a token sequence held as consecutive segments (a base record's
@@ -40,8 +41,8 @@ function commonSegmentPrefixInt32(segments: readonly Int32Array[], ids: Int32Arr
       // A chain's per-turn segments are short: two Buffer views would cost more than the loop.
       while (j < n && segment[j] === ids[at + j]) j++;
     } else {
-      const a = asBuffer(new Uint8Array(segment.buffer, segment.byteOffset, n * 4));
-      const b = asBuffer(new Uint8Array(ids.buffer, ids.byteOffset + at * 4, n * 4));
+      const a = int32Buffer(segment.subarray(0, n));
+      const b = int32Buffer(ids.subarray(at, at + n));
       // Equal ids are equal 4-byte groups: the common byte prefix, rounded down to whole ids.
       j = commonBytePrefix(a, b, n * 4) >> 2;
     }
@@ -79,7 +80,7 @@ export const MAX_SEGMENTS = 16;
 export function compactSegments(segments: Int32Array[]): { segments: Int32Array[]; copiedBytes: number } {
   if (segments.length <= MAX_SEGMENTS) return { segments, copiedBytes: 0 };
   // concatBytes' result starts at offset 0, so it is aligned for an Int32Array view.
-  const bytes = concatBytes(segments.slice(1).map((segment) => new Uint8Array(segment.buffer, segment.byteOffset, segment.byteLength)));
+  const bytes = concatBytes(segments.slice(1).map(int32Buffer));
   return { segments: [segments[0]!, new Int32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)], copiedBytes: bytes.byteLength };
 }
 

@@ -2,7 +2,7 @@
  * Token arrays as packed little-endian BLOBs: Int32 for token ids, Float32 for logprobs (4 bytes per element), so a
  * 32k-token completion is 128 KiB instead of ~250 KiB of JSON text and decodes without parsing.
  */
-import { int32ToArray } from '../core/int32-twin.ts';
+import { int32Buffer, int32ToArray } from '../core/int32-twin.ts';
 import { concatBytes, uninitialisedBytes } from '../core/bytes.ts';
 
 // Typed arrays use the host byte order; every platform Bun ships for is little-endian, and the file format says LE.
@@ -30,7 +30,7 @@ export function packInt32(ids: readonly number[], start = 0): Uint8Array {
  * held as int32 (core/int32-twin.ts), so nothing needs checking.
  */
 export function int32Bytes(ids: Int32Array): Uint8Array {
-  return concatBytes([new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength)]);
+  return concatBytes([int32Buffer(ids)]);
 }
 
 /** Pack logprobs as float32 (values are rounded as by Math.fround); length = 4 × values.length. */
