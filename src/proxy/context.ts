@@ -8,7 +8,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
-import { ElementRuns, type OutputRun } from '../core/element-runs.ts';
+import { SplitRuns, visitNew, type SplitRun } from '../core/element-runs.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { IRMessage, IRRequest, IRTool, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
@@ -154,7 +154,7 @@ export function decodeBody(rt: ProxyRuntime, route: DialectRoute, body: unknown,
 export function wellFormed(ir: IRRequest): void {
   // System messages are repaired one by one: a dialect may build them afresh every call (Anthropic's top-level
   // `system`), which would end every run at its first element.
-  const replaced = repairAll(ir.messages, repairedMessages, repairMessage, (message) => message.role === 'system') + repairAll(ir.tools, repairedTools, repairTool);
+  const replaced = repairAll(ir.messages, repairedMessages, repairMessage, isSystem) + repairAll(ir.tools, repairedTools, repairTool, never);
   if (replaced > 0) ir.warnings.push({ code: 'lone-surrogate-replaced', message: `${replaced} string(s) held lone UTF-16 surrogates; each was replaced by U+FFFD before reaching the engine` });
 }
 
@@ -166,27 +166,75 @@ interface Repair {
 
 /** Each IR message or tool wellFormed has seen, by object. */
 const repairs = new WeakMap<object, Repair>();
-/** The last call's repairs by its first message / tool: its leading elements again cost one compare each (core/element-runs.ts). */
-const repairedMessages = new ElementRuns<IRMessage, OutputRun<IRMessage, Repair>>();
-const repairedTools = new ElementRuns<IRTool, OutputRun<IRTool, Repair>>();
 
 /**
- * Replace each element of `items` by its repair; returns how many strings were repaired in all. The elements `alone`
+ * One call's messages / tools after its leading system messages, with the repair of each (null for a system message,
+ * repaired on its own), which of them a repair replaced, and how many strings those repairs fixed.
+ */
+interface RepairRun<T> extends SplitRun<T> {
+  outputs: readonly (Repair | null)[];
+  /** Indices in `inputs` whose repair is a copy (not the element itself), ascending. */
+  changed: readonly number[];
+  /** Strings repaired over the non-system elements. */
+  count: number;
+}
+
+/**
+ * The last call's repairs by its first message after the system ones / first tool: a call that extends it reads only
+ * its new elements (core/element-runs.ts).
+ */
+const repairedMessages = new SplitRuns<IRMessage, RepairRun<IRMessage>>();
+const repairedTools = new SplitRuns<IRTool, RepairRun<IRTool>>();
+const isSystem = (message: IRMessage) => message.role === 'system';
+const never = () => false;
+
+/**
+ * Replace each element of `items` by its repair; returns how many strings were repaired in all. The elements `apart`
  * picks are looked up one by one and left out of the run.
  */
-function repairAll<T extends object>(items: T[], runs: ElementRuns<T, OutputRun<T, Repair>>, repair: (item: T, fix: (text: string) => string) => T, alone?: (item: T) => boolean): number {
-  const inputs = alone === undefined ? items.slice() : items.filter((item) => !alone(item));
-  const { run, shared } = runs.shared(inputs);
-  const entries = shared > 0 ? run!.outputs.slice(0, shared) : [];
-  for (let i = shared; i < inputs.length; i++) entries.push(repaired(inputs[i]!, repair));
-  runs.keep({ inputs, outputs: entries });
-  let replaced = 0;
-  let j = 0;
-  for (let i = 0; i < items.length; i++) {
-    const entry = alone?.(items[i]!) ? repaired(items[i]!, repair) : entries[j++]!;
-    items[i] = entry.value as T;
-    replaced += entry.count;
+function repairAll<T extends object>(items: T[], runs: SplitRuns<T, RepairRun<T>>, repair: (item: T, fix: (text: string) => string) => T, apart: (item: T) => boolean): number {
+  const { lead, tail, run, shared, apartAt } = runs.continuation(items, apart);
+  let outputs: (Repair | null)[];
+  let changed: number[];
+  let count = 0;
+  const known: number[] = [];
+  if (apartAt !== null) {
+    outputs = run!.outputs.slice();
+    changed = run!.changed.slice();
+    count = run!.count;
+  } else {
+    outputs = run !== undefined ? run.outputs.slice(0, shared) : [];
+    changed = [];
+    for (let i = 0; i < outputs.length; i++) {
+      const entry = outputs[i]!;
+      if (entry === null) known.push(i);
+      else {
+        count += entry.count;
+        if (entry.value !== tail[i]) changed.push(i);
+      }
+    }
   }
+  const alone = visitNew(tail, outputs.length, apartAt, known, apart, (i, isApart) => {
+    if (isApart) {
+      outputs.push(null);
+      return;
+    }
+    const entry = repaired(tail[i]!, repair);
+    outputs.push(entry);
+    count += entry.count;
+    if (entry.value !== tail[i]) changed.push(i);
+  });
+  runs.keep({ inputs: tail, apartAt: alone, outputs, changed, count });
+  // Only what differs from `items` is written: the apart elements' repairs and the replaced elements.
+  let replaced = count;
+  const place = (at: number) => {
+    const entry = repaired(items[at]!, repair);
+    items[at] = entry.value as T;
+    replaced += entry.count;
+  };
+  for (let i = 0; i < lead; i++) place(i);
+  for (const i of alone) place(lead + i);
+  for (const i of changed) items[lead + i] = outputs[i]!.value as T;
   return replaced;
 }
 

@@ -245,3 +245,29 @@ test('wellFormed takes the repairs of the messages and tools a call shares with 
   expect(third.warnings.find((w) => w.code === 'lone-surrogate-replaced')?.message).toStartWith('4 string(s)');
   expect(third.messages.map((m) => m.content)).toEqual([text('sys \ufffd'), text('e \ufffd'), text('a \ufffd'), text('b')]);
 });
+
+test('wellFormed over a session that extends its last call: later system messages are repaired on their own, kept repairs are placed, counts add up', () => {
+  const text = (t: string) => [{ type: 'text' as const, text: t }];
+  const history: IRMessage[] = [{ role: 'user', content: text('start') }];
+  const call = (messages: IRMessage[]): IRRequest => ({ ...anthropicMessages.decodeRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }, ctx), messages, tools: [] });
+  let expectedRepairs = 1; // the fresh leading system message of every call
+  for (let turn = 0; turn < 5; turn++) {
+    const ir = call([{ role: 'system', content: text('sys \udc00') }, ...history]);
+    wellFormed(ir);
+    const warning = ir.warnings.find((w) => w.code === 'lone-surrogate-replaced');
+    if (expectedRepairs === 0) expect(warning).toBeUndefined();
+    else expect(warning?.message).toStartWith(`${expectedRepairs} string(s)`);
+    // Every string the engine will see is well formed, and every decoded object kept its own text.
+    for (const message of ir.messages) for (const part of message.content) if (part.type === 'text') expect(part.text.isWellFormed()).toBe(true);
+    for (const message of history) for (const part of message.content) if (part.type === 'text') expect(part.text).toMatch(/^(start|ok \d|bad \d \ud800|reminder \udc00)$/);
+    expect(ir.messages.slice(1).map((m) => (m.content[0] as { text: string }).text)).toEqual(history.map((m) => (m.content[0] as { text: string }).text.toWellFormed()));
+    // The next call: one clean turn, one with a lone surrogate, and (turn 1) a mid-conversation system message with one.
+    history.push({ role: 'assistant', content: text(`ok ${turn}`) });
+    history.push({ role: 'user', content: text(`bad ${turn} \ud800`) });
+    expectedRepairs++;
+    if (turn === 1) {
+      history.push({ role: 'system', content: text('reminder \udc00') });
+      expectedRepairs++;
+    }
+  }
+});

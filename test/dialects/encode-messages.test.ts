@@ -79,3 +79,38 @@ test('a call that shares its leading IR objects with the last call takes their e
   expect(parts).toEqual(encodeChatMessages(structuredClone(turn), { ...opts, toolResultImages: 'parts' }));
   expect(Array.isArray(parts.messages[3]!.content)).toBe(true);
 });
+
+test('a session that extends its last call gets, in every system placement, what a fresh encoding gives; the lists it returns are its own', () => {
+  const system = (text: string): IRMessage => ({ role: 'system', content: [{ type: 'text', text }, { type: 'image', mediaType: 'image/png', data: 'SSSS' }] });
+  for (const systemMessages of ['merge', 'in-place', 'keep'] as const) {
+    const opts: ChatEncodeOptions = { ...ENGINE_CHAT_ENCODING, systemMessages, toolResultImages: 'placeholder' };
+    const history: IRMessage[] = conversation().slice(1);
+    const calls: { messages: IRMessage[]; result: ReturnType<typeof encodeChatMessages> }[] = [];
+    for (let turn = 0; turn < 4; turn++) {
+      // Each call: a fresh leading system message (as Anthropic's decoder builds it), the same history objects, and
+      // from turn 2 on a system message after a user turn (Claude Code's mid-conversation reminder).
+      const messages = [system('Be brief.'), ...history];
+      const result = encodeChatMessages(messages, opts);
+      expect(result).toEqual(encodeChatMessages(structuredClone(messages), opts));
+      calls.push({ messages, result });
+      // The caller owns what it got: changing it changes no later call.
+      result.messages.push({ role: 'user', content: 'not sent' });
+      result.warnings.push({ code: 'x', message: 'not a warning' });
+      history.push({ role: 'user', content: [{ type: 'text', text: `turn ${turn}` }] });
+      if (turn === 1) history.push(system('Reminder.'));
+      history.push({ role: 'assistant', content: [{ type: 'text', text: `answer ${turn}` }, { type: 'image', mediaType: 'image/png', data: 'AAAA' }] });
+    }
+    const last = calls.at(-1)!.result;
+    const roles = last.messages.slice(0, -1).map((m) => m.role);
+    const systemContents = last.messages.filter((m) => m.role === 'system').map((m) => m.content);
+    if (systemMessages === 'merge') expect(systemContents).toEqual(['Be brief.\n\nReminder.']);
+    else if (systemMessages === 'in-place') expect(systemContents).toEqual(['Be brief.', 'Reminder.']);
+    else expect(systemContents.map((c) => (Array.isArray(c) ? c.map((p) => p.type).join(',') : c))).toEqual(['text,image_url', 'text,image_url']);
+    // A later system message stays after the user turn it followed, unless merged.
+    const reminderAt = last.messages.findIndex((m) => m.role === 'system' && m !== last.messages[0]);
+    if (systemMessages !== 'merge') expect(last.messages[reminderAt - 1]).toMatchObject({ role: 'user', content: 'turn 1' });
+    expect(roles[0]).toBe('system');
+    expect(last.warnings.slice(0, -1).filter((w) => w.code === 'system-image-dropped').length).toBe(systemMessages === 'keep' ? 0 : 1);
+    expect(last.warnings.slice(0, -1).filter((w) => w.code === 'assistant-image-dropped').length).toBe(4);
+  }
+});

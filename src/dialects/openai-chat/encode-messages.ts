@@ -9,7 +9,7 @@
  */
 import type { IRContentPart, IRMessage, IRTool, Warning } from '../../core/ir.ts';
 import { textOf } from '../../core/ir.ts';
-import { ElementRuns, type OutputRun } from '../../core/element-runs.ts';
+import { SplitRuns, visitNew, type SplitRun } from '../../core/element-runs.ts';
 import { imagePartToUrl } from '../shared/images.ts';
 
 /** Field under which an assistant turn's reasoning is echoed back: vLLM ≥ 0.10 reads `reasoning`, SGLang and older vLLM `reasoning_content`. */
@@ -86,15 +86,40 @@ function encodeContent(parts: readonly IRContentPart[], joinText: string | null)
  * @returns the messages and the warnings the translation produced (lossy features); never throws.
  */
 export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEncodeOptions): { messages: ChatWireMessage[]; warnings: Warning[] } {
+  const run = encodeRun(messages, opts);
+  const systems = run.apartAt;
+  const lead = messages.length - run.inputs.length;
+  if (systems.length > 0 && opts.systemMessages !== 'merge') return interleaved(messages, lead, run, opts);
+  // Every system message goes in front: the leading ones, and in `merge` the later ones too.
+  const front: ChatWireMessage[] = [];
+  const systemTexts: string[] = [];
+  let systemImage = false;
+  const place = (message: IRMessage) => {
+    if (opts.systemMessages === 'keep') {
+      front.push({ role: 'system', content: encodeContent(message.content, opts.joinText) });
+      return;
+    }
+    if (message.content.some((p) => p.type === 'image')) systemImage = true;
+    systemTexts.push(textOf(message.content));
+  };
+  for (let i = 0; i < lead; i++) place(messages[i]!);
+  for (const at of systems) place(run.inputs[at]!);
+  if (systemTexts.length > 0) front.push({ role: 'system', content: systemTexts.join('\n\n') });
+  const warnings = run.warnings.slice();
+  if (systemImage) warnings.push(systemImageDropped());
+  return { messages: front.length > 0 ? front.concat(run.wire) : run.wire.slice(), warnings };
+}
+
+/** `in-place` and `keep` with a system message after another message: every message where it stands (`in-place` merges the leading ones). */
+function interleaved(messages: readonly IRMessage[], lead: number, run: MessagesRun, opts: ChatEncodeOptions): { messages: ChatWireMessage[]; warnings: Warning[] } {
   const warnings: Warning[] = [];
   const systemTexts: string[] = [];
   const out: ChatWireMessage[] = [];
   let systemImage = false;
-  const encoded = encodeNonSystem(messages.filter((message): message is NonSystem => message.role !== 'system'), opts);
-  let j = 0;
-  for (const message of messages) {
-    if (message.role !== 'system') {
-      const entry = encoded[j++]!;
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
+    const entry = i < lead ? null : run.outputs[i - lead]!;
+    if (entry !== null) {
       for (const warning of entry.warnings) warnings.push(warning);
       out.push(entry.message);
       continue;
@@ -104,18 +129,31 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
       continue;
     }
     if (message.content.some((p) => p.type === 'image')) systemImage = true;
-    if (opts.systemMessages === 'in-place' && out.length > 0) out.push({ role: 'system', content: textOf(message.content) });
+    if (out.length > 0) out.push({ role: 'system', content: textOf(message.content) });
     else systemTexts.push(textOf(message.content));
   }
-  if (systemImage) warnings.push({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });
+  if (systemImage) warnings.push(systemImageDropped());
   if (systemTexts.length > 0) out.unshift({ role: 'system', content: systemTexts.join('\n\n') });
   return { messages: out, warnings };
 }
+
+const systemImageDropped = (): Warning => ({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });
 
 type NonSystem = Exclude<IRMessage, { role: 'system' }>;
 interface Encoded {
   opts: ChatEncodeOptions;
   message: ChatWireMessage;
+  warnings: readonly Warning[];
+}
+
+/**
+ * One call's messages after its leading system messages (`inputs`), with the encoding of each (null for a system
+ * message, placed by encodeChatMessages) and the non-system encodings' messages and warnings flattened in order.
+ */
+interface MessagesRun extends SplitRun<IRMessage> {
+  opts: ChatEncodeOptions;
+  outputs: readonly (Encoded | null)[];
+  wire: readonly ChatWireMessage[];
   warnings: readonly Warning[];
 }
 
@@ -126,20 +164,56 @@ interface Encoded {
  * by reference). The encoded messages are shared between calls and must not be mutated.
  */
 const encodedMessages = new WeakMap<IRMessage, Encoded>();
-/** The last call's encodings by its first message: its leading messages again cost one compare each (core/element-runs.ts). */
-const encodedRuns = new ElementRuns<NonSystem, OutputRun<NonSystem, Encoded>>();
+/**
+ * The last call's encodings by its first message after the system ones: its leading messages again cost one compare
+ * each, and a call that extends it copies its flattened lists and reads only its new messages (core/element-runs.ts).
+ */
+const encodedRuns = new SplitRuns<IRMessage, MessagesRun>();
+
+const isSystem = (message: IRMessage) => message.role === 'system';
 
 const sameOptions = (a: ChatEncodeOptions, b: ChatEncodeOptions) =>
   a === b || (a.reasoningField === b.reasoningField && a.systemMessages === b.systemMessages && a.joinText === b.joinText && a.toolResultImages === b.toolResultImages);
 
-/** The encodings of `messages` (non-system, in order), from the last call's run, each message's own entry, or encoded. */
-function encodeNonSystem(messages: readonly NonSystem[], opts: ChatEncodeOptions): Encoded[] {
-  const { run, shared } = encodedRuns.shared(messages);
-  const reused = run !== undefined && shared > 0 && sameOptions(run.outputs[0]!.opts, opts) ? shared : 0;
-  const encoded = reused > 0 ? run!.outputs.slice(0, reused) : [];
-  for (let j = reused; j < messages.length; j++) encoded.push(encodeMessageOnce(messages[j]!, opts));
-  encodedRuns.keep({ inputs: messages, outputs: encoded });
-  return encoded;
+/** The run of this call: the last call's, extended, when this call continues it; else its shared part and the rest encoded. */
+function encodeRun(messages: readonly IRMessage[], opts: ChatEncodeOptions): MessagesRun {
+  const { tail, run, shared, apartAt } = encodedRuns.continuation(messages, isSystem);
+  const reused = run !== undefined && sameOptions(run.opts, opts) ? shared : 0;
+  const continued = apartAt !== null && reused === shared;
+  let outputs: (Encoded | null)[];
+  let wire: ChatWireMessage[];
+  let warnings: Warning[];
+  const known: number[] = [];
+  if (continued) {
+    outputs = run!.outputs.slice();
+    wire = run!.wire.slice();
+    warnings = run!.warnings.slice();
+  } else {
+    outputs = run !== undefined ? run.outputs.slice(0, reused) : [];
+    wire = [];
+    warnings = [];
+    for (let i = 0; i < outputs.length; i++) {
+      const entry = outputs[i]!;
+      if (entry === null) known.push(i);
+      else {
+        wire.push(entry.message);
+        for (const warning of entry.warnings) warnings.push(warning);
+      }
+    }
+  }
+  const systems = visitNew(tail, outputs.length, continued ? apartAt : null, known, isSystem, (i, system) => {
+    if (system) {
+      outputs.push(null);
+      return;
+    }
+    const entry = encodeMessageOnce(tail[i] as NonSystem, opts);
+    outputs.push(entry);
+    wire.push(entry.message);
+    for (const warning of entry.warnings) warnings.push(warning);
+  });
+  const made: MessagesRun = { inputs: tail, apartAt: systems, opts, outputs, wire, warnings };
+  encodedRuns.keep(made);
+  return made;
 }
 
 function encodeMessageOnce(message: NonSystem, opts: ChatEncodeOptions): Encoded {
