@@ -58,10 +58,11 @@ function encodeToolChoice(choice: IRToolChoice): unknown {
  * system placement, so exports (which use the same encoder) show exactly what the engine saw.
  * - `stream` is false here: the streaming path sets it (engines/chat-engine.ts).
  * - `responseFormat` becomes `response_format` (the engine's guided decoding), never dropped.
- * @returns the JSON body and the warnings the translation produced (lossy features), never throws.
+ * @returns the JSON body, the warnings the translation produced (lossy features), and whether a message holds a
+ *   non-text part (an image: `nonText`, for text-only renderers); never throws.
  */
-export function buildChatRequest(request: IRRequest, opts: ChatRequestOptions): { body: Record<string, unknown>; warnings: Warning[] } {
-  const { messages, warnings } = encodeChatMessages(request.messages, {
+export function buildChatRequest(request: IRRequest, opts: ChatRequestOptions): { body: Record<string, unknown>; warnings: Warning[]; nonText: boolean } {
+  const { messages, warnings, nonText } = encodeChatMessages(request.messages, {
     ...ENGINE_CHAT_ENCODING, reasoningField: opts.reasoningField, systemMessages: opts.systemMessages ?? 'merge',
   });
   const s = request.sampling;
@@ -96,5 +97,5 @@ export function buildChatRequest(request: IRRequest, opts: ChatRequestOptions): 
     body.response_format = { type: 'json_schema', json_schema: { name: format.name ?? 'response', schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
   }
   Object.assign(body, opts.extra);
-  return { body, warnings };
+  return { body, warnings, nonText };
 }

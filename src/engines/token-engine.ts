@@ -293,10 +293,11 @@ export class TokenModeEngine implements EngineClient {
 
   /** IR → the chat messages and template settings our renderer takes (the same translation chat mode sends). */
   private chatInput(request: IRRequest, warnings: Warning[]): { messages: ChatMessage[]; settings: RenderSettings } {
-    const { body, warnings: built } = buildChatRequest(request, { servedModel: this.served ?? request.model, defaults: this.opts.defaults, reasoningField: 'reasoning_content', systemMessages: this.systemMessages });
+    const { body, warnings: built, nonText } = buildChatRequest(request, { servedModel: this.served ?? request.model, defaults: this.opts.defaults, reasoningField: 'reasoning_content', systemMessages: this.systemMessages });
     warnings.push(...built);
     const messages = body.messages as ChatMessage[];
-    if (messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type !== 'text'))) {
+    // Known from the encoder's run: walking every message to look cost a cache miss per message at turn 200.
+    if (nonText) {
       warnings.push({ code: 'token-mode-image-dropped', message: 'token mode renders text only: images in the messages were left out of the prompt' });
     }
     // The chat encoder states the thinking switch as vLLM's `enable_thinking`; the family maps it to its own kwarg.

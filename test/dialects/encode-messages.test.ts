@@ -86,18 +86,22 @@ test('a session that extends its last call gets, in every system placement, what
     const opts: ChatEncodeOptions = { ...ENGINE_CHAT_ENCODING, systemMessages, toolResultImages: 'placeholder' };
     const history: IRMessage[] = conversation().slice(1);
     const calls: { messages: IRMessage[]; result: ReturnType<typeof encodeChatMessages> }[] = [];
-    for (let turn = 0; turn < 4; turn++) {
+    for (let turn = 0; turn < 5; turn++) {
       // Each call: a fresh leading system message (as Anthropic's decoder builds it), the same history objects, and
       // from turn 2 on a system message after a user turn (Claude Code's mid-conversation reminder).
       const messages = [system('Be brief.'), ...history];
       const result = encodeChatMessages(messages, opts);
       expect(result).toEqual(encodeChatMessages(structuredClone(messages), opts));
       calls.push({ messages, result });
+      // Keep sends the system message's image; otherwise only the user image (from the call of turn 3 on) is not text.
+      expect(result.nonText).toBe(systemMessages === 'keep' || turn >= 3);
       // The caller owns what it got: changing it changes no later call.
       result.messages.push({ role: 'user', content: 'not sent' });
       result.warnings.push({ code: 'x', message: 'not a warning' });
       history.push({ role: 'user', content: [{ type: 'text', text: `turn ${turn}` }] });
       if (turn === 1) history.push(system('Reminder.'));
+      // A user image from turn 2 on: the encoder says so without the caller walking the messages.
+      if (turn === 2) history.push({ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image', mediaType: 'image/png', data: 'UUUU' }] });
       history.push({ role: 'assistant', content: [{ type: 'text', text: `answer ${turn}` }, { type: 'image', mediaType: 'image/png', data: 'AAAA' }] });
     }
     const last = calls.at(-1)!.result;
@@ -111,6 +115,7 @@ test('a session that extends its last call gets, in every system placement, what
     if (systemMessages !== 'merge') expect(last.messages[reminderAt - 1]).toMatchObject({ role: 'user', content: 'turn 1' });
     expect(roles[0]).toBe('system');
     expect(last.warnings.slice(0, -1).filter((w) => w.code === 'system-image-dropped').length).toBe(systemMessages === 'keep' ? 0 : 1);
-    expect(last.warnings.slice(0, -1).filter((w) => w.code === 'assistant-image-dropped').length).toBe(4);
+    expect(last.warnings.slice(0, -1).filter((w) => w.code === 'assistant-image-dropped').length).toBe(5);
+    expect(last.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'))).toBe(true);
   }
 });

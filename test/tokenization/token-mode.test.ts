@@ -178,6 +178,27 @@ describe('token mode × dialects against the simulator', () => {
     expect(trajectory.metadata.reconstruction_stats.chains).toBe(2);
   });
 
+  test('an image in the conversation is left out of the prompt with a warning on every call that carries it, and only then', async () => {
+    const warningsOf = async (key: string, messages: unknown[]) => {
+      const response = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages }) });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { choices: { message: Record<string, unknown> }[] };
+      return { warnings: response.headers.get('x-polar-warnings') ?? '', answer: body.choices[0]!.message };
+    };
+    const image = { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } };
+    const plain: unknown[] = [{ role: 'user', content: 'What is in this project?' }];
+    const first = await warningsOf('tok-text', plain);
+    expect(first.warnings).not.toContain('token-mode-image-dropped');
+    const second = await warningsOf('tok-text', [...plain, { role: 'assistant', content: first.answer.content ?? '' }, { role: 'user', content: 'And now?' }]);
+    expect(second.warnings).not.toContain('token-mode-image-dropped');
+    const withImage: unknown[] = [{ role: 'user', content: [{ type: 'text', text: 'What is in this picture?' }, image] }];
+    const third = await warningsOf('tok-image', withImage);
+    expect(third.warnings).toContain('token-mode-image-dropped');
+    // The next call extends the last one: the image is still in its history, so still left out and still warned.
+    const fourth = await warningsOf('tok-image', [...withImage, { role: 'assistant', content: third.answer.content ?? '' }, { role: 'user', content: 'And now?' }]);
+    expect(fourth.warnings).toContain('token-mode-image-dropped');
+  });
+
   test('golden check: our rendering equals the simulator template (start-up and sampled turns), exposed on GET /', async () => {
     await engine.settled();
     const stats = engine.stats();

@@ -83,9 +83,10 @@ function encodeContent(parts: readonly IRContentPart[], joinText: string | null)
  * - Assistant whitespace-only text next to tool calls goes out as `content: null`: the engine's parsers hand back the
  *   whitespace between </think> and <tool_call> as content ("\n\n"); echoed as content, the template renders it again
  *   plus its own separator, and the next prompt no longer extends what was sampled.
- * @returns the messages and the warnings the translation produced (lossy features); never throws.
+ * @returns the messages, the warnings the translation produced (lossy features) and whether a message holds a
+ *   non-text part (EncodedChat); never throws.
  */
-export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEncodeOptions): { messages: ChatWireMessage[]; warnings: Warning[] } {
+export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEncodeOptions): EncodedChat {
   const run = encodeRun(messages, opts);
   const systems = run.apartAt;
   const lead = messages.length - run.inputs.length;
@@ -107,11 +108,11 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
   if (systemTexts.length > 0) front.push({ role: 'system', content: systemTexts.join('\n\n') });
   const warnings = run.warnings.slice();
   if (systemImage) warnings.push(systemImageDropped());
-  return { messages: front.length > 0 ? front.concat(run.wire) : run.wire.slice(), warnings };
+  return { messages: front.length > 0 ? front.concat(run.wire) : run.wire.slice(), warnings, nonText: run.nonText > 0 || front.some(hasNonText) };
 }
 
 /** `in-place` and `keep` with a system message after another message: every message where it stands (`in-place` merges the leading ones). */
-function interleaved(messages: readonly IRMessage[], lead: number, run: MessagesRun, opts: ChatEncodeOptions): { messages: ChatWireMessage[]; warnings: Warning[] } {
+function interleaved(messages: readonly IRMessage[], lead: number, run: MessagesRun, opts: ChatEncodeOptions): EncodedChat {
   const warnings: Warning[] = [];
   const systemTexts: string[] = [];
   const out: ChatWireMessage[] = [];
@@ -134,8 +135,20 @@ function interleaved(messages: readonly IRMessage[], lead: number, run: Messages
   }
   if (systemImage) warnings.push(systemImageDropped());
   if (systemTexts.length > 0) out.unshift({ role: 'system', content: systemTexts.join('\n\n') });
-  return { messages: out, warnings };
+  return { messages: out, warnings, nonText: run.nonText > 0 || (opts.systemMessages === 'keep' && out.some((m) => m.role === 'system' && hasNonText(m))) };
 }
+
+/**
+ * What encodeChatMessages returns: the Chat messages, the warnings of the translation, and whether any message's
+ * content holds a part that is not text (an image), so a text-only consumer need not walk the messages to find out.
+ */
+export interface EncodedChat {
+  messages: ChatWireMessage[];
+  warnings: Warning[];
+  nonText: boolean;
+}
+
+const hasNonText = (message: ChatWireMessage) => Array.isArray(message.content) && message.content.some((part) => part.type !== 'text');
 
 const systemImageDropped = (): Warning => ({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });
 
@@ -155,6 +168,8 @@ interface MessagesRun extends SplitRun<IRMessage> {
   outputs: readonly (Encoded | null)[];
   wire: readonly ChatWireMessage[];
   warnings: readonly Warning[];
+  /** How many of `wire` hold a part that is not text. */
+  nonText: number;
 }
 
 /**
@@ -184,10 +199,12 @@ function encodeRun(messages: readonly IRMessage[], opts: ChatEncodeOptions): Mes
   let wire: ChatWireMessage[];
   let warnings: Warning[];
   const known: number[] = [];
+  let nonText = 0;
   if (continued) {
     outputs = run!.outputs.slice();
     wire = run!.wire.slice();
     warnings = run!.warnings.slice();
+    nonText = run!.nonText;
   } else {
     outputs = run !== undefined ? run.outputs.slice(0, reused) : [];
     wire = [];
@@ -197,6 +214,7 @@ function encodeRun(messages: readonly IRMessage[], opts: ChatEncodeOptions): Mes
       if (entry === null) known.push(i);
       else {
         wire.push(entry.message);
+        if (hasNonText(entry.message)) nonText++;
         for (const warning of entry.warnings) warnings.push(warning);
       }
     }
@@ -209,9 +227,10 @@ function encodeRun(messages: readonly IRMessage[], opts: ChatEncodeOptions): Mes
     const entry = encodeMessageOnce(tail[i] as NonSystem, opts);
     outputs.push(entry);
     wire.push(entry.message);
+    if (hasNonText(entry.message)) nonText++;
     for (const warning of entry.warnings) warnings.push(warning);
   });
-  const made: MessagesRun = { inputs: tail, apartAt: systems, opts, outputs, wire, warnings };
+  const made: MessagesRun = { inputs: tail, apartAt: systems, opts, outputs, wire, warnings, nonText };
   encodedRuns.keep(made);
   return made;
 }
