@@ -58,6 +58,16 @@ export class NodeRegistry {
   }
 
   /**
+   * Start every node's heartbeat period now: called when the server starts listening, because until then no node
+   * could reach it (a slow start after `load` must not declare the nodes dead and re-dispatch their sessions, whose
+   * work would then be thrown away as stale).
+   */
+  restartHeartbeatClocks(): void {
+    const now = this.ctx.clock();
+    for (const state of this.#nodes.values()) state.row = { ...state.row, last_heartbeat: Math.max(state.row.last_heartbeat, now) };
+  }
+
+  /**
    * Register (or re-register) a node. Returns the row and whether the node was known before (its sessions then need
    * reconciling). @throws HttpError 400 on an invalid registration.
    */

@@ -142,6 +142,8 @@ export class RolloutServer {
       fetch: () => json({ error: 'not found' }, 404),
       error: (error) => json({ error: error.message }, 500),
     });
+    // Heartbeats can arrive from now on: the timeout counts from here, not from when the store was loaded.
+    this.#nodes.restartHeartbeatClocks();
     this.#timer = setInterval(() => void this.tick(), this.#opts.tickMs);
     void this.#resume();
     return this;

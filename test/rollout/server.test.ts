@@ -313,6 +313,33 @@ test('restart from the same database: dispatched sessions unknown to their node 
   expect(server.readyGroups()[0]?.rewards).toEqual([1, 1, 1]);
 });
 
+test('a restarted server counts the heartbeat timeout from when it listens, so a slow start re-dispatches nothing', async () => {
+  const path = join(scratch, 'slow-start.db');
+  const node = fakeNode();
+  let store = openStore(path);
+  let server = makeServer(store);
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t-slow', { num_samples: 2 }));
+  await until(() => node.dispatched.length === 2);
+  await server.stop();
+  store.close();
+
+  store = openStore(path);
+  cleanups.push(() => store.close());
+  // Constructed (the store loaded) but not listening for longer than the heartbeat timeout: no node could reach it.
+  const slow = new RolloutServer({ store, clock, tickMs: 60_000, heartbeatTimeoutMs: 5_000 });
+  clockNow += 6_000;
+  slow.start();
+  cleanups.push(() => slow.stop());
+  await slow.tick();
+  expect(node.dispatched).toHaveLength(2);
+  expect(store.sessions.listByTask('t-slow').map((s) => [s.node_id, s.attempt])).toEqual([['n1', 0], ['n1', 0]]);
+  // The timeout still applies from there on: a node that stays silent after the server listens is lost.
+  clockNow += 6_000;
+  await slow.tick();
+  expect(store.sessions.listByTask('t-slow').every((s) => s.attempt === 1)).toBe(true);
+});
+
 test('bad input gives 4xx, never a crash', async () => {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());
