@@ -289,22 +289,31 @@ test('the control-plane token is required on node, dispatch, callback and traine
   expect((await fetch(`${server.url}/health`)).status).toBe(200);
 });
 
-test('restart from the same database: dispatched sessions unknown to their node are re-dispatched; results stay exactly once', async () => {
-  const path = join(scratch, 'restart.db');
+/**
+ * A server on a fresh database at `path` with fake node n1, task `taskId` of `samples` sessions dispatched, then
+ * `beforeStop`, then stopped with its store closed (the state a restart finds).
+ */
+async function dispatchedThenStopped(path: string, taskId: string, samples: number, beforeStop: (server: RolloutServer, node: ReturnType<typeof fakeNode>) => Promise<unknown> = async () => {}) {
   const node = fakeNode();
-  let store = openStore(path);
-  let server = makeServer(store);
+  const store = openStore(path);
+  const server = makeServer(store);
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
-  await post(`${server.url}/rollout/task/submit`, task('t1', { num_samples: 3 }));
-  await until(() => node.dispatched.length === 3);
-  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1));
+  await post(`${server.url}/rollout/task/submit`, task(taskId, { num_samples: samples }));
+  await until(() => node.dispatched.length === samples);
+  await beforeStop(server, node);
   await server.stop();
   store.close();
+  return node;
+}
+
+test('restart from the same database: dispatched sessions unknown to their node are re-dispatched; results stay exactly once', async () => {
+  const path = join(scratch, 'restart.db');
+  const node = await dispatchedThenStopped(path, 't1', 3, (server, n) => post(`${server.url}/callbacks/session_result`, resultFor(n.dispatched[0]!, 1)));
 
   node.known.delete(node.dispatched[1]!.session_id); // the node lost this one while the server was down
-  store = openStore(path);
+  const store = openStore(path);
   cleanups.push(() => store.close());
-  server = makeServer(store);
+  const server = makeServer(store);
   await until(() => node.dispatched.length === 4);
   expect(node.dispatched[3]).toMatchObject({ session_id: node.dispatched[1]!.session_id, attempt: 1 });
   for (const spec of node.dispatched) await post(`${server.url}/callbacks/session_result`, resultFor(spec, 1));
@@ -315,16 +324,9 @@ test('restart from the same database: dispatched sessions unknown to their node 
 
 test('a restarted server counts the heartbeat timeout from when it listens, so a slow start re-dispatches nothing', async () => {
   const path = join(scratch, 'slow-start.db');
-  const node = fakeNode();
-  let store = openStore(path);
-  let server = makeServer(store);
-  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
-  await post(`${server.url}/rollout/task/submit`, task('t-slow', { num_samples: 2 }));
-  await until(() => node.dispatched.length === 2);
-  await server.stop();
-  store.close();
+  const node = await dispatchedThenStopped(path, 't-slow', 2);
 
-  store = openStore(path);
+  const store = openStore(path);
   cleanups.push(() => store.close());
   // Constructed (the store loaded) but not listening for longer than the heartbeat timeout: no node could reach it.
   const slow = new RolloutServer({ store, clock, tickMs: 60_000, heartbeatTimeoutMs: 5_000 });
