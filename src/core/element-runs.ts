@@ -104,3 +104,39 @@ export function visitNew<I>(tail: readonly I[], from: number, apartAt: number[] 
   }
   return apartAt;
 }
+
+/** A split run that keeps what its stage made of each input (null for an apart one, which the stage handles itself). */
+export interface SplitOutputRun<I, O> extends SplitRun<I> {
+  outputs: readonly (O | null)[];
+}
+
+/** What `extendRun` gives: see there. */
+export interface Extension<I, O, R> {
+  lead: number;
+  tail: I[];
+  /** One per element of `tail`: null for an apart one, else the run's output or `make`'s. */
+  outputs: (O | null)[];
+  /** Indices in `tail` of the apart elements, ascending. */
+  apartAt: number[];
+  /**
+   * The run this call extends (every input of it leads `tail`): its outputs are the first `continued.inputs.length`
+   * of `outputs`, so what the stage derived from them can be copied. Undefined otherwise: derive from all `outputs`.
+   */
+  continued: R | undefined;
+}
+
+/**
+ * One call of a split stage (see SplitRuns): the outputs of the elements shared with the last run (when `usable`
+ * says the run's outputs hold for this call, e.g. same options), then `make` for each new element that is not apart.
+ * A continued run's own elements are not read at all. The caller keeps its run (`runs.keep`) with these outputs.
+ */
+export function extendRun<I, O, R extends SplitOutputRun<I, O>>(runs: SplitRuns<I, R>, items: readonly I[], apart: (item: I) => boolean, usable: (run: R) => boolean, make: (item: I) => O): Extension<I, O, R> {
+  const { lead, tail, run, shared, apartAt } = runs.continuation(items, apart);
+  const reusable = run !== undefined && usable(run);
+  const continued = reusable && apartAt !== null ? run : undefined;
+  const outputs: (O | null)[] = continued !== undefined ? continued.outputs.slice() : reusable ? run!.outputs.slice(0, shared) : [];
+  const known: number[] = [];
+  if (continued === undefined) for (let i = 0; i < outputs.length; i++) if (outputs[i] === null) known.push(i);
+  const at = visitNew(tail, outputs.length, continued !== undefined ? apartAt : null, known, apart, (i, isApart) => void outputs.push(isApart ? null : make(tail[i]!)));
+  return { lead, tail, outputs, apartAt: at, continued };
+}

@@ -8,7 +8,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
-import { SplitRuns, visitNew, type SplitRun } from '../core/element-runs.ts';
+import { extendRun, SplitRuns, type SplitOutputRun } from '../core/element-runs.ts';
 import { randomId, type IdGenerator } from '../core/ids.ts';
 import type { IRMessage, IRRequest, IRTool, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
@@ -171,8 +171,7 @@ const repairs = new WeakMap<object, Repair>();
  * One call's messages / tools after its leading system messages, with the repair of each (null for a system message,
  * repaired on its own), which of them a repair replaced, and how many strings those repairs fixed.
  */
-interface RepairRun<T> extends SplitRun<T> {
-  outputs: readonly (Repair | null)[];
+interface RepairRun<T> extends SplitOutputRun<T, Repair> {
   /** Indices in `inputs` whose repair is a copy (not the element itself), ascending. */
   changed: readonly number[];
   /** Strings repaired over the non-system elements. */
@@ -193,38 +192,16 @@ const never = () => false;
  * picks are looked up one by one and left out of the run.
  */
 function repairAll<T extends object>(items: T[], runs: SplitRuns<T, RepairRun<T>>, repair: (item: T, fix: (text: string) => string) => T, apart: (item: T) => boolean): number {
-  const { lead, tail, run, shared, apartAt } = runs.continuation(items, apart);
-  let outputs: (Repair | null)[];
-  let changed: number[];
-  let count = 0;
-  const known: number[] = [];
-  if (apartAt !== null) {
-    outputs = run!.outputs.slice();
-    changed = run!.changed.slice();
-    count = run!.count;
-  } else {
-    outputs = run !== undefined ? run.outputs.slice(0, shared) : [];
-    changed = [];
-    for (let i = 0; i < outputs.length; i++) {
-      const entry = outputs[i]!;
-      if (entry === null) known.push(i);
-      else {
-        count += entry.count;
-        if (entry.value !== tail[i]) changed.push(i);
-      }
-    }
-  }
-  const alone = visitNew(tail, outputs.length, apartAt, known, apart, (i, isApart) => {
-    if (isApart) {
-      outputs.push(null);
-      return;
-    }
-    const entry = repaired(tail[i]!, repair);
-    outputs.push(entry);
+  const { lead, tail, outputs, apartAt, continued } = extendRun(runs, items, apart, () => true, (item) => repaired(item, repair));
+  const changed = continued !== undefined ? continued.changed.slice() : [];
+  let count = continued?.count ?? 0;
+  for (let i = continued?.inputs.length ?? 0; i < outputs.length; i++) {
+    const entry = outputs[i]!;
+    if (entry === null) continue;
     count += entry.count;
     if (entry.value !== tail[i]) changed.push(i);
-  });
-  runs.keep({ inputs: tail, apartAt: alone, outputs, changed, count });
+  }
+  runs.keep({ inputs: tail, apartAt, outputs, changed, count });
   // Only what differs from `items` is written: the apart elements' repairs and the replaced elements.
   let replaced = count;
   const place = (at: number) => {
@@ -233,7 +210,7 @@ function repairAll<T extends object>(items: T[], runs: SplitRuns<T, RepairRun<T>
     replaced += entry.count;
   };
   for (let i = 0; i < lead; i++) place(i);
-  for (const i of alone) place(lead + i);
+  for (const i of apartAt) place(lead + i);
   for (const i of changed) items[lead + i] = outputs[i]!.value as T;
   return replaced;
 }

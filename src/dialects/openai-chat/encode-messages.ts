@@ -9,7 +9,7 @@
  */
 import type { IRContentPart, IRMessage, IRTool, Warning } from '../../core/ir.ts';
 import { textOf } from '../../core/ir.ts';
-import { SplitRuns, visitNew, type SplitRun } from '../../core/element-runs.ts';
+import { extendRun, SplitRuns, type SplitOutputRun } from '../../core/element-runs.ts';
 import { imagePartToUrl } from '../shared/images.ts';
 
 /** Field under which an assistant turn's reasoning is echoed back: vLLM ≥ 0.10 reads `reasoning`, SGLang and older vLLM `reasoning_content`. */
@@ -163,9 +163,8 @@ interface Encoded {
  * One call's messages after its leading system messages (`inputs`), with the encoding of each (null for a system
  * message, placed by encodeChatMessages) and the non-system encodings' messages and warnings flattened in order.
  */
-interface MessagesRun extends SplitRun<IRMessage> {
+interface MessagesRun extends SplitOutputRun<IRMessage, Encoded> {
   opts: ChatEncodeOptions;
-  outputs: readonly (Encoded | null)[];
   wire: readonly ChatWireMessage[];
   warnings: readonly Warning[];
   /** How many of `wire` hold a part that is not text. */
@@ -192,45 +191,18 @@ const sameOptions = (a: ChatEncodeOptions, b: ChatEncodeOptions) =>
 
 /** The run of this call: the last call's, extended, when this call continues it; else its shared part and the rest encoded. */
 function encodeRun(messages: readonly IRMessage[], opts: ChatEncodeOptions): MessagesRun {
-  const { tail, run, shared, apartAt } = encodedRuns.continuation(messages, isSystem);
-  const reused = run !== undefined && sameOptions(run.opts, opts) ? shared : 0;
-  const continued = apartAt !== null && reused === shared;
-  let outputs: (Encoded | null)[];
-  let wire: ChatWireMessage[];
-  let warnings: Warning[];
-  const known: number[] = [];
-  let nonText = 0;
-  if (continued) {
-    outputs = run!.outputs.slice();
-    wire = run!.wire.slice();
-    warnings = run!.warnings.slice();
-    nonText = run!.nonText;
-  } else {
-    outputs = run !== undefined ? run.outputs.slice(0, reused) : [];
-    wire = [];
-    warnings = [];
-    for (let i = 0; i < outputs.length; i++) {
-      const entry = outputs[i]!;
-      if (entry === null) known.push(i);
-      else {
-        wire.push(entry.message);
-        if (hasNonText(entry.message)) nonText++;
-        for (const warning of entry.warnings) warnings.push(warning);
-      }
-    }
-  }
-  const systems = visitNew(tail, outputs.length, continued ? apartAt : null, known, isSystem, (i, system) => {
-    if (system) {
-      outputs.push(null);
-      return;
-    }
-    const entry = encodeMessageOnce(tail[i] as NonSystem, opts);
-    outputs.push(entry);
+  const { tail, outputs, apartAt, continued } = extendRun(encodedRuns, messages, isSystem, (run) => sameOptions(run.opts, opts), (message) => encodeMessageOnce(message as NonSystem, opts));
+  const wire = continued !== undefined ? continued.wire.slice() : [];
+  const warnings = continued !== undefined ? continued.warnings.slice() : [];
+  let nonText = continued?.nonText ?? 0;
+  for (let i = continued?.inputs.length ?? 0; i < outputs.length; i++) {
+    const entry = outputs[i]!;
+    if (entry === null) continue;
     wire.push(entry.message);
     if (hasNonText(entry.message)) nonText++;
     for (const warning of entry.warnings) warnings.push(warning);
-  });
-  const made: MessagesRun = { inputs: tail, apartAt: systems, opts, outputs, wire, warnings, nonText };
+  }
+  const made: MessagesRun = { inputs: tail, apartAt, opts, outputs, wire, warnings, nonText };
   encodedRuns.keep(made);
   return made;
 }
