@@ -94,8 +94,7 @@ export class ChatBodyMemo {
     let shared = 0;
     if (previous !== undefined) {
       const limit = Math.min(messages.length, previous.messages.length);
-      // The same object first: jsonEqual would read each message (a likely cache miss per message in a busy proxy).
-      while (shared < limit && (messages[shared] === previous.messages[shared] || jsonEqual(messages[shared], previous.messages[shared]))) shared++;
+      while (shared < limit && jsonEqual(messages[shared], previous.messages[shared])) shared++;
     }
     // Only the messages after the shared ones are serialised; the shared ones are one slice of the previous text.
     const pieces: Uint8Array[] = new Array(messages.length - shared);

@@ -47,8 +47,7 @@ export function encodeIrRequest(ir: IRRequest, base: IrLayout | null): { delta: 
   let shared = 0;
   if (base !== null) {
     const limit = Math.min(messages.length, base.messages.length, base.ends.length);
-    // The same object first: jsonEqual would read each message (a likely cache miss per message in a busy proxy).
-    while (shared < limit && (messages[shared] === base.messages[shared] || jsonEqual(messages[shared], base.messages[shared]))) shared++;
+    while (shared < limit && jsonEqual(messages[shared], base.messages[shared])) shared++;
   }
   const { tools, messages: _messages, ...rest } = ir;
   const restJson = JSON.stringify(rest);
