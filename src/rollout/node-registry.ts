@@ -52,9 +52,9 @@ export class NodeRegistry {
   /** Known nodes from the store after a restart, each given a full heartbeat period before it is declared dead. */
   load(): void {
     for (const row of this.ctx.store.nodes.list()) {
-      const fresh = { ...row, last_heartbeat: Math.max(row.last_heartbeat, this.ctx.clock()) };
-      this.#nodes.set(row.node_id, { row: fresh, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0 });
+      this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0 });
     }
+    this.restartHeartbeatClocks();
   }
 
   /**
