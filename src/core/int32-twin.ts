@@ -30,14 +30,14 @@ export function int32Twin(ids: readonly number[]): Int32Array | undefined {
 export const isIntArray = (value: unknown): value is number[] => Array.isArray(value) && (twins.has(value) || value.every((v) => Number.isInteger(v)));
 
 /**
- * Whether `a` and `b` hold the same ids: at once for the same array, natively when both have twins (one
- * `Buffer.equals`), else element by element.
+ * Whether `a` and `b` hold the same ids: at once for the same array, natively when both are Int32Arrays or have twins
+ * (one `Buffer.equals`), else element by element.
  */
-export function sameIds(a: readonly number[], b: readonly number[]): boolean {
+export function sameIds(a: readonly number[] | Int32Array, b: readonly number[] | Int32Array): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;
-  const ta = twins.get(a);
-  const tb = ta === undefined ? undefined : twins.get(b);
+  const ta = int32Of(a);
+  const tb = ta === undefined ? undefined : int32Of(b);
   if (ta !== undefined && tb !== undefined) return int32Buffer(ta).equals(int32Buffer(tb));
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -88,4 +88,64 @@ export function int32ToArray(view: Int32Array): number[] {
   const out = new Array<number>(view.length);
   for (let i = 0; i < view.length; i++) out[i] = view[i]!;
   return out;
+}
+
+/**
+ * Token ids as the engines hand them to the proxy: a JS array (with or without a twin), or an Int32Array read
+ * straight from an engine's answer (engines/answer-json.ts), so that no JS array is built for them on the request
+ * path (a 25k-token prompt is a ~200 KB array on the JS heap, and building it cost ~13 % of a 100 KB call's CPU at 64
+ * connections, bench/README.md#session-11).
+ */
+export type TokenIds = number[] | Int32Array;
+
+/** Whether `value` is token ids: an Int32Array (int32 by construction), or an array of integers (`isIntArray`). */
+export const isTokenIds = (value: unknown): value is TokenIds => value instanceof Int32Array || isIntArray(value);
+
+/** The Int32Array holding `ids`' values without a copy: `ids` itself, or its twin; undefined for an array without one. */
+export function int32Of(ids: readonly number[] | Int32Array): Int32Array | undefined {
+  return ids instanceof Int32Array ? ids : twins.get(ids);
+}
+
+/** Records whose `prompt_ids` is still the accessor `definePromptIds` put there, with the ids it stands for. */
+const lazyPrompts = new WeakMap<object, Int32Array>();
+
+/** Replace the accessor by a plain data property holding `value` (what an ordinary record has). */
+function settle(record: object, value: unknown): void {
+  lazyPrompts.delete(record);
+  Object.defineProperty(record, 'prompt_ids', { value, writable: true, enumerable: true, configurable: true });
+}
+
+/**
+ * Give `record.prompt_ids` the values of `ids` without building the JS array yet. The property becomes an own,
+ * enumerable accessor: its first read builds the array (`int32ToArray`, paired with `ids` as its twin) and turns it
+ * into a plain data property; an assignment replaces it. So every reader (JSON.stringify, a spread, `toEqual`, a
+ * trace builder) sees the `number[]` of the record's contract, while the proxy's own path reads the Int32Array
+ * through `promptIdsInt32` / `promptIdsLength`, and a record nobody else reads never has the array built.
+ * `ids` must not be written afterwards (it is the values' only copy until the first read).
+ */
+export function definePromptIds(record: { prompt_ids: readonly number[] }, ids: Int32Array): void {
+  lazyPrompts.set(record, ids);
+  Object.defineProperty(record, 'prompt_ids', {
+    enumerable: true,
+    configurable: true,
+    get(this: object) {
+      const array = int32ToArray(ids);
+      pairInt32(array, ids);
+      settle(this, array);
+      return array;
+    },
+    set(this: object, value: unknown) {
+      settle(this, value);
+    },
+  });
+}
+
+/** A record's prompt ids as an Int32Array without building the JS array (`definePromptIds`), or its array's twin. */
+export function promptIdsInt32(record: { prompt_ids: readonly number[] }): Int32Array | undefined {
+  return lazyPrompts.get(record) ?? twins.get(record.prompt_ids);
+}
+
+/** A record's number of prompt ids, without building the JS array of one given to `definePromptIds`. */
+export function promptIdsLength(record: { prompt_ids: readonly number[] }): number {
+  return (lazyPrompts.get(record) ?? record.prompt_ids).length;
 }

@@ -7,8 +7,10 @@
  * call's (prompt ++ sampled ++ new turn), so the array's text almost always starts with the previous answer's array
  * text: this reader compares the two natively (`Buffer.compare`), copies the previous ids for the shared part and
  * scans only the new digits (a session's first answer, or one that does not extend the remembered one, has its array
- * read by `JSON.parse` alone, faster than a scan in JS, and remembered). The rest of the answer (~5 KB) goes through `JSON.parse` with the array cut out, and the
- * ids are put back in its place, so callers get exactly what `JSON.parse` of the whole answer would have given.
+ * read by `JSON.parse` alone, faster than a scan in JS, and remembered). The rest of the answer (~5 KB) goes through
+ * `JSON.parse` with the array cut out, and the ids are put back in its place as an Int32Array (no JS array of 25,000
+ * numbers is built; the proxy's capture and store read the Int32Array, core/int32-twin.ts `TokenIds`), so callers get
+ * what `JSON.parse` of the whole answer would have given with that one value typed.
  *
  * Anything unusual falls back to `JSON.parse` of the whole text: the key absent or present more than once, a value
  * that is not a flat array of int32 integers, or an array that sits anywhere other than the top level or
@@ -21,7 +23,7 @@
  */
 import { ByteLru } from '../core/byte-lru.ts';
 import { asBuffer, commonBytePrefix, isJsonSpace } from '../core/bytes.ts';
-import { appendInt32, int32ToArray, pairInt32 } from '../core/int32-twin.ts';
+import { appendInt32 } from '../core/int32-twin.ts';
 
 const KEY = Buffer.from('"prompt_token_ids"');
 const utf8 = new TextDecoder();
@@ -77,7 +79,9 @@ export class EngineAnswerReader {
   /**
    * Parse an engine answer's UTF-8 bytes.
    * @param sessionId the session whose previous answer may share the prompt ids' prefix (null: no reuse, nothing kept).
-   * @returns the same value as `JSON.parse(new TextDecoder().decode(bytes))`.
+   * @returns the same value as `JSON.parse(new TextDecoder().decode(bytes))`, except that a `prompt_token_ids` read
+   *   here is an Int32Array of the same ids (a small answer of a session with nothing remembered, or an unusual one,
+   *   is `JSON.parse`'s value as it is).
    * @throws SyntaxError when the text is not JSON (as `JSON.parse` would).
    */
   parse(bytes: Uint8Array, sessionId: string | null): unknown {
@@ -111,15 +115,14 @@ export class EngineAnswerReader {
 
     const holder = parseAround(buffer, open, close);
     if (holder === null) return this.fallback(buffer);
-    // The ids as an Int32Array: kept for the session's next answer (only the new ids written, core/int32-twin.ts), and
-    // paired with the array so the capture check and the store read them natively; the array is filled from it.
-    const twin = sessionId === null ? int32Copy(tail!) : appendInt32(head ?? undefined, tail!)!; // int32 (scanIds / parseIds)
-    const ids = head === null ? tail! : int32ToArray(twin);
+    // The ids as an Int32Array (only the new ids written when it extends the previous one, core/int32-twin.ts): what
+    // the answer holds, so no JS array is built for them (the capture check and the store read it natively), and
+    // what the session's next answer extends.
+    const ids = sessionId === null ? int32Copy(tail!) : appendInt32(head ?? undefined, tail!)!; // int32 (scanIds / parseIds)
     holder.owner.prompt_token_ids = ids;
     if (incremental) this.stats.incremental++;
     else this.stats.scanned++;
-    pairInt32(ids, twin);
-    if (sessionId !== null) this.sessions.set(sessionId, { digits, ids: twin });
+    if (sessionId !== null) this.sessions.set(sessionId, { digits, ids });
     return holder.body;
   }
 
@@ -183,7 +186,7 @@ function parseAround(buffer: Buffer, open: number, close: number): { body: unkno
  * @returns the same value as `JSON.parse` of the whole answer, except that an equal echo is `ids` itself.
  * @throws SyntaxError when the text is not JSON (as `JSON.parse` would).
  */
-export function parseEchoedAnswer(bytes: Uint8Array, sentDigits: Uint8Array, ids: readonly number[]): unknown {
+export function parseEchoedAnswer(bytes: Uint8Array, sentDigits: Uint8Array, ids: readonly number[] | Int32Array): unknown {
   const buffer = asBuffer(bytes);
   const array = idsArray(buffer);
   if (array !== null && asBuffer(sentDigits).equals(buffer.subarray(array.open + 1, array.close))) {

@@ -13,7 +13,7 @@ import type { FinishReason, IRContentPart, IRResponse, IRToolCall } from '../cor
 import type { LogprobSemantics } from '../core/records.ts';
 import { GatewayError } from '../core/errors.ts';
 import type { TokenCapture } from './types.ts';
-import { isIntArray, sameIds } from '../core/int32-twin.ts';
+import { isIntArray, isTokenIds, sameIds, type TokenIds } from '../core/int32-twin.ts';
 
 type Json = Record<string, unknown>;
 
@@ -146,9 +146,9 @@ export function extractChatCapture(raw: unknown, semantics: LogprobSemantics): {
   }
   const meta = metaInfo(body, choice);
 
-  let promptIds: number[] = [];
-  if (isIntArray(body.prompt_token_ids)) [promptIds, sources.promptIds] = [body.prompt_token_ids, 'prompt_token_ids'];
-  else if (isIntArray(choice.prompt_token_ids)) [promptIds, sources.promptIds] = [choice.prompt_token_ids, 'choices[0].prompt_token_ids'];
+  let promptIds: TokenIds = [];
+  if (isTokenIds(body.prompt_token_ids)) [promptIds, sources.promptIds] = [body.prompt_token_ids, 'prompt_token_ids'];
+  else if (isTokenIds(choice.prompt_token_ids)) [promptIds, sources.promptIds] = [choice.prompt_token_ids, 'choices[0].prompt_token_ids'];
   else problems.push('engine returned no prompt token ids');
 
   // SGLang's meta_info entries are [logprob, token_id, text|null]; they carry ids and logprobs together.

@@ -7,7 +7,7 @@
  * chunk's sampled ids in `choices[0].token_ids`; SGLang builds that stream token data put them in the same places or in
  * `meta_info`. https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#chat-api
  */
-import { isIntArray } from '../core/int32-twin.ts';
+import { isIntArray, isTokenIds, type TokenIds } from '../core/int32-twin.ts';
 import type { IdGenerator } from '../core/ids.ts';
 import type { DeltaEmitter } from './delta-emitter.ts';
 
@@ -23,7 +23,7 @@ export class ChatChunkAccumulator {
   private readonly calls = new Map<number, { id: string; name: string; args: string }>();
   private finishReason: unknown = null;
   private stopReason: unknown = undefined;
-  private promptIds: number[] | null = null;
+  private promptIds: TokenIds | null = null;
   private tokenIds: number[] | null = null;
   private logprobs: unknown[] | null = null;
   private usage: Json | null = null;
@@ -44,13 +44,13 @@ export class ChatChunkAccumulator {
     if (typeof chunk.id === 'string' && this.id === '') this.id = chunk.id;
     if (typeof chunk.model === 'string') this.model = chunk.model;
     if (typeof chunk.created === 'number') this.created = chunk.created;
-    if (isIntArray(chunk.prompt_token_ids)) this.promptIds = chunk.prompt_token_ids;
+    if (isTokenIds(chunk.prompt_token_ids)) this.promptIds = chunk.prompt_token_ids;
     if (isObject(chunk.usage)) this.usage = chunk.usage;
     if (isObject(chunk.meta_info)) this.mergeMeta(chunk.meta_info);
     if (isObject(chunk.metadata) && chunk.metadata.weight_version !== undefined) this.weightVersion = chunk.metadata.weight_version;
     const choice = Array.isArray(chunk.choices) && isObject(chunk.choices[0]) ? chunk.choices[0] : null;
     if (!choice) return;
-    if (isIntArray(choice.prompt_token_ids)) this.promptIds = choice.prompt_token_ids;
+    if (isTokenIds(choice.prompt_token_ids)) this.promptIds = choice.prompt_token_ids;
     if (isIntArray(choice.token_ids)) (this.tokenIds ??= []).push(...choice.token_ids);
     if (isObject(choice.logprobs) && Array.isArray(choice.logprobs.content)) (this.logprobs ??= []).push(...choice.logprobs.content);
     if (isObject(choice.meta_info)) this.mergeMeta(choice.meta_info);

@@ -7,14 +7,19 @@
 import type { IRRequest, IRResponse, IRToolCall, Warning } from '../core/ir.ts';
 import type { IRStreamEvent } from '../core/stream.ts';
 import type { LogprobSemantics } from '../core/records.ts';
+import type { TokenIds } from '../core/int32-twin.ts';
 
 export type EngineKind = 'sim' | 'vllm' | 'sglang' | 'llamacpp' | 'openai';
 export type CaptureMode = 'chat' | 'token';
 
 /** Tokens captured for one completion. */
 export interface TokenCapture {
-  /** Full prompt as token ids. */
-  promptIds: number[];
+  /**
+   * Full prompt as token ids: an Int32Array when read from an engine's answer without building a JS array
+   * (engines/answer-json.ts); the record's `prompt_ids` gets the array only when something reads it
+   * (core/int32-twin.ts `definePromptIds`).
+   */
+  promptIds: TokenIds;
   /** Sampled ids, including the EOS when the turn ended on it. */
   responseIds: number[];
   /** One logprob per sampled id (float32-rounded). */

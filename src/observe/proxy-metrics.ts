@@ -17,6 +17,7 @@
 import { createMiddleware } from 'hono/factory';
 import { Counter, Gauge, Histogram, Registry, register as defaultRegistry } from 'prom-client';
 import type { CompletionRecord } from '../core/records.ts';
+import { promptIdsLength } from '../core/int32-twin.ts';
 
 const ADDED_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 const ENGINE_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -95,7 +96,7 @@ export class ProxyMetrics {
     const labels = { dialect: rec.dialect, engine: this.engine };
     this.completions.inc({ engine: this.engine });
     if (rec.capture_error !== null) this.captureErrors.inc({ engine: this.engine });
-    this.tokens.inc({ kind: 'prompt' }, rec.prompt_ids.length);
+    this.tokens.inc({ kind: 'prompt' }, promptIdsLength(rec));
     this.tokens.inc({ kind: 'sampled' }, rec.response_ids.length);
     this.tokens.inc({ kind: 'trainable' }, trainableTokens(rec));
     this.engineLatency.observe(labels, rec.timings.engine_ms / 1000);

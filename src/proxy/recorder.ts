@@ -7,6 +7,7 @@ import type { Clock } from '../core/clock.ts';
 import { asError, attemptEach } from '../core/errors.ts';
 import type { DialectName, IRRequest, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
+import { definePromptIds } from '../core/int32-twin.ts';
 import type { EngineClient, EngineCompletion } from '../engines/types.ts';
 import type { ProxyCounters, ProxyStore } from './types.ts';
 
@@ -82,6 +83,7 @@ export class Recorder {
     const capture = completion.capture;
     const captureError = capture ? capture.captureError : `engine kind "${this.engine.kind}" captures no token ids or logprobs`;
     const now = this.clock();
+    const promptIds = capture?.promptIds ?? [];
     const record: CompletionRecord = {
       completion_id: input.completionId,
       session_id: input.sessionId,
@@ -92,7 +94,7 @@ export class Recorder {
       ir_request: input.irRequest,
       ir_response: completion.recordToolCalls ? { ...completion.response, toolCalls: completion.recordToolCalls } : completion.response,
       finish_reason: completion.response.finishReason,
-      prompt_ids: capture?.promptIds ?? [],
+      prompt_ids: promptIds instanceof Int32Array ? [] : promptIds,
       response_ids: capture?.responseIds ?? [],
       logprobs: capture?.logprobs ?? [],
       policy_version: input.policyVersion,
@@ -104,6 +106,9 @@ export class Recorder {
       timings: { engine_ms: Math.round(completion.engineMs), total_ms: Math.round(now - input.startedAt) },
       created_at: now,
     };
+    // Ids read from the engine's answer as an Int32Array: the record's JS array is built only when something reads it
+    // (the store and the metrics read the Int32Array).
+    if (promptIds instanceof Int32Array) definePromptIds(record, promptIds);
     const opts = input.requestText === undefined && input.requestBytes === undefined ? undefined : { requestBodyJson: input.requestText, requestBodyUtf8: input.requestBytes };
     return new Promise((resolve, reject) => {
       this.queue.push({ record, opts, resolve, reject });

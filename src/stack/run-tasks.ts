@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { BuilderName } from '../core/records.ts';
+import { promptIdsLength } from '../core/int32-twin.ts';
 import type { CaptureMode } from '../engines/index.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
@@ -143,7 +144,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     adminToken: randomBytes(24).toString('base64url'),
     onRecord: (rec) => {
       counters.completions++;
-      counters.tokens += rec.prompt_ids.length + rec.response_ids.length;
+      counters.tokens += promptIdsLength(rec) + rec.response_ids.length;
     },
     log: opts.log,
   });

@@ -11,7 +11,7 @@ import { attemptEach } from '../core/errors.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, compactSegments, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
-import { int32ToArray, int32Twin } from '../core/int32-twin.ts';
+import { int32ToArray, promptIdsInt32, promptIdsLength } from '../core/int32-twin.ts';
 import { encodeIrRequest } from './ir-json.ts';
 import { int32Bytes, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
@@ -143,17 +143,19 @@ export class CompletionRepository {
     const responsePacked = packInt32(rec.response_ids);
     const logprobsPacked = packFloat32(rec.logprobs);
     if (this.format === 1) {
-      this.run(rec, [requestText ?? utf8Text(given!), JSON.stringify(rec.ir_request), responseText], packInt32(rec.prompt_ids), responsePacked, logprobsPacked, 1, null, 0);
+      this.run(rec, [requestText ?? utf8Text(given!), JSON.stringify(rec.ir_request), responseText], packPromptIds(rec), responsePacked, logprobsPacked, 1, null, 0);
       return;
     }
 
     const candidates = this.candidates(rec.session_id);
-    // Ids the engine answer reader also holds as an Int32Array (core/int32-twin.ts) are compared and packed natively.
-    const twin = int32Twin(rec.prompt_ids);
+    // Ids held as an Int32Array (read from the engine's answer, or an array's twin: core/int32-twin.ts) are compared
+    // and packed natively.
+    const twin = promptIdsInt32(rec);
+    const promptLength = promptIdsLength(rec);
     let base: BaseEntry | null = null;
     let prefix = 0;
     for (const candidate of candidates) {
-      const shared = commonSegmentPrefix(candidate.segments, rec.prompt_ids, twin);
+      const shared = commonSegmentPrefix(candidate.segments, twin ?? rec.prompt_ids);
       if (shared > prefix) {
         base = candidate;
         prefix = shared;
@@ -199,9 +201,9 @@ export class CompletionRepository {
       completion_id: rec.completion_id,
       depth: base === null ? 0 : base.depth + 1,
       segments,
-      length: rec.prompt_ids.length + response.length,
+      length: promptLength + response.length,
       ownBytes: suffixPacked.byteLength + responsePacked.byteLength + copiedBytes,
-      promptLength: rec.prompt_ids.length,
+      promptLength,
       // With a layout the next delta comes from it; a value that is not an IR request keeps its bytes as the base.
       texts: [requestBytes, ir.layout === null && 'bytes' in ir ? ir.bytes : null, responseBytes],
       ir: ir.layout,
@@ -484,6 +486,12 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 /** Largest scratch utf8Bytes keeps (bytes); longer texts are encoded with `encode`, so one huge body is not kept. */
 const MAX_SCRATCH = 4 * 1024 * 1024;
 let scratch: Uint8Array | null = null;
+
+/** A record's prompt ids packed (int32 little-endian): natively from their Int32Array when it has one. */
+function packPromptIds(rec: CompletionRecord): Uint8Array {
+  const ids = promptIdsInt32(rec);
+  return ids === undefined ? packInt32(rec.prompt_ids) : int32Bytes(ids);
+}
 
 /**
  * A string's UTF-8 bytes in an exact-size array: `encodeInto` a reused scratch buffer (up to MAX_SCRATCH; a UTF-16

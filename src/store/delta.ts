@@ -13,10 +13,10 @@ import { int32Buffer } from '../core/int32-twin.ts';
 /**
  * Length of the longest common prefix of a token sequence held as consecutive segments (a base record's
  * prompt_ids ++ response_ids) and `ids`, in tokens (0 … min of both lengths). O(result) comparisons; the base is never
- * copied or re-packed.
+ * copied or re-packed. Ids held as an Int32Array are compared natively (`commonSegmentPrefixInt32`).
  */
-export function commonSegmentPrefix(segments: readonly Int32Array[], ids: readonly number[], twin?: Int32Array): number {
-  if (twin !== undefined) return commonSegmentPrefixInt32(segments, twin);
+export function commonSegmentPrefix(segments: readonly Int32Array[], ids: readonly number[] | Int32Array): number {
+  if (ids instanceof Int32Array) return commonSegmentPrefixInt32(segments, ids);
   let at = 0;
   for (const segment of segments) {
     const n = Math.min(segment.length, ids.length - at);

@@ -1,9 +1,10 @@
 /**
  * core/int32-twin.ts appendInt32: a conversation's ids are extended in place while nothing wrote past the view, and
  * every view handed out keeps its values whatever is appended later (a sibling extension of a shorter view is copied).
+ * definePromptIds: a record's prompt ids held as an Int32Array until something reads the JS array.
  */
 import { expect, test } from 'bun:test';
-import { appendInt32, int32ToArray, pairInt32, sameIds } from '../../src/core/int32-twin.ts';
+import { appendInt32, definePromptIds, int32Of, int32ToArray, int32Twin, isTokenIds, pairInt32, promptIdsInt32, promptIdsLength, sameIds } from '../../src/core/int32-twin.ts';
 
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 
@@ -69,4 +70,50 @@ test('sameIds: the same array, twins compared natively, plain arrays element by 
   pairInt32(c, appendInt32(undefined, c)!);
   expect(sameIds(a, c)).toBe(false);
   expect(sameIds(c, [1, 2, 9])).toBe(true); // one side without a twin
+});
+
+test('definePromptIds: the store and metrics read the Int32Array; the first read builds the array, paired with it, as a data property', () => {
+  const ids = Int32Array.from([5, 6, 7]);
+  const record = { completion_id: 'c', prompt_ids: [] as number[], response_ids: [1] };
+  definePromptIds(record, ids);
+  expect(promptIdsInt32(record)).toBe(ids);
+  expect(promptIdsLength(record)).toBe(3);
+  expect(Object.getOwnPropertyDescriptor(record, 'prompt_ids')!.get).toBeDefined(); // nothing built yet
+  expect(Object.keys(record)).toEqual(['completion_id', 'prompt_ids', 'response_ids']);
+  const array = record.prompt_ids;
+  expect(array).toEqual([5, 6, 7]);
+  expect(Array.isArray(array)).toBe(true);
+  expect(record.prompt_ids).toBe(array); // built once
+  const descriptor = Object.getOwnPropertyDescriptor(record, 'prompt_ids')!;
+  expect([descriptor.value, descriptor.writable, descriptor.enumerable, descriptor.get]).toEqual([array, true, true, undefined]);
+  expect(int32Twin(array)).toBe(ids);
+  expect(promptIdsInt32(record)).toBe(ids);
+  expect(promptIdsLength(record)).toBe(3);
+});
+
+test('definePromptIds: JSON, a spread and an assignment see a plain number[] property', () => {
+  const make = () => {
+    const record = { a: 1, prompt_ids: [] as number[], b: 2 };
+    definePromptIds(record, Int32Array.from([9, 8]));
+    return record;
+  };
+  expect(JSON.stringify(make())).toBe('{"a":1,"prompt_ids":[9,8],"b":2}');
+  const spread = { ...make() };
+  expect(Object.getOwnPropertyDescriptor(spread, 'prompt_ids')!.value).toEqual([9, 8]);
+  const assigned = make();
+  assigned.prompt_ids = [1, 2, 3, 4];
+  expect(assigned.prompt_ids).toEqual([1, 2, 3, 4]);
+  expect(Object.getOwnPropertyDescriptor(assigned, 'prompt_ids')!.writable).toBe(true);
+  expect(promptIdsLength(assigned)).toBe(4); // the assigned array, not the Int32Array given before
+  expect(promptIdsInt32(assigned)).toBeUndefined();
+});
+
+test('TokenIds: an Int32Array is token ids as it is, an array needs integers; int32Of gives the Int32Array or the twin', () => {
+  const view = Int32Array.from([1, 2]);
+  expect([isTokenIds(view), isTokenIds([1, 2]), isTokenIds([1.5]), isTokenIds(new Float64Array(2)), isTokenIds(null)]).toEqual([true, true, false, false, false]);
+  expect(int32Of(view)).toBe(view);
+  const paired = [1, 2];
+  pairInt32(paired, view);
+  expect(int32Of(paired)).toBe(view);
+  expect(int32Of([1, 2])).toBeUndefined();
 });

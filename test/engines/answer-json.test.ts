@@ -1,6 +1,5 @@
 import { describe, expect, test } from 'bun:test';
 import { EngineAnswerReader } from '../../src/engines/answer-json.ts';
-import { int32Twin } from '../../src/core/int32-twin.ts';
 
 const utf8 = new TextEncoder();
 const bytesOf = (text: string) => utf8.encode(text);
@@ -23,6 +22,21 @@ function sglangAnswer(promptIds: number[]): string {
   return JSON.stringify({ id: 'x', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, prompt_token_ids: promptIds, finish_reason: 'stop' }], meta_info: { id: 'x' } });
 }
 
+type Json = Record<string, unknown>;
+
+/** Where an answer's prompt ids sit: the answer itself, or its choices[0]. */
+function idsOwner(value: unknown): Json | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const top = value as Json;
+  if ('prompt_token_ids' in top) return top;
+  const choice = Array.isArray(top.choices) ? top.choices[0] : undefined;
+  return typeof choice === 'object' && choice !== null && 'prompt_token_ids' in choice ? (choice as Json) : null;
+}
+
+/**
+ * The reader's value equals JSON.parse's, except that ids the reader read itself (its `scanned` / `incremental`
+ * counts went up) are an Int32Array of the same ids; ids read by JSON.parse (`fallback`, `small`) are its array.
+ */
 function expectSameAsJsonParse(reader: EngineAnswerReader, text: string, session: string | null = 's') {
   let expected: unknown;
   let expectedError: unknown = null;
@@ -35,7 +49,13 @@ function expectSameAsJsonParse(reader: EngineAnswerReader, text: string, session
     expect(() => reader.parse(bytesOf(text), session)).toThrow(SyntaxError);
     return;
   }
-  expect(reader.parse(bytesOf(text), session)).toEqual(expected);
+  const read = reader.stats.scanned + reader.stats.incremental;
+  const value = reader.parse(bytesOf(text), session);
+  const byReader = reader.stats.scanned + reader.stats.incremental > read;
+  const owner = idsOwner(value);
+  expect(owner?.prompt_token_ids instanceof Int32Array).toBe(byReader);
+  if (owner !== null && owner.prompt_token_ids instanceof Int32Array) owner.prompt_token_ids = Array.from(owner.prompt_token_ids);
+  expect(value).toEqual(expected);
 }
 
 describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', () => {
@@ -96,7 +116,9 @@ describe('EngineAnswerReader parses engine answers exactly as JSON.parse does', 
     const head = bytesOf('{"choices":[{"message":{"content":"a');
     const tail = bytesOf('b"}}],"prompt_token_ids":[1,2]}');
     const bytes = new Uint8Array([...head, 0xff, ...tail]);
-    expect(reader.parse(bytes, null)).toEqual(JSON.parse(new TextDecoder().decode(bytes)));
+    const value = reader.parse(bytes, null) as Json;
+    expect(value.prompt_token_ids).toEqual(Int32Array.from([1, 2]));
+    expect({ ...value, prompt_token_ids: [1, 2] }).toEqual(JSON.parse(new TextDecoder().decode(bytes)));
   });
 });
 
@@ -126,13 +148,11 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
     expect(reader.stats.scanned).toBe(4);
   });
 
-  test('sessions do not share ids, and mutating a returned array does not change the next answer', () => {
+  test('sessions do not share ids', () => {
     const reader = new EngineAnswerReader(undefined, 0);
-    const first = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
-    first.prompt_token_ids.push(42);
-    first.prompt_token_ids[0] = 9;
-    expect((reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: number[] }).prompt_token_ids).toEqual([1, 2, 3, 4]);
-    expect((reader.parse(bytesOf(vllmAnswer([5, 6])), 'b') as { prompt_token_ids: number[] }).prompt_token_ids).toEqual([5, 6]);
+    reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a');
+    expect((reader.parse(bytesOf(vllmAnswer([5, 6])), 'b') as { prompt_token_ids: Int32Array }).prompt_token_ids).toEqual(Int32Array.from([5, 6]));
+    expect((reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: Int32Array }).prompt_token_ids).toEqual(Int32Array.from([1, 2, 3, 4]));
     expect(reader.stats.incremental).toBe(1);
   });
 
@@ -199,17 +219,18 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
     expect(grew).toBe(1); // 1000 ids + 25 % + 64 of room holds 1,314: the 16th extension (1,320 ids) needs a new buffer
   });
 
-  test('the arrays it builds are paired with an Int32Array twin of the same ids (which later answers never change); fallback arrays are not', () => {
+  test('the Int32Arrays it hands out keep their ids while later answers of the session extend the same buffer; fallback ids are JSON.parse arrays', () => {
     const reader = new EngineAnswerReader(undefined, 0);
-    const scanned = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: number[] };
-    const incremental = reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: number[] };
-    const alone = reader.parse(bytesOf(vllmAnswer([7, 8])), null) as { prompt_token_ids: number[] };
+    const scanned = reader.parse(bytesOf(vllmAnswer([1, 2, 3])), 'a') as { prompt_token_ids: Int32Array };
+    const incremental = reader.parse(bytesOf(vllmAnswer([1, 2, 3, 4])), 'a') as { prompt_token_ids: Int32Array };
+    const alone = reader.parse(bytesOf(vllmAnswer([7, 8])), null) as { prompt_token_ids: Int32Array };
     const parsed = reader.parse(bytesOf('{"prompt_token_ids":[1.5],"choices":[]}'), null) as { prompt_token_ids: number[] };
-    // More answers of the session append to the buffer the twins above are views of.
+    // More answers of the session append to the buffer the arrays above are views of.
     for (let n = 5; n < 40; n++) reader.parse(bytesOf(vllmAnswer(Array.from({ length: n }, (_, i) => i + 1))), 'a');
     reader.parse(bytesOf(vllmAnswer([9, 9, 9])), 'a');
-    expect([scanned, incremental, alone].map((a) => [...int32Twin(a.prompt_token_ids)!])).toEqual([[1, 2, 3], [1, 2, 3, 4], [7, 8]]);
-    expect(int32Twin(parsed.prompt_token_ids)).toBeUndefined();
+    expect(incremental.prompt_token_ids.buffer).toBe(scanned.prompt_token_ids.buffer);
+    expect([scanned, incremental, alone].map((a) => [...a.prompt_token_ids])).toEqual([[1, 2, 3], [1, 2, 3, 4], [7, 8]]);
+    expect(parsed.prompt_token_ids).toEqual([1.5]);
   });
 
   test('a small answer of a session with nothing remembered is JSON.parse and is not remembered; a large one is', () => {

@@ -30,12 +30,14 @@ export async function startTestProxy(opts: {
   options?: ProxyOptions;
   /** Capture mode (default chat). */
   mode?: 'chat' | 'token';
+  /** Called with each committed record (ProxyDeps.onRecord). */
+  onRecord?: (rec: CompletionRecord) => void;
 }): Promise<TestProxy> {
   const store = openStore(':memory:');
   const engine = createEngineClient({ kind: opts.kind, url: opts.engineUrl, mode: opts.mode ?? 'chat', timeoutMs: opts.timeoutMs ?? 5000, now: fixedClock(), newId: sequentialIds() });
   await engine.probe();
   const counters = newProxyCounters();
-  const app = createProxyApp({ engine, store, sessions: opts.sessions ?? adHocSessions(), clock: fixedClock(), newId: sequentialIds(), options: opts.options, counters });
+  const app = createProxyApp({ engine, store, sessions: opts.sessions ?? adHocSessions(), clock: fixedClock(), newId: sequentialIds(), options: opts.options, counters, onRecord: opts.onRecord });
   const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: app.fetch, idleTimeout: 0 });
   return {
     url: `http://127.0.0.1:${server.port}`,
