@@ -13,7 +13,7 @@
  */
 import { ByteLru } from '../core/byte-lru.ts';
 import { concatBytes } from '../core/bytes.ts';
-import { int32Buffer, int32Twin } from '../core/int32-twin.ts';
+import { int32Buffer, int32Of } from '../core/int32-twin.ts';
 
 interface Sent {
   /** The ids' text between the brackets ("1,2,3"), UTF-8: a view of the body that carried them. */
@@ -29,6 +29,12 @@ const entryBytes = (entry: Sent) => entry.digits.buffer.byteLength + entry.ids.b
 export const DEFAULT_PROMPT_JSON_BYTES = 24 * 1024 * 1024;
 
 const utf8 = new TextEncoder();
+
+/** The ids from `from` on as JSON array text without the brackets ("1,2,3"; an Int32Array's `join` writes exactly that). */
+function digitsOf(ids: readonly number[] | Int32Array, from: number): string {
+  if (ids instanceof Int32Array) return ids.subarray(from).join(',');
+  return JSON.stringify(from === 0 ? ids : ids.slice(from)).slice(1, -1);
+}
 
 /** A token-mode request body as UTF-8 bytes, and where the ids' digits sit in it. */
 export interface IdsBody {
@@ -50,20 +56,20 @@ export class PromptIdsJson {
   /**
    * `JSON.stringify({ [key]: ids, ...rest })` as UTF-8 bytes (the ids first; `rest` must not hold `key`).
    * @param sessionId the session whose previous body's ids these may extend (null: nothing reused or kept).
-   * @param ids token ids (int32); reused only when paired with a twin.
+   * @param ids token ids (int32); reused only when held as an Int32Array or paired with a twin.
    */
-  body(sessionId: string | null, key: string, ids: readonly number[], rest: Record<string, unknown>): IdsBody {
-    const twin = int32Twin(ids);
+  body(sessionId: string | null, key: string, ids: readonly number[] | Int32Array, rest: Record<string, unknown>): IdsBody {
+    const twin = int32Of(ids);
     const previous = sessionId === null || twin === undefined ? undefined : this.sessions.get(sessionId);
     let digits: Uint8Array[];
     if (previous !== undefined && previous.ids.length <= twin!.length && previous.ids.length > 0
       && int32Buffer(previous.ids).equals(int32Buffer(twin!.subarray(0, previous.ids.length)))) {
       this.stats.incremental++;
-      const added = previous.ids.length === ids.length ? '' : `,${JSON.stringify(ids.slice(previous.ids.length)).slice(1, -1)}`;
+      const added = previous.ids.length === ids.length ? '' : `,${digitsOf(ids, previous.ids.length)}`;
       digits = [previous.digits, utf8.encode(added)];
     } else {
       this.stats.full++;
-      digits = [utf8.encode(JSON.stringify(ids).slice(1, -1))];
+      digits = [utf8.encode(digitsOf(ids, 0))];
     }
     const restJson = JSON.stringify(rest);
     const head = utf8.encode(`{${JSON.stringify(key)}:[`);

@@ -7,7 +7,7 @@
  * https://docs.sglang.ai/basic_usage/native_api.html, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
  * https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
  */
-import { isIntArray, sameIds } from '../core/int32-twin.ts';
+import { isIntArray, isTokenIds, sameIds, type TokenIds } from '../core/int32-twin.ts';
 import { responseFormatSchema, type FinishReason, type IRResponseFormat } from '../core/ir.ts';
 import type { EngineCallContext, EngineKind } from './types.ts';
 
@@ -26,7 +26,8 @@ export interface TokenSampling {
 }
 
 export interface TokenRequestInput {
-  promptIds: readonly number[];
+  /** The prompt (token mode's buffers hand an Int32Array; engines/prompt-ids-json.ts writes it into the body). */
+  promptIds: TokenIds;
   sampling: TokenSampling;
   /** Ids that end a sample (end-of-turn first), from the tokenizer. */
   stopIds: readonly number[];
@@ -62,7 +63,7 @@ export interface TokenBackend {
   fields: { responseIds: string; logprobs: string };
   body(input: TokenRequestInput): Record<string, unknown>;
   /** @param promptIds the prompt sent, to check an echoed prompt or prompt-token count against. */
-  read(raw: unknown, promptIds: readonly number[]): TokenResult;
+  read(raw: unknown, promptIds: TokenIds): TokenResult;
 }
 
 type Json = Record<string, unknown>;
@@ -202,7 +203,7 @@ export const vllmTokenBackend: TokenBackend = {
     if (isIntArray(c.token_ids)) responseIds = c.token_ids;
     else problems.push('engine returned no choices[0].token_ids (vLLM < 0.10.2 has no return_token_ids)');
     // An echo byte-equal to what was sent is the sent array itself (answer-json.ts parseEchoedAnswer): sameIds is then immediate.
-    if (isIntArray(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
+    if (isTokenIds(c.prompt_token_ids) && !sameIds(c.prompt_token_ids, promptIds)) problems.push(`the engine's prompt_token_ids (${c.prompt_token_ids.length}) differ from the ${promptIds.length} prompt ids sent`);
     let logprobs: number[] = [];
     const lp = isObject(c.logprobs) ? c.logprobs.token_logprobs : undefined;
     if (Array.isArray(lp) && lp.every((v): v is number => typeof v === 'number')) logprobs = lp;
@@ -361,7 +362,7 @@ export const vllmStreaming: TokenStreaming = {
   accumulator() {
     const ids: number[] = [];
     const logprobs: unknown[] = [];
-    let promptIds: number[] | undefined;
+    let promptIds: TokenIds | undefined;
     let finish: unknown = null;
     let stopReason: unknown = null;
     let usage: Json | undefined;
@@ -370,7 +371,7 @@ export const vllmStreaming: TokenStreaming = {
         if (isObject(chunk.usage)) usage = chunk.usage;
         const choice = Array.isArray(chunk.choices) && isObject(chunk.choices[0]) ? chunk.choices[0] : null;
         if (!choice) return [];
-        if (isIntArray(choice.prompt_token_ids)) promptIds = choice.prompt_token_ids;
+        if (isTokenIds(choice.prompt_token_ids)) promptIds = choice.prompt_token_ids;
         if (choice.finish_reason !== null && choice.finish_reason !== undefined) finish = choice.finish_reason;
         if (choice.stop_reason !== null && choice.stop_reason !== undefined) stopReason = choice.stop_reason;
         const lp = isObject(choice.logprobs) ? choice.logprobs.token_logprobs : undefined;

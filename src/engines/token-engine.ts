@@ -15,6 +15,7 @@ import { GatewayError } from '../core/errors.ts';
 import type { IdGenerator } from '../core/ids.ts';
 import { randomId } from '../core/ids.ts';
 import type { IRContentPart, IRRequest, IRResponse, IRToolCall, Warning } from '../core/ir.ts';
+import type { TokenIds } from '../core/int32-twin.ts';
 import type { ChatMessage, ChatTool } from '../tokenization/chat-messages.ts';
 import { detectModelFamily, resolveFamilyIds, type FamilyIds, type ModelFamily } from '../tokenization/families.ts';
 import { SessionTokenBuffers, type PromptPlan, type RenderSettings, type TokenBufferOptions, type TokenBufferStats } from '../tokenization/token-buffer.ts';
@@ -252,19 +253,19 @@ export class TokenModeEngine implements EngineClient {
     }
   }
 
-  private post(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): Promise<unknown> {
+  private post(promptIds: TokenIds, sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): Promise<unknown> {
     const sent = this.idsBody(this.backend.body(this.tokenInput(promptIds, sampling, ctx, responseFormat)), promptIds, ctx);
     // An engine that echoes the prompt (vLLM's prompt_token_ids) has its echo compared as bytes with what was sent.
     const parse = (bytes: Uint8Array) => parseEchoedAnswer(bytes, sent.digits, promptIds);
     return engineFetchJson(`${this.url}${this.backend.path}`, { method: 'POST', bodyBytes: sent.bytes, parse }, { timeoutMs: this.opts.timeoutMs, headers: this.engineCallHeaders(ctx), signal: ctx.signal }, `engine ${this.id}`);
   }
 
-  private tokenInput(promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): TokenRequestInput {
+  private tokenInput(promptIds: TokenIds, sampling: TokenSampling, ctx: EngineCallContext, responseFormat?: IRRequest['responseFormat']): TokenRequestInput {
     return { promptIds, sampling, stopIds: this.familyIds!.stopIds, servedModel: this.served ?? '', ctx, ...(responseFormat ? { responseFormat } : {}) };
   }
 
   /** A backend's body as bytes, its prompt ids written incrementally per session (prompt-ids-json.ts). */
-  private idsBody(body: Record<string, unknown>, promptIds: readonly number[], ctx: EngineCallContext): IdsBody {
+  private idsBody(body: Record<string, unknown>, promptIds: TokenIds, ctx: EngineCallContext): IdsBody {
     const { [this.backend.idsKey]: _ids, ...rest } = body;
     return this.promptJson.body(ctx.sessionId, this.backend.idsKey, promptIds, rest);
   }
@@ -359,7 +360,7 @@ export class TokenModeEngine implements EngineClient {
 
   /** POST the streaming body and read the chunks; returns what `backend.read` takes. */
   private async streamPost(
-    promptIds: readonly number[], sampling: TokenSampling, ctx: EngineCallContext, emitter: DeltaEmitter, promptOpenedThinking: boolean, onAnswered: () => void = () => {},
+    promptIds: TokenIds, sampling: TokenSampling, ctx: EngineCallContext, emitter: DeltaEmitter, promptOpenedThinking: boolean, onAnswered: () => void = () => {},
     responseFormat?: IRRequest['responseFormat'],
   ): Promise<unknown> {
     const streaming = tokenStreamingFor(this.backend);

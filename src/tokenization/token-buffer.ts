@@ -11,7 +11,7 @@
  * with the most messages) is kept and a side conversation is dropped.
  * Pure computation: no I/O. Sources: docs/architecture.md#chat-mode-and-token-mode, docs/protocol-notes.md#prefix-breakers.
  */
-import { appendInt32, int32ToArray, int32Twin, pairInt32, sameIds } from '../core/int32-twin.ts';
+import { appendInt32, int32Of, sameIds, type TokenIds } from '../core/int32-twin.ts';
 import { contentText, type ChatMessage, type ChatTool } from './chat-messages.ts';
 import { promptThinking, resolveFamilyIds, type FamilyIds, type ModelFamily } from './families.ts';
 import type { LoadedTokenizer } from './tokenizer.ts';
@@ -39,8 +39,8 @@ interface BufferContext {
   settingsKey: string;
   /** The request messages of the last turn followed by the assistant message answered with. */
   messages: readonly ChatMessage[];
-  /** The last turn's prompt ids (its plan's array, shared with its record: never mutated). */
-  promptIds: number[];
+  /** The last turn's prompt ids (its plan's, shared with its record: never mutated). */
+  promptIds: TokenIds;
   /** The ids sampled for it. */
   responseIds: readonly number[];
   /**
@@ -56,8 +56,12 @@ interface BufferContext {
 
 /** The prompt of one turn, from `prepare`; hand it back to `commit` with what was sampled. */
 export interface PromptPlan {
-  /** The prompt to send to the engine, token ids. */
-  readonly promptIds: number[];
+  /**
+   * The prompt to send to the engine, token ids: an Int32Array whenever they are int32 (always for a tokenizer's
+   * ids), so no JS array of the whole conversation is built per turn (the record builds one only when read,
+   * core/int32-twin.ts `definePromptIds`). Never mutated.
+   */
+  readonly promptIds: TokenIds;
   /** True when the prompt extends a buffer (previous prompt + sampled ids + suffix, or a repeat of a prompt). */
   readonly incremental: boolean;
   /** Why the prompt was rendered in full (null when incremental). */
@@ -181,12 +185,10 @@ export class SessionTokenBuffers {
         break;
       }
       // The previous prompt, its sampled ids, the end-of-turn token unless a stop id closed the sample, the suffix:
-      // only the last two are written into the twin, and the array is filled from it (`concat` of 100k-id arrays cost
-      // milliseconds in Bun 1.4, bench/README.md#session-9).
+      // only the last two are written into the buffer's Int32Array (in place while it has room), which is the prompt.
       const added = context.closed ? suffix.ids : [this.ids.endOfTurn, ...suffix.ids];
       const twin = context.twin === undefined ? undefined : appendInt32(context.twin, added);
-      const promptIds = twin !== undefined ? int32ToArray(twin) : [...context.promptIds, ...context.responseIds, ...added];
-      if (twin !== undefined) pairInt32(promptIds, twin);
+      const promptIds = twin ?? [...context.promptIds, ...context.responseIds, ...added];
       this.counters.incremental++;
       return this.plan(sessionId, messages, settingsKey, promptIds, suffix.ids.length, null, suffix.openedThinking, { context, version: context.version, repeat: false });
     }
@@ -256,7 +258,7 @@ export class SessionTokenBuffers {
    */
   commit(plan: PromptPlan, responseIds: readonly number[], assistant: ChatMessage): void {
     const last = responseIds[responseIds.length - 1];
-    const promptTwin = int32Twin(plan.promptIds);
+    const promptTwin = int32Of(plan.promptIds);
     const next: BufferContext = {
       settingsKey: plan.settingsKey,
       messages: [...plan.messages, assistant],
@@ -307,7 +309,7 @@ export class SessionTokenBuffers {
     sessionId: string,
     messages: readonly ChatMessage[],
     settingsKey: string,
-    promptIds: number[],
+    ids: TokenIds,
     encodedTokens: number,
     reason: FullRenderReason | null,
     promptOpenedThinking: boolean,
@@ -315,12 +317,9 @@ export class SessionTokenBuffers {
     reusedTurns = 0,
   ): PromptPlan {
     this.counters.encodedTokens += encodedTokens;
-    // A full render's ids get their twin here (an incremental prompt has one already), so the engine client writes
-    // the next prompt's JSON incrementally and the store compares and packs it natively.
-    if (int32Twin(promptIds) === undefined) {
-      const twin = appendInt32(undefined, promptIds);
-      if (twin !== undefined) pairInt32(promptIds, twin);
-    }
+    // A full render's ids become an Int32Array here (an incremental prompt is one already), which the next turn
+    // extends in place, the engine client writes as JSON incrementally and the store compares and packs natively.
+    const promptIds = int32Of(ids) ?? appendInt32(undefined, ids as readonly number[]) ?? ids;
     return { promptIds, incremental: reason === null, reason, encodedTokens, promptOpenedThinking, sessionId, messages, settingsKey, base, reusedTurns };
   }
 
@@ -393,8 +392,8 @@ export class SessionTokenBuffers {
     return promptThinking(this.family, text) === 'opened';
   }
 
-  private openedThinking(promptIds: readonly number[]): boolean {
-    return this.textOpensThinking(this.tokenizer.decode(promptIds.slice(Math.max(0, promptIds.length - 8))));
+  private openedThinking(promptIds: TokenIds): boolean {
+    return this.textOpensThinking(this.tokenizer.decode(Array.prototype.slice.call(promptIds, Math.max(0, promptIds.length - 8))));
   }
 }
 

@@ -36,6 +36,21 @@ describe('PromptIdsJson', () => {
     expect(json.residentBytes).toBeGreaterThan(0);
   });
 
+  test('prompts held as Int32Arrays (as token mode plans them) are written as JSON.stringify of their values, incrementally', () => {
+    const json = new PromptIdsJson();
+    let prompt = appendInt32(undefined, [151644, 872, 198, 0, 2147483647])!;
+    for (let turn = 0; turn < 5; turn++) {
+      const sent = json.body('s', 'input_ids', prompt, rest);
+      expect(text.decode(sent.bytes)).toBe(JSON.stringify({ input_ids: Array.from(prompt), ...rest }));
+      prompt = appendInt32(prompt, turn % 2 === 0 ? [100 + turn, 151645] : [])!;
+    }
+    expect(json.stats).toEqual({ incremental: 4, full: 1 });
+    // An Int32Array that does not extend the session's last prompt is written in full, exactly.
+    const other = Int32Array.from([7, 8, 9]);
+    expect(text.decode(json.body('s', 'input_ids', other, {}).bytes)).toBe('{"input_ids":[7,8,9]}');
+    expect(json.stats.full).toBe(2);
+  });
+
   test('other sessions, a prompt that does not extend the last one, ids without a twin and a zero budget are written in full', () => {
     const json = new PromptIdsJson();
     const base = extend(undefined, [1, 2, 3, 4]);
@@ -89,5 +104,18 @@ describe('parseEchoedAnswer', () => {
     const none = '{"output_ids":[5,6],"meta_info":{"prompt_tokens":3}}'; // SGLang echoes nothing
     expect(parseEchoedAnswer(utf8.encode(none), sent, ids)).toEqual(JSON.parse(none));
     expect(() => parseEchoedAnswer(utf8.encode(answer('[11,22,33]').slice(0, -1)), sent, ids)).toThrow(SyntaxError);
+  });
+
+  test('an Int32Array prompt (token mode): an equal echo is that Int32Array, a differing one is reported', () => {
+    const prompt = Int32Array.from(ids);
+    const equal = parseEchoedAnswer(utf8.encode(answer('[11,22,33]')), sent, prompt) as { choices: { prompt_token_ids: unknown }[] };
+    expect(equal.choices[0]!.prompt_token_ids).toBe(prompt);
+    expect(vllmTokenBackend.read(equal, prompt).problems).toEqual([]);
+    for (const echo of ['[11,22,34]', '[11,22]']) {
+      const differing = parseEchoedAnswer(utf8.encode(answer(echo)), sent, prompt);
+      expect(vllmTokenBackend.read(differing, prompt).problems.join(' ')).toContain('differ from the 3 prompt ids sent');
+    }
+    // An echo the engine's JSON gives as an equal array, other spacing: no problem.
+    expect(vllmTokenBackend.read(parseEchoedAnswer(utf8.encode(answer('[11, 22, 33]')), sent, prompt), prompt).problems).toEqual([]);
   });
 });

@@ -40,13 +40,18 @@ let engine: TokenModeEngine;
 let server: ReturnType<typeof Bun.serve>;
 let base: string;
 const logs: string[] = [];
+/** Records as `onRecord` saw them, and whether their prompt ids were still the Int32Array (no JS array built yet). */
+const hooked = new Map<string, { record: CompletionRecord; lazy: boolean }>();
 
 beforeAll(async () => {
   sim = await SimServer.start({ port: 0, prefillTps: 0, decodeTps: 0, scripts: { [TASK]: script } });
   store = openStore(':memory:');
   engine = createEngineClient({ kind: 'sim', url: sim.url, mode: 'token', timeoutMs: 10_000, now: fixedClock(), newId: sequentialIds(), goldenRate: 1, log: (m) => logs.push(m) }) as TokenModeEngine;
   await engine.probe();
-  app = createProxyApp({ engine, store, sessions: adHocSessions({ taskId: TASK }), clock: fixedClock(), newId: sequentialIds() });
+  app = createProxyApp({
+    engine, store, sessions: adHocSessions({ taskId: TASK }), clock: fixedClock(), newId: sequentialIds(),
+    onRecord: (record) => hooked.set(record.completion_id, { record, lazy: Object.getOwnPropertyDescriptor(record, 'prompt_ids')!.get !== undefined }),
+  });
   server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: app.fetch, idleTimeout: 0 });
   base = `http://127.0.0.1:${server.port}`;
 });
@@ -106,7 +111,11 @@ describe('token mode × dialects against the simulator', () => {
     }
     const last = await post('/v1/chat/completions', key, { model: 'm', messages, tools });
     expect(last.choices[0].message.content).toContain('The project has one file');
-    expectOneChain(key, 3);
+    const records = expectOneChain(key, 3);
+    // The turns' prompts reached the engine, the store and onRecord without their JS array being built; read, the
+    // record's ids are the stored ones.
+    expect(records.map((r) => hooked.get(r.completion_id)?.lazy)).toEqual([true, true, true]);
+    expect(records.map((r) => hooked.get(r.completion_id)!.record.prompt_ids)).toEqual(records.map((r) => r.prompt_ids));
   });
 
   test('anthropic-messages: thinking blocks echoed, tool_use / tool_result', async () => {

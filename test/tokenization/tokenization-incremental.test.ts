@@ -45,7 +45,7 @@ describe('incremental suffix encoding equals full encoding (append-only, canonic
       let callId = 0;
       for (let turn = 0; turn < 8; turn++) {
         const plan = buffers.prepare('s', messages, settings);
-        expect(plan.promptIds).toEqual(tk.renderChatIds(messages, { tools: settings.tools }));
+        expect(Array.from(plan.promptIds)).toEqual(tk.renderChatIds(messages, { tools: settings.tools }));
         expect(plan.incremental).toBe(turn > 0);
         const calls = settings.tools.length > 0 && random() < 0.7
           ? Array.from({ length: 1 + Math.floor(random() * 2) }, () => (random() < 0.5 ? { name: 'bash', args: { command: text(3) } } : { name: 'edit', args: { path: text(1), lines: [1, text(2), { k: random() < 0.5 }] } }))
