@@ -10,7 +10,7 @@
 import type { Command } from 'commander';
 import { existsSync, writeFileSync } from 'node:fs';
 import { sessionHtml } from '../observe/dashboard/routes.ts';
-import { evaluatedReward, resolveSession } from '../observe/results.ts';
+import { evaluatedReward, resolveSession, sessionStatus } from '../observe/results.ts';
 import type { BuilderName, CompletionRecord, Trajectory } from '../core/records.ts';
 import { scoreLogprob } from '../sim/policy.ts';
 import { readPolicyExport, sessionRescorer, type PolicyExport } from '../sim/variant-policy.ts';
@@ -53,19 +53,23 @@ function openExisting(path: string): Store {
  * The trajectory to check for a session: the stored SessionResult's when there is one (unless `--rebuild`), else
  * one built now from the records with `--builder` (default prefix_merging). `attempt` is the dispatch attempt it
  * comes from: the stored result's (results stored before attempts existed are attempt 0), else the latest attempt
- * among the records; completions of other attempts (a killed or re-dispatched run) never enter it.
+ * among the records; completions of other attempts (a killed or re-dispatched run) never enter it. `evaluated`:
+ * its traces carry an evaluator's rewards (the stored result's, evaluated); a trajectory built now has none (the
+ * builder's reward 0 is not a verdict, and its COMPLETED status only keeps the builder's mask, as in `polar export`).
  */
 function trajectoryFor(
   store: Store,
   sessionId: string,
   records: CompletionRecord[],
   opts: SourceOptions,
-): { trajectory: Trajectory; source: string; attempt: number | undefined } {
+): { trajectory: Trajectory; source: string; attempt: number | undefined; evaluated: boolean } {
   const builder = parseBuilder(opts.builder);
   const result = store.results.get(sessionId);
   const resultAttempt = result?.trajectory ? (trajectoryAttempt(result.trajectory) ?? 0) : undefined;
   const stored = opts.rebuild ? null : result;
-  if (stored?.trajectory) return { trajectory: stored.trajectory, source: `stored result (${stored.status})`, attempt: resultAttempt };
+  if (stored?.trajectory) {
+    return { trajectory: stored.trajectory, source: `stored result (${stored.status})`, attempt: resultAttempt, evaluated: evaluatedReward(stored) !== null };
+  }
   const session = store.sessions.get(sessionId);
   const taskId = session?.task_id ?? 'unknown';
   const harness = (session ? store.tasks.get(session.task_id)?.task.agent.harness : undefined) ?? 'unknown';
@@ -79,7 +83,7 @@ function trajectoryFor(
     status: 'COMPLETED',
     ...(resultAttempt !== undefined ? { attempt: resultAttempt } : {}),
   });
-  return { trajectory, source: `built now (${strategy})`, attempt: trajectoryAttempt(trajectory) };
+  return { trajectory, source: `built now (${strategy})`, attempt: trajectoryAttempt(trajectory), evaluated: false };
 }
 
 /** `, attempt A (N completion(s) of other attempts stored, left out)` when the session ran more than once. */
@@ -208,14 +212,16 @@ export function register(program: Command): void {
         }
         const records = store.completions.listBySession(opts.session);
         if (records.length === 0 && !store.results.get(opts.session)) throw new Error(`session ${opts.session} has no records in ${opts.db}`);
-        const { trajectory, source, attempt } = trajectoryFor(store, opts.session, records, opts);
+        const { trajectory, source, attempt, evaluated } = trajectoryFor(store, opts.session, records, opts);
+        // The status `polar results` shows (CAPTURED for a proxy capture), not the one a trajectory built now carries.
+        const status = sessionStatus(store, opts.session);
         const tokenizer = opts.ids ? null : await loadTokenizer(opts.tokenizer);
         if (opts.html !== undefined) {
           const stored = store.results.get(opts.session);
           const decode = (ids: number[]) => (tokenizer ? ids.map((id) => tokenizer.decode([id])) : null);
           writeFileSync(opts.html, sessionHtml({
             session: store.sessions.get(opts.session),
-            result: { ...(stored ?? { session_id: opts.session, task_id: trajectory.traces[0]?.metadata.task_id ?? '', status: trajectory.status, error: null }), trajectory } as never,
+            result: { ...(stored ?? { session_id: opts.session, task_id: trajectory.traces[0]?.metadata.task_id ?? '', status, error: null }), trajectory } as never,
             reward: stored ? evaluatedReward(stored) : null,
             token_texts: trajectory.traces.map((t) => decode(t.response_ids)),
           }));
@@ -225,13 +231,13 @@ export function register(program: Command): void {
         const color = opts.color === 'always' || (opts.color === 'auto' && process.stdout.isTTY === true);
         const stats = trajectory.metadata.reconstruction_stats;
         console.log(
-          `session ${opts.session} [${source}${attemptNote(records, attempt)}]: status ${trajectory.status}, ${trajectory.traces.length} trace(s) from ` +
+          `session ${opts.session} [${source}${attemptNote(records, attempt)}]: status ${status}, ${trajectory.traces.length} trace(s) from ` +
             `${stats.completions} completion(s); breaks ${JSON.stringify(stats.breaks)}; ` +
             (stats.chain_roles ? `chains by role ${JSON.stringify(stats.chain_roles)}; dropped ${JSON.stringify(stats.dropped_traces ?? {})}; ` : '') +
             `filter ${JSON.stringify(trajectory.metadata.training_filter)}`,
         );
         trajectory.traces.forEach((t, i) => {
-          console.log(renderTrace(t, i, { decode: tokenizer ? (ids) => tokenizer.decode(ids) : undefined, color, showPrompt: opts.prompt }));
+          console.log(renderTrace(t, i, { decode: tokenizer ? (ids) => tokenizer.decode(ids) : undefined, color, showPrompt: opts.prompt, evaluated }));
         });
       } finally {
         store.close();

@@ -50,6 +50,14 @@ export function evaluatedReward(result: SessionResult): number | null {
   return evaluation.outcome_reward;
 }
 
+/**
+ * A session's status as `polar results` shows it: its SessionResult's, else the session's (a dispatched session with
+ * no result yet), else CAPTURED (records from a standalone proxy, no task).
+ */
+export function sessionStatus(store: Store, sessionId: string): string {
+  return store.results.get(sessionId)?.status ?? store.sessions.get(sessionId)?.status ?? 'CAPTURED';
+}
+
 function rowOf(store: Store, sessionId: string, base: { task_id: string | null; sample_index: number | null; status: string; error: string | null }): ResultRow {
   const result = store.results.get(sessionId);
   const counts = store.completions.attemptCounts(sessionId);

@@ -12,6 +12,11 @@ export interface RenderOptions {
   color?: boolean;
   /** Also print the prompt (masked, not trained on). Default false: prompt is summarised by its length. */
   showPrompt?: boolean;
+  /**
+   * Whether the trace carries an evaluator's reward. Default true; false (a proxy capture, a session whose
+   * evaluation was skipped, a trace rebuilt from the records) prints the reward as —, never as the builder's 0.
+   */
+  evaluated?: boolean;
 }
 
 export interface TraceStats {
@@ -76,7 +81,7 @@ export function renderTrace(trace: Trace, index: number, opts: RenderOptions = {
   lines.push(
     `   prompt ${s.prompt_tokens} tok · response ${s.response_tokens} tok · sampled (mask 1) ${s.sampled_tokens} · ` +
       `masked (mask 0) ${s.masked_tokens} · mean logprob ${s.mean_logprob === null ? 'n/a' : s.mean_logprob.toFixed(4)} · ` +
-      `reward ${trace.reward} · finish ${trace.finish_reason.unified}` +
+      `reward ${opts.evaluated === false ? '—' : trace.reward} · finish ${trace.finish_reason.unified}` +
       (meta.started_by && meta.started_by !== 'first' ? ` · started by ${String(meta.started_by)}` : '') +
       (meta.training_filter ? ` · filter ${JSON.stringify(meta.training_filter)}` : '') +
       (typeof meta.capture_error === 'string' ? ` · capture error: ${meta.capture_error}` : ''),

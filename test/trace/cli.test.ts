@@ -8,7 +8,7 @@ import type { CompletionRecord } from '../../src/core/records.ts';
 import { rescoreCompletion } from '../../src/sim/policy.ts';
 import { openStore } from '../../src/store/index.ts';
 import { packInt32 } from '../../src/store/packing.ts';
-import { buildTrajectory } from '../../src/trace/index.ts';
+import { applyRewards, buildTrajectory } from '../../src/trace/index.ts';
 import { rec } from '../support/trace-helpers.ts';
 
 const EOT = 151645;
@@ -119,5 +119,33 @@ describe('polar trace show', () => {
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('⟦\n<|im_start|>user\n'); // decoded with the Qwen3 tokenizer
     expect((await polar('show', '--db', db, '--session', 'nope')).code).toBe(1);
+  });
+
+  test('status and reward agree with polar results: a proxy capture is CAPTURED with reward —, an evaluated session shows its reward', async () => {
+    const shown = join(dir, 'shown.db');
+    const store = openStore(shown);
+    for (const r of simSession('captured', 'vllm@http://127.0.0.1:3')) store.completions.insert(r);
+    const judged = simSession('judged', 'vllm@http://127.0.0.1:3');
+    for (const r of judged) store.completions.insert(r);
+    const built = buildTrajectory(judged, { strategy: 'prefix_merging', session_id: 'judged', task_id: 't', harness: 'pi', status: 'COMPLETED' });
+    store.results.put({
+      session_id: 'judged', task_id: 't', status: 'COMPLETED', trajectory: applyRewards(built, { outcome_reward: 0.5 }), node_id: 'n1', error: null,
+      timing: { init_ms: 0, ready_queue_ms: 0, run_ms: 0, postrun_ms: 0, build_ms: 0, eval_ms: 0, e2e_ms: 0 },
+    });
+    store.close();
+    const captured = await polar('show', '--db', shown, '--session', 'captured', '--ids');
+    expect(captured.code).toBe(0);
+    expect(captured.stdout).toContain('session captured [built now (prefix_merging)]: status CAPTURED,');
+    expect(captured.stdout).toContain(' · reward — · ');
+    expect(captured.stdout).not.toContain('reward 0');
+    const evaluated = await polar('show', '--db', shown, '--session', 'judged', '--ids');
+    expect(evaluated.code).toBe(0);
+    expect(evaluated.stdout).toContain('session judged [stored result (COMPLETED)]: status COMPLETED,');
+    expect(evaluated.stdout).toContain(' · reward 0.5 · ');
+    // Rebuilt from the records, the traces carry no evaluation of their own: no reward is made up for them.
+    const rebuilt = await polar('show', '--db', shown, '--session', 'judged', '--ids', '--rebuild');
+    expect(rebuilt.code).toBe(0);
+    expect(rebuilt.stdout).toContain('session judged [built now (prefix_merging)]: status COMPLETED,');
+    expect(rebuilt.stdout).toContain(' · reward — · ');
   });
 });

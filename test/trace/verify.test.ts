@@ -159,4 +159,12 @@ describe('renderTrace', () => {
     const decoded = renderTrace(traj.traces[0]!, 0, { decode: (ids) => ids.map((i) => String.fromCharCode(64 + (i % 26))).join(''), color: true });
     expect(decoded).toContain('\x1b[2m⟦');
   });
+
+  test('an unevaluated trace shows its reward as —, not the builder\'s 0', () => {
+    const trace = build(session()).traces[0]!;
+    expect(renderTrace(trace, 0)).toContain(' · reward 0 · ');
+    const out = renderTrace(trace, 0, { evaluated: false });
+    expect(out).toContain(' · reward — · ');
+    expect(out).not.toContain('reward 0');
+  });
 });
