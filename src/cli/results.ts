@@ -22,8 +22,11 @@ export function register(program: Command): void {
       if (opts.db !== ':memory:' && !existsSync(opts.db)) throw new UsageError(`--db ${opts.db}: no such file`);
       const store = openStore(opts.db);
       try {
-        const rows = resultRows(store, { task: opts.task, status: opts.status, failed: opts.failed });
-        console.log(opts.json ? JSON.stringify(rows, null, 2) : formatResultTable(rows, Math.max(100, process.stdout.columns ?? 100)));
+        const filter = { task: opts.task, status: opts.status, failed: opts.failed };
+        const rows = resultRows(store, filter);
+        // An empty selection under a filter is not an empty store: say how many sessions the filter left out.
+        const filtered = rows.length === 0 && !opts.json ? { filter, total: resultRows(store).length } : undefined;
+        console.log(opts.json ? JSON.stringify(rows, null, 2) : formatResultTable(rows, Math.max(100, process.stdout.columns ?? 100), filtered));
       } finally {
         store.close();
       }

@@ -122,9 +122,25 @@ export function resolveSession(store: Store, q: { session?: string; task?: strin
 
 const cut = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`);
 
-/** The rows as a fixed-width table of at most `width` columns (default 100). */
-export function formatResultTable(rows: readonly ResultRow[], width = 100): string {
-  if (rows.length === 0) return 'no sessions in this store';
+/** The filter as the `polar results` flags that give it (`--task T --status S --failed`); '' for none. */
+function filterFlags(filter: ResultFilter): string {
+  return [
+    filter.task !== undefined ? `--task ${filter.task}` : '',
+    filter.status !== undefined ? `--status ${filter.status}` : '',
+    filter.failed ? '--failed' : '',
+  ].filter(Boolean).join(' ');
+}
+
+/**
+ * The rows as a fixed-width table of at most `width` columns (default 100).
+ * @param filtered the filter the rows were selected with and how many sessions the store holds in all: when no row
+ *   matched, the line says the filter matched nothing rather than that the store is empty
+ */
+export function formatResultTable(rows: readonly ResultRow[], width = 100, filtered?: { filter: ResultFilter; total: number }): string {
+  if (rows.length === 0) {
+    const flags = filtered ? filterFlags(filtered.filter) : '';
+    return flags && filtered!.total > 0 ? `no sessions matched ${flags} (${filtered!.total} session(s) in this store)` : 'no sessions in this store';
+  }
   const head = ['task', '#', 'session', 'status', 'reward', 'turns', 'compl', 'chains', 'train tok', 'rerend', 'time'];
   const cells = rows.map((r) => [
     cut(r.task_id ?? '—', 18), r.sample_index === null ? '—' : String(r.sample_index), r.session_id.slice(0, 10), cut(r.status, 10),

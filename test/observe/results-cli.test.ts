@@ -66,6 +66,10 @@ test('polar results: a table of at most 100 columns with a totals line', async (
   expect(lines).toHaveLength(8);
   for (const line of lines) expect(line.length).toBeLessThanOrEqual(100);
   expect(lines[7]).toMatch(/^6 session\(s\): 6 completed, 0 error, 0 timeout; mean reward \d\.\d{3} over 6 evaluated$/);
+  // A filter that matches nothing says so; it does not claim the store is empty.
+  const none = await runPolar(['results', '--db', db, '--failed', '--task', 'al']);
+  expect(none.code).toBe(0);
+  expect(none.stdout.trimEnd()).toBe('no sessions matched --task al --failed (6 session(s) in this store)');
   const bad = await runPolar(['results', '--db', join(scratch, 'nope.db')]);
   expect(bad.code).toBe(2);
   expect(bad.stderr).toContain('no such file');
