@@ -1,4 +1,4 @@
-/** docs/config.md is generated from the schema and must be current; every example config must validate. */
+/** docs/config.md is generated from the schema and must be current; every example config must validate, and the README names the environment variables each one needs. */
 import { expect, test } from 'bun:test';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -28,6 +28,15 @@ test('examples/config has examples to check', () => {
 });
 
 for (const name of examples) {
+  test(`examples/config/${name}: the README names every environment variable it needs`, () => {
+    // `polar config check` exits 2 while a referenced variable is unset, so a reader must learn of each one.
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const text = readFileSync(join(root, 'examples/config', name), 'utf8').replace(/^\s*#.*$/gm, ''); // YAML comments need nothing
+    for (const [, variable] of text.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)) {
+      expect(readme).toContain(variable!);
+    }
+  });
+
   test(`examples/config/${name} is a valid config`, () => {
     const path = join(root, 'examples/config', name);
     // Examples may reference secrets as ${NAME}; give each referenced variable a placeholder.
