@@ -308,6 +308,7 @@ export function formatSummaryTable(summary: RunSummary): string {
   if (warning) out.push('', ...wrap(warning));
   const busy = summary.engine_busy_fraction === null ? 'not measured (external engine)' : `${(summary.engine_busy_fraction * 100).toFixed(1)}%`;
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
+  out.push(`pass@1: fraction of a task's samples with reward ≥ ${PASS_REWARD} (per harness: mean over its tasks)`);
   out.push('trainable: loss_mask 1 tokens; trainer tokens: prompt + response tokens (per_request / prefix)');
   out.push('chains/s: prefix_merging chains per session (1: no break); re-rend: re-rendered joins');
   out.push('main chains: the agent conversation (one per session when unsplit); side/retry/compact by role');

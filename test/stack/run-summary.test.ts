@@ -59,3 +59,11 @@ test('split chains and re-rendered joins get one warning with the likely cause a
   expect(dropped).toContain('agent.settings.tools_deny');
   expect(dropped).not.toContain('--system-messages');
 });
+
+test('the legend explains pass@1 as it does the other columns', () => {
+  const text = formatSummaryTable(summary(harness()));
+  const legend = text.split('\n').find((l) => l.startsWith('pass@1: '));
+  expect(legend).toBeDefined();
+  expect(legend).toContain('reward ≥ 1');
+  for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+});
