@@ -5,6 +5,7 @@
  * without one.
  */
 import { z } from 'zod';
+import { formatPath } from './load.ts';
 
 const inference = z.strictObject({ engine: z.enum(['sglang', 'vllm']).default('sglang'), base_url: z.string().default('http://127.0.0.1:8000') });
 
@@ -73,7 +74,7 @@ function defaultPublicUrl(host: string, port: number): string {
  */
 export function importReferenceTopology(raw: unknown): ImportedTopology {
   const parsed = referenceTopology.safeParse(raw ?? {});
-  if (!parsed.success) throw new ReferenceTopologyError(parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+  if (!parsed.success) throw new ReferenceTopologyError(parsed.error.issues.map((i) => `${formatPath(i.path) || '(root)'}: ${i.message}`));
   const ref = parsed.data;
   const notes: string[] = [];
   const problems: string[] = [];
@@ -91,11 +92,11 @@ export function importReferenceTopology(raw: unknown): ImportedTopology {
   const served = new Set(ref.gateway.nodes.map((n) => n.model_served).filter(Boolean));
   if (served.size > 1) problems.push('gateway.nodes[].model_served: the nodes serve different models; engine.served_model is one name');
   const nodes = ref.gateway.nodes.map((n, i) => {
-    if (n.model_pool.length > 0) problems.push(`gateway.nodes.${i}.model_pool: model pools (pool/ aliases) are not supported`);
+    if (n.model_pool.length > 0) problems.push(`gateway.nodes[${i}].model_pool: model pools (pool/ aliases) are not supported`);
     const id = n.id ?? `node-${i}`;
     const nodeId = id.replace(/[^A-Za-z0-9._-]/g, '-');
-    if (nodeId !== id) notes.push(`gateway.nodes.${i}.id: ${JSON.stringify(id)} became node_id ${JSON.stringify(nodeId)} (letters, digits, ".", "_", "-" only)`);
-    if (n.id === undefined) notes.push(`gateway.nodes.${i}.id: unset (the reference uses the host name); node_id ${JSON.stringify(nodeId)}`);
+    if (nodeId !== id) notes.push(`gateway.nodes[${i}].id: ${JSON.stringify(id)} became node_id ${JSON.stringify(nodeId)} (letters, digits, ".", "_", "-" only)`);
+    if (n.id === undefined) notes.push(`gateway.nodes[${i}].id: unset (the reference uses the host name); node_id ${JSON.stringify(nodeId)}`);
     const out: Record<string, unknown> = {
       node_id: nodeId,
       host: n.host,
@@ -109,7 +110,7 @@ export function importReferenceTopology(raw: unknown): ImportedTopology {
     if (rt) {
       out.runtime = { kind: rt.backend, image: rt.image };
       const rest = Object.keys(rt).filter((k) => k !== 'backend' && k !== 'image');
-      if (rest.length > 0) notes.push(`gateway.nodes.${i}.default_runtime: ${rest.join(', ')} left out; a node runtime here has kind and image (tasks carry runtime.prepare, runtime.network, runtime.work_dir)`);
+      if (rest.length > 0) notes.push(`gateway.nodes[${i}].default_runtime: ${rest.join(', ')} left out; a node runtime here has kind and image (tasks carry runtime.prepare, runtime.network, runtime.work_dir)`);
     }
     return out;
   });

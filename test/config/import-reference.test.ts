@@ -24,7 +24,9 @@ test('the fixture converts field by field and our loader accepts the result', as
   expect(config.gateway.heartbeat_interval_s).toBe(30);
   expect(config.gateway.nodes[0]).toMatchObject({ node_id: 'node-a', port: 8081, public_url: 'http://10.0.0.6:8081', init_workers: 8, max_run_workers: 16, postrun_workers: 4, runtime: { kind: 'apptainer', image: '/images/swe.sif' } });
   expect(config.gateway.nodes[1]).toMatchObject({ node_id: 'node-b', port: 8082, init_workers: 4, max_run_workers: 2, postrun_workers: 4 });
-  for (const key of ['rollout.save_dir', 'rollout.dispatch_poll_interval_seconds', 'gateway.completion_persistence', 'gateway.nodes.0.default_runtime: workdir', 'gateway.nodes.1.id']) expect(run.stderr).toContain(key);
+  for (const key of ['rollout.save_dir', 'rollout.dispatch_poll_interval_seconds', 'gateway.completion_persistence', 'gateway.nodes[0].default_runtime: workdir', 'gateway.nodes[1].id']) expect(run.stderr).toContain(key);
+  // Paths are written as everywhere else in the tool (config check: gateway.nodes[0].port), never nodes.0.
+  expect(run.stderr).not.toMatch(/nodes\.\d/);
 });
 
 test('`polar config check` accepts the converted file (it rejects the reference one)', async () => {
@@ -41,12 +43,13 @@ test('an unknown key is exit 2 naming its path', async () => {
   writeFileSync(bad, 'gateway:\n  nodes:\n    - id: a\n      max_workers: 3\n');
   const run = await runPolar(['config', 'import', bad]);
   expect(run.code).toBe(2);
-  expect(run.stderr).toContain('gateway.nodes.0: Unrecognized key: "max_workers"');
+  expect(run.stderr).toContain('gateway.nodes[0]: Unrecognized key: "max_workers"');
+  expect(run.stderr).not.toMatch(/nodes\.\d/);
 });
 
 test('model pools and nodes on different engines cannot be expressed: errors, not silent loss', () => {
   const base = { gateway: { nodes: [{ id: 'a', inference: { engine: 'vllm', base_url: 'http://127.0.0.1:1' } }, { id: 'b', model_pool: [{ alias: 'pool/x', model: 'm', base_url: 'http://h', api_key_env: 'K' }] }] } };
-  expect(() => importReferenceTopology(base)).toThrow(/different engines[\s\S]*gateway.nodes.1.model_pool/);
+  expect(() => importReferenceTopology(base)).toThrow(/different engines[\s\S]*gateway\.nodes\[1\]\.model_pool: /);
 });
 
 test('reference defaults fill what the file leaves out (ports 8080/8081, public URLs on 127.0.0.1)', () => {
