@@ -1,11 +1,12 @@
 /**
  * The podman runtime with real containers (a local busybox image, no registry: test/support/podman.ts): the work dir
  * exists in any image, exit statuses through `exec` are the command's own, timeouts and kills reach the whole tree,
- * teardown is immediate, network none/gateway (tunnel) and resource limits hold.
+ * teardown is immediate, network none/gateway (tunnel) and resource limits hold; the CLI runs in the runtime's own host
+ * directory (removed on stop).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRuntime, parseRuntimeSpec } from '../../src/gateway/runtimes/index.ts';
@@ -104,13 +105,20 @@ test.skipIf(!ok)(name('podman network gateway: the harness reaches the gateway t
 
 test.skipIf(!ok)(name('podman limits: memory beyond the limit is killed, pids beyond the limit cannot fork'), async () => {
   const rt = podman({ limits: { memory: '128m', pids: 32, cpus: 1 } });
+  const cwdOom = join(process.cwd(), 'oom');
+  const before = existsSync(cwdOom) ? statSync(cwdOom).mtimeMs : null;
   await rt.start();
   try {
     const mem = await rt.exec(`python3 -c "x = bytearray(400*1024*1024); print('allocated')"`);
     expect(mem.exitCode).toBe(137);
+    // conmon's empty `oom` marker lands in the runtime's own host directory, not in the gateway's working directory.
+    expect(rt.hostDir!.startsWith(root)).toBe(true);
+    expect(existsSync(join(rt.hostDir!, 'oom'))).toBe(true);
+    expect(existsSync(cwdOom) ? statSync(cwdOom).mtimeMs : null).toBe(before);
     const forks = await rt.exec('for i in $(seq 1 60); do sleep 1 & done; wait; echo forked all', { timeoutMs: 20_000 });
     expect(forks.stdout).not.toContain('forked all');
   } finally {
     await rt.stop();
   }
+  expect(existsSync(rt.hostDir!)).toBe(false);
 });

@@ -18,7 +18,7 @@
  * Sources: https://docs.docker.com/reference/cli/docker/container/run/ , https://docs.podman.io/en/latest/markdown/podman-run.1.html ,
  * nsenter(1) https://man7.org/linux/man-pages/man1/nsenter.1.html
  */
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, posix } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -48,6 +48,13 @@ export interface ContainerRuntimeOptions {
   limits?: ResourceLimits;
   /** CLI path; defaults to the engine name. */
   cli?: string;
+  /**
+   * Host directory under which this runtime's CLI commands run: each in `<hostRoot>/<container name>`, created on
+   * demand and removed by `stop()`. conmon leaves an empty `oom` file in the working directory of a `podman exec`
+   * whose process the memory limit killed; without this it would land in the gateway's own working directory.
+   * Absent: the commands run in this process's working directory.
+   */
+  hostRoot?: string;
   runner?: CommandRunner;
   spawner?: ProcessSpawner;
 }
@@ -67,6 +74,8 @@ export class ContainerRuntime implements Runtime {
   private readonly spawner: ProcessSpawner;
   private tunnel: RuntimeProcess | null = null;
   private seq = 0;
+  /** Where the CLI commands run (`hostRoot`), or undefined. */
+  readonly hostDir: string | undefined;
 
   constructor(private readonly opts: ContainerRuntimeOptions) {
     this.kind = opts.engine;
@@ -76,8 +85,19 @@ export class ContainerRuntime implements Runtime {
     this.tmpDir = '/polar/tmp';
     this.network = opts.network ?? 'gateway';
     this.cli = opts.cli ?? opts.engine;
-    this.runner = opts.runner ?? hostCommandRunner;
-    this.spawner = opts.spawner ?? spawnProcessGroup;
+    const runner = opts.runner ?? hostCommandRunner;
+    const spawner = opts.spawner ?? spawnProcessGroup;
+    this.hostDir = opts.hostRoot === undefined ? undefined : join(opts.hostRoot, this.name);
+    const cwd = this.hostDir;
+    // Every CLI command (and the tunnel) runs in the runtime's own host directory (see `hostRoot`).
+    this.runner = cwd === undefined ? runner : (argv, o) => {
+      mkdirSync(cwd, { recursive: true, mode: 0o700 });
+      return runner(argv, { ...o, cwd });
+    };
+    this.spawner = cwd === undefined ? spawner : (argv, o) => {
+      mkdirSync(cwd, { recursive: true, mode: 0o700 });
+      return spawner(argv, { ...o, cwd });
+    };
   }
 
   private async must(argv: string[], what: string, signal?: AbortSignal): Promise<ExecResult> {
@@ -157,6 +177,7 @@ export class ContainerRuntime implements Runtime {
     await this.tunnel?.kill();
     this.tunnel = null;
     await this.runner(this.removeCommand());
+    if (this.hostDir !== undefined) rmSync(this.hostDir, { recursive: true, force: true });
   }
 
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {

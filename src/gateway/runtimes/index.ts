@@ -100,7 +100,7 @@ export const createRuntime: RuntimeFactory = (spec, ctx) => {
       return new ContainerRuntime({
         engine: spec.kind, sessionId: ctx.instanceKey, image: spec.image, network: spec.network, gateway: ctx.gateway, workDir: spec.work_dir,
         readOnlyMounts: [...ctx.toolDirs.map(installDir), ...(spec.read_only_paths ?? [])], runArgs: spec.run_args, limits: resourceLimits(spec), cli: spec.binary,
-        runner: ctx.runner, spawner: ctx.spawner,
+        hostRoot: ctx.workRoot, runner: ctx.runner, spawner: ctx.spawner,
       });
     case 'apptainer':
       if (!spec.image) throw new Error('runtime apptainer needs an image');

@@ -123,4 +123,4 @@ export async function runProcess(
 
 /** The default CommandRunner: host argv with the host environment (used for docker/podman/apptainer CLIs). */
 export const hostCommandRunner: CommandRunner = (argv, opts = {}) =>
-  runProcess(argv, { env: process.env as Record<string, string>, timeoutMs: opts.timeoutMs, signal: opts.signal });
+  runProcess(argv, { env: process.env as Record<string, string>, cwd: opts.cwd, timeoutMs: opts.timeoutMs, signal: opts.signal });

@@ -71,7 +71,7 @@ export interface Runtime {
 export const OUTPUT_CAP_BYTES = 8 * 1024 * 1024;
 
 /** Runs a host command (argv) to completion; injected so container runtimes are testable without their CLIs. */
-export type CommandRunner = (argv: string[], opts?: { timeoutMs?: number; signal?: AbortSignal; stdin?: string }) => Promise<ExecResult>;
+export type CommandRunner = (argv: string[], opts?: { timeoutMs?: number; signal?: AbortSignal; stdin?: string; cwd?: string }) => Promise<ExecResult>;
 
 /** Starts a host process as its own process group (injected like CommandRunner). */
 export type ProcessSpawner = (argv: string[], opts?: { env?: Record<string, string>; cwd?: string; closeStdin?: boolean }) => RuntimeProcess;
