@@ -33,7 +33,11 @@ export interface CompletionRecord {
   /** The IR response (null when the engine failed before answering). */
   ir_response: IRResponse | null;
   finish_reason: FinishReason;
-  /** Token ids of the full prompt the engine saw (length = prompt tokens). */
+  /**
+   * Token ids of the full prompt the engine saw (length = prompt tokens). On a record the proxy just built this is an
+   * own accessor until its first read builds the array (core/int32-twin.ts `definePromptIds`); reading, assigning,
+   * spreading and JSON behave as for a plain property. Read `promptIdsInt32` / `promptIdsLength` on a hot path.
+   */
   prompt_ids: number[];
   /** Sampled token ids, including the end-of-turn token when the turn ended on it. */
   response_ids: number[];
