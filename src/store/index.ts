@@ -107,7 +107,7 @@ export class Store {
  * a raised wal_autocheckpoint and a checkpoint worker (checkpointer.ts).
  * Source: https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous.
  * @param path a file path, or ':memory:' for a private in-memory store (tests).
- * @throws Error when the file is not a database or was migrated by a newer polar.
+ * @throws Error naming `path` when the file is not a database; Error when it was migrated by a newer polar.
  */
 export function openStore(path: string | ':memory:', options: StoreOptions = {}): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -131,6 +131,8 @@ export function openStore(path: string | ':memory:', options: StoreOptions = {})
     return store;
   } catch (error) {
     db.close(false);
+    // SQLite's own message does not say which file (a CLI user passed it with --db).
+    if ((error as { code?: unknown }).code === 'SQLITE_NOTADB') throw new Error(`${path}: not a polar store (SQLite: file is not a database)`, { cause: error });
     throw error;
   }
 }

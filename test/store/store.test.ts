@@ -324,6 +324,6 @@ describe('store lifecycle', () => {
   test('a file that is not a database gives a clear error', async () => {
     const path = tempDb();
     await Bun.write(path, 'this is not sqlite, just text long enough to be a header........................................');
-    expect(() => openStore(path)).toThrow(/not a database/);
+    expect(() => openStore(path)).toThrow(`${path}: not a polar store (SQLite: file is not a database)`);
   });
 });
