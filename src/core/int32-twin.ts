@@ -106,8 +106,16 @@ export function int32Of(ids: readonly number[] | Int32Array): Int32Array | undef
   return ids instanceof Int32Array ? ids : twins.get(ids);
 }
 
-/** Records whose `prompt_ids` is still the accessor `definePromptIds` put there, with the ids it stands for. */
-const lazyPrompts = new WeakMap<object, Int32Array>();
+/** A record's prompt ids behind the accessor `definePromptIds` put there: the ids, the accessor's getter, the array once built. */
+interface LazyPrompt {
+  ids: Int32Array;
+  get: (this: object) => number[];
+  /** The array the getter built, kept here only where the record could not take it as a data property (frozen). */
+  built: number[] | null;
+}
+
+/** Records whose `prompt_ids` was given by `definePromptIds` and not yet replaced by a data property. */
+const lazyPrompts = new WeakMap<object, LazyPrompt>();
 
 /** Replace the accessor by a plain data property holding `value` (what an ordinary record has). */
 function settle(record: object, value: unknown): void {
@@ -115,25 +123,39 @@ function settle(record: object, value: unknown): void {
   Object.defineProperty(record, 'prompt_ids', { value, writable: true, enumerable: true, configurable: true });
 }
 
+/** The record's lazy entry while its `prompt_ids` is still that accessor (not deleted or redefined since). */
+function lazyOf(record: object): LazyPrompt | undefined {
+  const entry = lazyPrompts.get(record);
+  return entry !== undefined && Object.getOwnPropertyDescriptor(record, 'prompt_ids')?.get === entry.get ? entry : undefined;
+}
+
 /**
  * Give `record.prompt_ids` the values of `ids` without building the JS array yet. The property becomes an own,
  * enumerable accessor: its first read builds the array (`int32ToArray`, paired with `ids` as its twin) and turns it
- * into a plain data property; an assignment replaces it. So every reader (JSON.stringify, a spread, `toEqual`, a
- * trace builder) sees the `number[]` of the record's contract, while the proxy's own path reads the Int32Array
- * through `promptIdsInt32` / `promptIdsLength`, and a record nobody else reads never has the array built.
- * `ids` must not be written afterwards (it is the values' only copy until the first read).
+ * into a plain data property (a frozen record keeps the accessor, which then returns that same array); an assignment
+ * replaces it. So every reader (JSON.stringify, a spread, `structuredClone`, `toEqual`, a trace builder) sees the
+ * `number[]` of the record's contract, while the proxy's own path reads the Int32Array through `promptIdsInt32` /
+ * `promptIdsLength`, and a record nobody else reads never has the array built. Neither `ids` nor the built array may
+ * be written afterwards (as for any pair, see `pairInt32`). `console.log` shows the accessor until the first read.
  */
 export function definePromptIds(record: { prompt_ids: readonly number[] }, ids: Int32Array): void {
-  lazyPrompts.set(record, ids);
+  const entry: LazyPrompt = {
+    ids,
+    built: null,
+    get(this: object) {
+      if (entry.built !== null) return entry.built;
+      const array = int32ToArray(ids);
+      pairInt32(array, ids);
+      if (Object.getOwnPropertyDescriptor(this, 'prompt_ids')?.configurable === true) settle(this, array);
+      else entry.built = array;
+      return array;
+    },
+  };
+  lazyPrompts.set(record, entry);
   Object.defineProperty(record, 'prompt_ids', {
     enumerable: true,
     configurable: true,
-    get(this: object) {
-      const array = int32ToArray(ids);
-      pairInt32(array, ids);
-      settle(this, array);
-      return array;
-    },
+    get: entry.get,
     set(this: object, value: unknown) {
       settle(this, value);
     },
@@ -142,10 +164,10 @@ export function definePromptIds(record: { prompt_ids: readonly number[] }, ids: 
 
 /** A record's prompt ids as an Int32Array without building the JS array (`definePromptIds`), or its array's twin. */
 export function promptIdsInt32(record: { prompt_ids: readonly number[] }): Int32Array | undefined {
-  return lazyPrompts.get(record) ?? twins.get(record.prompt_ids);
+  return lazyOf(record)?.ids ?? twins.get(record.prompt_ids);
 }
 
 /** A record's number of prompt ids, without building the JS array of one given to `definePromptIds`. */
 export function promptIdsLength(record: { prompt_ids: readonly number[] }): number {
-  return (lazyPrompts.get(record) ?? record.prompt_ids).length;
+  return (lazyOf(record)?.ids ?? record.prompt_ids).length;
 }

@@ -41,10 +41,13 @@ export function decodeEngineFinishReason(raw: unknown, hasToolCalls: boolean): F
   return name === undefined ? { unified } : { unified, raw: name };
 }
 
-/** The first choice of a chat completion, or an 'upstream' error when the body has none. */
+/** A JSON.stringify replacer that writes the answer reader's Int32Array of prompt ids as the array it stands for. */
+const idsAsArrays = (_key: string, value: unknown) => (value instanceof Int32Array ? Array.from(value) : value);
+
+/** The first choice of a chat completion, or an 'upstream' error (quoting the answer as received) when it has none. */
 export function firstChoice(body: unknown): { body: Json; choice: Json } {
   if (!isObject(body) || !Array.isArray(body.choices) || !isObject(body.choices[0])) {
-    throw new GatewayError('upstream', `engine answer has no choices[0]: ${JSON.stringify(body).slice(0, 200)}`);
+    throw new GatewayError('upstream', `engine answer has no choices[0]: ${JSON.stringify(body, idsAsArrays).slice(0, 200)}`);
   }
   return { body, choice: body.choices[0] };
 }

@@ -117,3 +117,22 @@ test('TokenIds: an Int32Array is token ids as it is, an array needs integers; in
   expect(int32Of(paired)).toBe(view);
   expect(int32Of([1, 2])).toBeUndefined();
 });
+
+test('definePromptIds: a frozen record keeps the accessor and returns one built array; a deleted or redefined property is no longer the Int32Array', () => {
+  const ids = Int32Array.from([4, 5, 6]);
+  const frozen = { prompt_ids: [] as number[] };
+  definePromptIds(frozen, ids);
+  Object.freeze(frozen);
+  const array = frozen.prompt_ids;
+  expect(array).toEqual([4, 5, 6]);
+  expect(frozen.prompt_ids).toBe(array);
+  expect(JSON.stringify(frozen)).toBe('{"prompt_ids":[4,5,6]}');
+  expect([promptIdsInt32(frozen), promptIdsLength(frozen)]).toEqual([ids, 3]);
+
+  const deleted: { prompt_ids?: number[] } = { prompt_ids: [] };
+  definePromptIds(deleted as { prompt_ids: number[] }, ids);
+  delete deleted.prompt_ids;
+  expect(promptIdsInt32(deleted as { prompt_ids: number[] })).toBeUndefined();
+  deleted.prompt_ids = [1, 2];
+  expect([promptIdsInt32(deleted as { prompt_ids: number[] }), promptIdsLength(deleted as { prompt_ids: number[] })]).toEqual([undefined, 2]);
+});

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import { EngineAnswerReader } from '../../src/engines/answer-json.ts';
+import { firstChoice } from '../../src/engines/chat-capture.ts';
 
 const utf8 = new TextEncoder();
 const bytesOf = (text: string) => utf8.encode(text);
@@ -246,4 +247,13 @@ describe("EngineAnswerReader reuses a session's previous prompt ids", () => {
     expectSameAsJsonParse(reader, vllmAnswer(large.slice(0, 10))); // remembered session: read even when small
     expect(reader.stats.small).toBe(1);
   });
+});
+
+test('an error that quotes an answer read here shows its prompt ids as the array JSON.parse gives, not as an object', () => {
+  const reader = new EngineAnswerReader(undefined, 0);
+  const ids = Array.from({ length: 3000 }, (_, i) => 1000 + i);
+  const text = JSON.stringify({ id: 'x', prompt_token_ids: ids, choices: [] });
+  const answer = reader.parse(bytesOf(text), 's') as Json;
+  expect(answer.prompt_token_ids).toBeInstanceOf(Int32Array);
+  expect(() => firstChoice(answer)).toThrow(`engine answer has no choices[0]: ${text.slice(0, 200)}`);
 });
