@@ -1,10 +1,11 @@
 /**
- * Token-id arrays paired with an Int32Array of the same values, by whoever built both at once (the engine answer
- * reader keeps a session's echoed prompt ids as an Int32Array anyway, engines/answer-json.ts; token mode's buffers keep
- * each prompt's, tokenization/token-buffer.ts). A twin proves that every element is an int32, so the capture check
- * need not test ~25,000 of them again, and it lets the store compare a prompt with its base and pack its new ids
- * natively: a 25k-id prefix compare is ~1 µs as `Buffer.compare` on the twins' bytes against ~14 µs as a JS loop
- * over the array (Bun 1.4, bench/README.md#session-8).
+ * Token ids held as Int32Arrays. The engine answer reader hands a session's echoed prompt ids on as one
+ * (engines/answer-json.ts), token mode's buffers plan each prompt as the one they extend in place
+ * (tokenization/token-buffer.ts), and a record's `prompt_ids` is built from it only when read (`definePromptIds`).
+ * An Int32Array proves that every element is an int32, so the capture check need not test ~25,000 of them again, and
+ * the store compares a prompt with its base and packs its new ids natively: a 25k-id prefix compare is ~1 µs as
+ * `Buffer.compare` on the bytes against ~14 µs as a JS loop over an array (Bun 1.4, bench/README.md#session-8).
+ * A JS array built from one is paired with it as its twin (`pairInt32`), so those uses stay native for the array.
  * Weak: a pairing keeps neither side alive. Neither side may be mutated once paired.
  */
 const twins = new WeakMap<readonly number[], Int32Array>();
