@@ -163,12 +163,17 @@ export function definePromptIds(record: { prompt_ids: readonly number[] }, ids: 
   });
 }
 
+/** A record's prompt ids without building the JS array: the Int32Array given to `definePromptIds`, else the array. */
+export function recordPromptIds(record: { prompt_ids: readonly number[] }): readonly number[] | Int32Array {
+  return lazyOf(record)?.ids ?? record.prompt_ids;
+}
+
 /** A record's prompt ids as an Int32Array without building the JS array (`definePromptIds`), or its array's twin. */
 export function promptIdsInt32(record: { prompt_ids: readonly number[] }): Int32Array | undefined {
-  return lazyOf(record)?.ids ?? twins.get(record.prompt_ids);
+  return int32Of(recordPromptIds(record));
 }
 
 /** A record's number of prompt ids, without building the JS array of one given to `definePromptIds`. */
 export function promptIdsLength(record: { prompt_ids: readonly number[] }): number {
-  return (lazyOf(record)?.ids ?? record.prompt_ids).length;
+  return recordPromptIds(record).length;
 }

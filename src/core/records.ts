@@ -36,7 +36,7 @@ export interface CompletionRecord {
   /**
    * Token ids of the full prompt the engine saw (length = prompt tokens). On a record the proxy just built this is an
    * own accessor until its first read builds the array (core/int32-twin.ts `definePromptIds`); reading, assigning,
-   * spreading and JSON behave as for a plain property. Read `promptIdsInt32` / `promptIdsLength` on a hot path.
+   * spreading and JSON behave as for a plain property. Read `recordPromptIds` (or `promptIdsInt32` / `promptIdsLength`) on a hot path.
    */
   prompt_ids: number[];
   /** Sampled token ids, including the end-of-turn token when the turn ended on it. */

@@ -11,9 +11,9 @@ import { attemptEach } from '../core/errors.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { BaseCache, type BaseEntry } from './base-cache.ts';
 import { applyBytesDeltaToPieces, applyTextDelta, bytesDelta, commonSegmentPrefix, compactSegments, cutSegments, decodeColumn, encodeBytesColumn, joinPieces, type ByteDelta } from './delta.ts';
-import { int32ToArray, promptIdsInt32, promptIdsLength } from '../core/int32-twin.ts';
+import { int32Of, int32ToArray, recordPromptIds } from '../core/int32-twin.ts';
 import { encodeIrRequest } from './ir-json.ts';
-import { int32Bytes, int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
+import { int32View, packFloat32, packInt32, unpackFloat32 } from './packing.ts';
 
 interface CompletionRow {
   completion_id: string;
@@ -142,20 +142,20 @@ export class CompletionRepository {
     const responseText = rec.ir_response === null ? null : JSON.stringify(rec.ir_response);
     const responsePacked = packInt32(rec.response_ids);
     const logprobsPacked = packFloat32(rec.logprobs);
+    // The prompt ids without building the record's array; held as an Int32Array (read from the engine's answer, or an
+    // array's twin: core/int32-twin.ts) they are compared and packed natively.
+    const promptIds = recordPromptIds(rec);
+    const prompt = int32Of(promptIds) ?? promptIds;
     if (this.format === 1) {
-      this.run(rec, [requestText ?? utf8Text(given!), JSON.stringify(rec.ir_request), responseText], packPromptIds(rec), responsePacked, logprobsPacked, 1, null, 0);
+      this.run(rec, [requestText ?? utf8Text(given!), JSON.stringify(rec.ir_request), responseText], packInt32(prompt), responsePacked, logprobsPacked, 1, null, 0);
       return;
     }
 
     const candidates = this.candidates(rec.session_id);
-    // Ids held as an Int32Array (read from the engine's answer, or an array's twin: core/int32-twin.ts) are compared
-    // and packed natively.
-    const twin = promptIdsInt32(rec);
-    const promptLength = promptIdsLength(rec);
     let base: BaseEntry | null = null;
     let prefix = 0;
     for (const candidate of candidates) {
-      const shared = commonSegmentPrefix(candidate.segments, twin ?? rec.prompt_ids);
+      const shared = commonSegmentPrefix(candidate.segments, prompt);
       if (shared > prefix) {
         base = candidate;
         prefix = shared;
@@ -185,7 +185,7 @@ export class CompletionRepository {
     ];
     if (prefix === 0 && deltas.every((d) => d === null || (d.prefix === 0 && d.suffix === 0))) base = null;
 
-    const suffixPacked = twin === undefined ? packInt32(rec.prompt_ids, prefix) : int32Bytes(twin.subarray(prefix));
+    const suffixPacked = packInt32(prompt, prefix);
     const encoded = deltas.map((d) => (d === null ? null : encodeBytesColumn(d, this.compress, this.zstdLevel)));
     this.run(rec, encoded as [Uint8Array, Uint8Array, Uint8Array | null], suffixPacked, responsePacked, logprobsPacked, 2, base?.completion_id ?? null, prefix);
 
@@ -201,9 +201,9 @@ export class CompletionRepository {
       completion_id: rec.completion_id,
       depth: base === null ? 0 : base.depth + 1,
       segments,
-      length: promptLength + response.length,
+      length: prompt.length + response.length,
       ownBytes: suffixPacked.byteLength + responsePacked.byteLength + copiedBytes,
-      promptLength,
+      promptLength: prompt.length,
       // With a layout the next delta comes from it; a value that is not an IR request keeps its bytes as the base.
       texts: [requestBytes, ir.layout === null && 'bytes' in ir ? ir.bytes : null, responseBytes],
       ir: ir.layout,
@@ -486,12 +486,6 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 /** Largest scratch utf8Bytes keeps (bytes); longer texts are encoded with `encode`, so one huge body is not kept. */
 const MAX_SCRATCH = 4 * 1024 * 1024;
 let scratch: Uint8Array | null = null;
-
-/** A record's prompt ids packed (int32 little-endian): natively from their Int32Array when it has one. */
-function packPromptIds(rec: CompletionRecord): Uint8Array {
-  const ids = promptIdsInt32(rec);
-  return ids === undefined ? packInt32(rec.prompt_ids) : int32Bytes(ids);
-}
 
 /**
  * A string's UTF-8 bytes in an exact-size array: `encodeInto` a reused scratch buffer (up to MAX_SCRATCH; a UTF-16

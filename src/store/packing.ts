@@ -10,11 +10,13 @@ if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('polar
 
 /**
  * Pack token ids `ids[start…]` (integers in int32 range) into bytes; length = 4 × (ids.length − start).
- * `start` (default 0) lets a prefix-delta record pack only its suffix without copying the array first.
+ * `start` (default 0) lets a prefix-delta record pack only its suffix without copying the array first. Ids held as
+ * an Int32Array are int32 already: their bytes are copied natively (`int32Bytes`).
  * @throws TypeError naming the index of a non-integer or out-of-range id (stored silently, Int32Array would wrap it).
  */
-export function packInt32(ids: readonly number[], start = 0): Uint8Array {
+export function packInt32(ids: readonly number[] | Int32Array, start = 0): Uint8Array {
   const from = Math.min(Math.max(0, start), ids.length);
+  if (ids instanceof Int32Array) return int32Bytes(ids.subarray(from));
   const bytes = uninitialisedBytes(4 * (ids.length - from));
   const packed = new Int32Array(bytes.buffer, bytes.byteOffset, ids.length - from);
   for (let i = from; i < ids.length; i++) {

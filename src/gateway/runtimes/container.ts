@@ -90,14 +90,12 @@ export class ContainerRuntime implements Runtime {
     this.hostDir = opts.hostRoot === undefined ? undefined : join(opts.hostRoot, this.name);
     const cwd = this.hostDir;
     // Every CLI command (and the tunnel) runs in the runtime's own host directory (see `hostRoot`).
-    this.runner = cwd === undefined ? runner : (argv, o) => {
-      mkdirSync(cwd, { recursive: true, mode: 0o700 });
-      return runner(argv, { ...o, cwd });
+    const inHostDir = () => {
+      mkdirSync(cwd!, { recursive: true, mode: 0o700 });
+      return cwd;
     };
-    this.spawner = cwd === undefined ? spawner : (argv, o) => {
-      mkdirSync(cwd, { recursive: true, mode: 0o700 });
-      return spawner(argv, { ...o, cwd });
-    };
+    this.runner = cwd === undefined ? runner : (argv, o) => runner(argv, { ...o, cwd: inHostDir() });
+    this.spawner = cwd === undefined ? spawner : (argv, o) => spawner(argv, { ...o, cwd: inHostDir() });
   }
 
   private async must(argv: string[], what: string, signal?: AbortSignal): Promise<ExecResult> {
