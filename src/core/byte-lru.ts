@@ -2,6 +2,8 @@
  * A map with a byte budget over its values, least recently set first out: the per-session memories of the chat engine
  * (engines/body-memo.ts, engines/answer-json.ts) each keep one value per session and must stay bounded when sessions
  * end without being forgotten. Recency is refreshed by `set` only (each user sets after every get).
+ * With `sizeOf = () => 1` the budget is an entry count: the per-session maps that hold small objects (the proxy's
+ * ad-hoc session keys, the replica router's session affinity) use it so sessions that are never ended stay bounded.
  */
 export class ByteLru<V> {
   /** Insertion order = LRU order: the first key is the least recently set. */
@@ -40,6 +42,16 @@ export class ByteLru<V> {
     if (old === undefined) return;
     this.total -= this.sizeOf(old);
     this.entries.delete(key);
+  }
+
+  /** The values held, least recently set first. */
+  values(): IterableIterator<V> {
+    return this.entries.values();
+  }
+
+  /** Number of keys held. */
+  get size(): number {
+    return this.entries.size;
   }
 
   /** Bytes held over all values. */

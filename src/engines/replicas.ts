@@ -13,6 +13,7 @@
  * GatewayError 'upstream' or 'timeout' also marks it down until its next successful check. A call that fails with
  * 'upstream' before any of it reached the caller is retried once on another usable replica (see #call).
  */
+import { ByteLru } from '../core/byte-lru.ts';
 import { GatewayError } from '../core/errors.ts';
 import type { IRRequest } from '../core/ir.ts';
 import { replicaMetrics, type ReplicaMetrics } from '../observe/replica-metrics.ts';
@@ -29,7 +30,7 @@ export interface ReplicaState {
   draining: boolean;
   outstanding: number;
   requests: number;
-  /** Sessions whose calls currently go to this replica. */
+  /** Sessions whose calls currently go to this replica (of the `maxAffinitySessions` most recently routed). */
   sessions: number;
 }
 
@@ -43,6 +44,12 @@ export interface ReplicaRouterOptions {
    * land wherever there is room and its prefix is recomputed elsewhere (bench/replicas.ts measures the difference).
    */
   affinity?: boolean;
+  /**
+   * Sessions whose replica is remembered (default 65,536), most recently routed kept: a session nobody ends (`polar
+   * proxy`'s ad-hoc sessions) must not grow the map for ever. A forgotten session is routed like a new one at its next
+   * call (least outstanding requests), so it may lose its replica's prefix cache once.
+   */
+  maxAffinitySessions?: number;
   /** Metrics sink (default: replica metrics on prom-client's default registry). */
   metrics?: ReplicaMetrics;
   log?: (line: string) => void;
@@ -65,7 +72,7 @@ export class ReplicaRouter implements EngineClient {
   readonly mode: CaptureMode;
   readonly id: string;
   readonly #replicas: Replica[];
-  readonly #affinity = new Map<string, Replica>();
+  readonly #affinity: ByteLru<Replica>;
   readonly #metrics: ReplicaMetrics;
   readonly #log: (line: string) => void;
 
@@ -85,6 +92,7 @@ export class ReplicaRouter implements EngineClient {
     this.kind = first.kind;
     this.mode = first.mode;
     this.id = `${first.id.slice(0, first.id.indexOf('@'))}@${urls.join(',')}`;
+    this.#affinity = new ByteLru<Replica>(opts.maxAffinitySessions ?? 65_536, () => 1);
     this.#metrics = opts.metrics ?? replicaMetrics();
     this.#log = opts.log ?? ((line) => console.warn(line));
     this.#replicas = replicas.map((r) => ({ url: r.url, client: r.client, healthy: true, error: null, draining: false, outstanding: 0, requests: 0, monitor: null }));
@@ -181,6 +189,7 @@ export class ReplicaRouter implements EngineClient {
     const usable = (r: Replica) => r.healthy && !r.draining;
     const held = this.#affinity.get(sessionId);
     if (held && usable(held) && this.opts.affinity !== false) {
+      this.#affinity.set(sessionId, held); // most recently routed: kept over sessions that went quiet
       this.#metrics.routed.inc({ replica: held.url, reason: 'hit' });
       return held;
     }

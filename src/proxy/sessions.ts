@@ -2,6 +2,7 @@
  * Session attribution (docs/architecture.md#the-proxy), checked in this order: the path prefix `/s/{session_id}/…`, the header
  * `x-polar-session`, then the API key (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `?key=`).
  */
+import { ByteLru } from '../core/byte-lru.ts';
 import type { ProxySessionInfo, SessionDirectory } from './types.ts';
 
 /**
@@ -29,12 +30,17 @@ const SAFE_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
  * `GET /sessions/{key}/completions` finds it); anything else is hashed so a real secret is never stored verbatim.
  * No key → the one session `defaultSession`, by default an id minted at random (`anon-` + 24 hex digits) so it cannot
  * be guessed.
+ * A key's session is a pure function of the key; the last `maxCachedKeys` keys (default 4,096) are kept so a hashed key
+ * is not hashed again on every call. Ad-hoc sessions never end, so the cache is bounded: an evicted key is resolved
+ * again, to the same session, on its next call (a soak of new sessions grew an unbounded cache by one object and one
+ * string per session; bench/README.md#session-12).
  */
-export function adHocSessions(opts: { defaultSession?: string; taskId?: string } = {}): SessionDirectory & { defaultSession: string } {
+export function adHocSessions(opts: { defaultSession?: string; taskId?: string; maxCachedKeys?: number } = {}): SessionDirectory & { defaultSession: string; cachedKeys(): number } {
   const defaultSession = opts.defaultSession ?? `anon-${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString('hex')}`;
-  const cache = new Map<string, ProxySessionInfo>();
+  const cache = new ByteLru<ProxySessionInfo>(opts.maxCachedKeys ?? 4096, () => 1);
   return {
     defaultSession,
+    cachedKeys: () => cache.size,
     resolve(key: string): ProxySessionInfo {
       let info = cache.get(key);
       if (!info) {

@@ -214,6 +214,29 @@ test('affinity: false routes each call by least outstanding requests alone (a se
   }
 });
 
+test('maxAffinitySessions bounds the remembered sessions; a session routed again is kept over quiet ones', async () => {
+  const routedNew = async (maxAffinitySessions: number | undefined, sessionOrder: string[]) => {
+    const registry = new Registry();
+    const engine = createEngineClient({
+      kind: 'sim', url: 'http://127.0.0.1:1', urls: sims.map((s) => s.url), mode: 'chat', timeoutMs: 10_000, log: () => {},
+      replicas: { healthIntervalMs: 0, maxAffinitySessions, metrics: replicaMetrics(registry) },
+    }) as ReplicaRouter;
+    await engine.probe();
+    const request = { model: 'm', messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], tools: [], sampling: { maxTokens: 4 }, warnings: [], stream: false } as never;
+    for (const [i, sessionId] of sessionOrder.entries()) await engine.complete(request, { sessionId, requestId: `r${i}` });
+    const remembered = engine.replicas().reduce((n, r) => n + r.sessions, 0);
+    const routed = (await registry.getSingleMetric('polar_engine_replica_routed_total')!.get()).values;
+    const count = (reason: string) => routed.filter((v) => v.labels.reason === reason).reduce((n, v) => n + v.value, 0);
+    engine.close();
+    return { remembered, fresh: count('new'), hits: count('hit') };
+  };
+  // a, b, c, then a again: with room for 2, a was forgotten and is routed as a new session.
+  expect(await routedNew(2, ['a', 'b', 'c', 'a'])).toEqual({ remembered: 2, fresh: 4, hits: 0 });
+  expect(await routedNew(undefined, ['a', 'b', 'c', 'a'])).toEqual({ remembered: 3, fresh: 3, hits: 1 });
+  // a routed again before c arrives is the most recent: b goes, a stays.
+  expect(await routedNew(2, ['a', 'b', 'a', 'c', 'a', 'b'])).toEqual({ remembered: 2, fresh: 4, hits: 2 });
+});
+
 /** A replica in front of `target` that forwards everything, or answers every POST with 503 while `state.fail`. */
 function flakyFront(target: string) {
   const state = { fail: false };
