@@ -16,6 +16,7 @@ import { decodeAnthropicOutputFormat } from '../shared/response-format.ts';
 import { UNKNOWN_IMAGE_MEDIA_TYPE } from '../shared/images.ts';
 import { DecodeMemo, decodeTools, type ToolNames, unknownArray, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
+import { outOfRangeWarnings, type DocumentedRange } from '../shared/sampling-range.ts';
 import { decodeAssistantBlock, type AssistantParts } from './content.ts';
 import {
   AnyBlockSchema,
@@ -106,7 +107,7 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
     model: wire.model,
     messages,
     tools,
-    sampling: decodeSampling(wire),
+    sampling: decodeSampling(wire, warnings),
     stream: wire.stream === true,
     warnings,
   };
@@ -138,8 +139,18 @@ export function decodeRequest(body: unknown, ctx: CodecContext): IRRequest {
   return request;
 }
 
-function decodeSampling(wire: RequestTop): IRRequest['sampling'] {
+/** Anthropic's documented sampling ranges (https://docs.anthropic.com/en/api/messages). */
+const RANGES: readonly DocumentedRange[] = [
+  { field: 'temperature', min: 0, max: 1 },
+  { field: 'top_p', min: 0, max: 1 },
+];
+
+function decodeSampling(wire: RequestTop, warnings: Warning[]): IRRequest['sampling'] {
   const sampling: IRRequest['sampling'] = {};
+  warnings.push(...outOfRangeWarnings({ temperature: wire.temperature, top_p: wire.top_p }, RANGES, 'Anthropic Messages'));
+  if (wire.max_tokens === undefined) {
+    warnings.push({ code: 'missing-field', message: "max_tokens is required by the Anthropic Messages API and was not sent; the engine's own limit applies" });
+  }
   if (wire.max_tokens !== undefined) sampling.maxTokens = wire.max_tokens;
   if (wire.temperature !== undefined) sampling.temperature = wire.temperature;
   if (wire.top_p !== undefined) sampling.topP = wire.top_p;

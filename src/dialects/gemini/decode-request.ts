@@ -23,6 +23,7 @@ import {
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { argumentsFromToolInput } from '../shared/tool-input.ts';
 import { isRecord, parseWire, unknownFieldWarnings } from '../shared/validate.ts';
+import { outOfRangeWarnings, type DocumentedRange } from '../shared/sampling-range.ts';
 import {
   type GeminiContent,
   type GeminiPart,
@@ -242,6 +243,12 @@ function decodeToolChoice(config: GeminiRequest['toolConfig'], warnings: Warning
   }
 }
 
+/** Gemini's documented sampling ranges (https://ai.google.dev/api/generate-content#generationconfig). */
+const RANGES: readonly DocumentedRange[] = [
+  { field: 'generationConfig.temperature', min: 0, max: 2 },
+  { field: 'generationConfig.topP', min: 0, max: 1 },
+];
+
 function decodeGenerationConfig(
   config: GeminiRequest['generationConfig'],
   warnings: Warning[],
@@ -254,6 +261,7 @@ function decodeGenerationConfig(
     });
   }
   const responseFormat = decodeResponseFormat(config, warnings);
+  warnings.push(...outOfRangeWarnings({ 'generationConfig.temperature': config.temperature, 'generationConfig.topP': config.topP }, RANGES, 'Gemini'));
   const sampling: IRSampling = {
     ...(config.temperature != null ? { temperature: config.temperature } : {}),
     ...(config.topP != null ? { topP: config.topP } : {}),

@@ -14,6 +14,7 @@ import { decodeChatResponseFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
 import { DecodeMemo, decodeTools, type ToolNames, unknownArray, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
+import { outOfRangeWarnings, type DocumentedRange } from '../shared/sampling-range.ts';
 import { z } from 'zod';
 import {
   AnyPartSchema,
@@ -87,8 +88,19 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   return request;
 }
 
+/** OpenAI Chat's documented sampling ranges (https://platform.openai.com/docs/api-reference/chat/create). */
+const RANGES: readonly DocumentedRange[] = [
+  { field: 'temperature', min: 0, max: 2 },
+  { field: 'top_p', min: 0, max: 1 },
+  { field: 'presence_penalty', min: -2, max: 2 },
+  { field: 'frequency_penalty', min: -2, max: 2 },
+];
+
 function decodeSampling(wire: RequestTop, warnings: Warning[]): IRRequest['sampling'] {
   const s: IRRequest['sampling'] = {};
+  warnings.push(
+    ...outOfRangeWarnings({ temperature: wire.temperature, top_p: wire.top_p, presence_penalty: wire.presence_penalty, frequency_penalty: wire.frequency_penalty }, RANGES, 'OpenAI Chat'),
+  );
   const cap = wire.max_completion_tokens ?? wire.max_tokens;
   if (wire.max_completion_tokens != null && wire.max_tokens != null && wire.max_completion_tokens !== wire.max_tokens) {
     warnings.push({

@@ -12,6 +12,7 @@ import { imagePartFromUrl } from '../shared/images.ts';
 import { decodeResponsesTextFormat } from '../shared/response-format.ts';
 import { mergeSystemMessages } from '../shared/system.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
+import { outOfRangeWarnings, type DocumentedRange } from '../shared/sampling-range.ts';
 import { decodeReasoningPayload } from './reasoning-payload.ts';
 import {
   type ContentPart,
@@ -27,6 +28,12 @@ import {
 import { argumentsFromCustomInput, decodeToolChoice, decodeTools, NAMESPACE_SEPARATOR } from './tools.ts';
 
 type AssistantMessage = Extract<IRMessage, { role: 'assistant' }>;
+
+/** OpenAI Responses' documented sampling ranges (https://platform.openai.com/docs/api-reference/responses/create). */
+const RANGES: readonly DocumentedRange[] = [
+  { field: 'temperature', min: 0, max: 2 },
+  { field: 'top_p', min: 0, max: 1 },
+];
 
 /**
  * Decode a Responses request body.
@@ -68,6 +75,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   const effort = request.reasoning?.effort ?? undefined;
   const user = request.user ?? request.safety_identifier ?? undefined;
 
+  warnings.push(...outOfRangeWarnings({ temperature: request.temperature, top_p: request.top_p }, RANGES, 'OpenAI Responses'));
   return {
     version: IR_VERSION,
     model: request.model,
