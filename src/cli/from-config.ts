@@ -54,7 +54,7 @@ export function uploadRootsFromConfig(gateway: GatewayConfig, base = process.cwd
 /** What a GatewayNode takes from its `gateway.nodes` entry. Relative paths resolve against `base` (the cwd). */
 export function nodeSettingsFromConfig(node: GatewayNodeConfig, base = process.cwd()): {
   nodeId: string; host: string; port: number; publicUrl: string | undefined; capacity: GatewayCapacity; poolSizing: 'fixed' | 'auto';
-  workRoot: string; harnessCacheDir: string; runtimeDefaults: Partial<RuntimeSpec>;
+  workRoot: string; harnessCacheDir: string; runtimeDefaults: Partial<RuntimeSpec>; keepFinishedSessions: number;
 } {
   return {
     nodeId: node.node_id, host: node.host, port: node.port, publicUrl: node.public_url ?? undefined,
@@ -63,6 +63,7 @@ export function nodeSettingsFromConfig(node: GatewayNodeConfig, base = process.c
     workRoot: resolve(base, expandHome(node.work_root)),
     harnessCacheDir: node.harness_cache_dir === null ? defaultHarnessCache() : resolve(base, expandHome(node.harness_cache_dir)),
     runtimeDefaults: runtimeDefaultsFromConfig(node.runtime),
+    keepFinishedSessions: node.keep_finished_sessions,
   };
 }
 

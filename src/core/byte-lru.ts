@@ -7,7 +7,7 @@
  */
 export class ByteLru<V> {
   /** Insertion order = LRU order: the first key is the least recently set. */
-  private readonly entries = new Map<string, V>();
+  private readonly held = new Map<string, V>();
   private total = 0;
 
   /**
@@ -20,7 +20,7 @@ export class ByteLru<V> {
   ) {}
 
   get(key: string): V | undefined {
-    return this.entries.get(key);
+    return this.held.get(key);
   }
 
   /** Replace the key's value (a value over the whole budget is not kept, and the old one is dropped), then evict. */
@@ -28,30 +28,35 @@ export class ByteLru<V> {
     this.delete(key);
     const size = this.sizeOf(value);
     if (size > this.maxBytes) return;
-    this.entries.set(key, value);
+    this.held.set(key, value);
     this.total += size;
-    for (const [oldest, kept] of this.entries) {
+    for (const [oldest, kept] of this.held) {
       if (this.total <= this.maxBytes) break;
       this.total -= this.sizeOf(kept);
-      this.entries.delete(oldest);
+      this.held.delete(oldest);
     }
   }
 
   delete(key: string): void {
-    const old = this.entries.get(key);
+    const old = this.held.get(key);
     if (old === undefined) return;
     this.total -= this.sizeOf(old);
-    this.entries.delete(key);
+    this.held.delete(key);
+  }
+
+  /** The entries held, least recently set first. */
+  entries(): IterableIterator<[string, V]> {
+    return this.held.entries();
   }
 
   /** The values held, least recently set first. */
   values(): IterableIterator<V> {
-    return this.entries.values();
+    return this.held.values();
   }
 
   /** Number of keys held. */
   get size(): number {
-    return this.entries.size;
+    return this.held.size;
   }
 
   /** Bytes held over all values. */

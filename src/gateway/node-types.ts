@@ -45,7 +45,7 @@ export type { DispatchSpec, EngineHealth, StageCounts };
 /** The store repositories the node uses (a subset of src/store `Store`). */
 export interface GatewayStore {
   completions: { listBySession(sessionId: string): CompletionRecord[] };
-  results: { put(result: SessionResult): boolean };
+  results: { put(result: SessionResult): boolean; get(sessionId: string): SessionResult | null };
 }
 
 /** A state change, published in-process and on `GET /events`. */
@@ -129,6 +129,14 @@ export interface GatewayNodeOptions {
   rollout?: { url: string; heartbeatIntervalMs?: number };
   controlPlaneToken?: string | null;
   callbackRetry?: RetryPolicy;
+  /**
+   * Finished sessions kept whole in memory (default 256; config `gateway.nodes[].keep_finished_sessions`), most recently finished kept. An older finished session
+   * whose result is in `store` and, with a callback URL, was delivered, leaves memory: `get` then answers from a
+   * small record (the last 65,536) and the stored result, a dispatch of its id is still refused with 409, and `list`
+   * and the heartbeat no longer carry it (the heartbeat for 10 minutes more). A session whose result could not be
+   * stored or delivered stays whole. Without this bound a node kept every trajectory it ever produced.
+   */
+  keepFinishedSessions?: number;
   /** Teardown timeout per runtime, ms (default 60 000). */
   teardownTimeoutMs?: number;
   clock?: Clock;
@@ -185,6 +193,11 @@ export interface NodeContext {
   setStatus(s: Session, status: SessionStatus): void;
   /** Keep a background job alive until `stop()` awaited it. */
   track(p: Promise<unknown>): void;
+  /**
+   * A session finished: `stored` when its result is in the store, `delivery` (with a callback URL) resolving true
+   * once the rollout server took it. The node may then let it leave memory (keepFinishedSessions).
+   */
+  finished(s: Session, stored: boolean, delivery: Promise<boolean> | null): void;
   /** Subscribers to finished sessions. */
   resultListeners: ReadonlySet<(r: SessionResult) => void>;
 }

@@ -31,6 +31,23 @@ import { reapOrphanSessions } from './runtimes/local.ts';
 import { startSessionServer } from './session-api.ts';
 import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
 import { PoolSizer, type PoolSizes } from './pool-sizing.ts';
+import { ByteLru } from '../core/byte-lru.ts';
+
+/** A finished session that left memory (GatewayNodeOptions.keepFinishedSessions): its view without the result. */
+interface DepartedSession {
+  task_id: string;
+  sample_index: number;
+  attempt: number;
+  status: SessionStatus;
+  error: string | null;
+  /** When it left memory (the node's clock, ms). */
+  departedAt: number;
+}
+
+/** Departed sessions remembered for `get` and dispatch's 409 (~200 bytes each). */
+const MAX_DEPARTED_SESSIONS = 65_536;
+/** How long a departed session stays in the heartbeat's session statuses, ms. */
+const DEPARTED_HEARTBEAT_MS = 10 * 60_000;
 
 export { DispatchError } from '../core/contracts/index.ts';
 export type { DispatchSpec, StageCounts } from '../core/contracts/index.ts';
@@ -48,6 +65,11 @@ export class GatewayNode {
   private proxyRegistry: Registry | null = null;
   private proxyBusy: (() => number) | null = null;
   private readonly sessions = new Map<string, Session>();
+  /** Finished sessions that may leave memory (result stored, delivered when there is a callback), in finish order. */
+  private readonly evictable = new Set<string>();
+  /** What is left of sessions that left memory: enough for `get`, a 409 on dispatch, and a while in the heartbeat. */
+  private readonly departed = new ByteLru<DepartedSession>(MAX_DEPARTED_SESSIONS, () => 1);
+  private readonly keepFinished: number;
   private initQueue: Session[] = [];
   private readyQueue: Session[] = [];
   private postrunQueue: Session[] = [];
@@ -85,6 +107,8 @@ export class GatewayNode {
     for (const [k, v] of Object.entries(this.capacity)) {
       if (!Number.isInteger(v) || v < (k === 'ready_buffer' ? 0 : 1)) throw new Error(`gateway capacity ${k} must be an integer ≥ ${k === 'ready_buffer' ? 0 : 1}, got ${v}`);
     }
+    this.keepFinished = opts.keepFinishedSessions ?? 256;
+    if (!Number.isInteger(this.keepFinished) || this.keepFinished < 0) throw new Error(`gateway keepFinishedSessions must be an integer ≥ 0, got ${opts.keepFinishedSessions}`);
     this.pools = { init_workers: this.capacity.init_workers, ready_buffer: this.capacity.ready_buffer };
     this.sizer = opts.poolSizing === 'auto' ? new PoolSizer(this.capacity.max_run_workers, this.pools) : null;
     this.clock = opts.clock ?? systemClock;
@@ -105,6 +129,7 @@ export class GatewayNode {
       gatewayEndpoint: () => this.gatewayEndpoint(),
       setStatus: (s, status) => this.setStatus(s, status),
       track: (p) => this.track(p),
+      finished: (session, stored, delivery) => this.finished(session, stored, delivery),
     };
   }
 
@@ -149,7 +174,7 @@ export class GatewayNode {
       this.stopHeartbeats = startRegistration({
         server: this.opts.rollout.url, nodeId: this.nodeId, url: this.opts.publicUrl ?? this.url, capacity: this.capacity,
         intervalMs: this.opts.rollout.heartbeatIntervalMs ?? 5000, token: this.opts.controlPlaneToken, signal: this.stopping.signal,
-        stages: () => this.stageCounts(), sessions: () => Object.fromEntries([...this.sessions.values()].map((x) => [x.id, x.status])),
+        stages: () => this.stageCounts(), sessions: () => this.heartbeatStatuses(),
         track: (p) => this.track(p), fetch: this.opts.fetch, log: this.opts.log,
       });
     }
@@ -190,11 +215,11 @@ export class GatewayNode {
     const parsed = dispatchSpecSchema.safeParse(raw);
     if (!parsed.success) throw new DispatchError(`invalid session spec: ${formatIssues(parsed.error)}`, 400);
     const spec = parsed.data;
-    const held = this.sessions.get(spec.session_id);
+    const held = this.get(spec.session_id);
     if (held) {
       // The rollout server adopts what the node holds (it never dispatches a session twice): say which attempt it is.
       throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409, {
-        session_id: held.id, attempt: held.spec.attempt ?? 0, status: held.status,
+        session_id: held.session_id, attempt: held.attempt, status: held.status,
       });
     }
     if (this.draining || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
@@ -253,14 +278,19 @@ export class GatewayNode {
   /** A session's current view, or null when unknown. */
   get(sessionId: string): SessionView | null {
     const s = this.sessions.get(sessionId);
-    if (!s) return null;
+    if (!s) {
+      const gone = this.departed.get(sessionId);
+      if (!gone) return null;
+      const { departedAt: _departedAt, ...view } = gone;
+      return { session_id: sessionId, ...view, node_id: this.nodeId, result: this.opts.store.results.get(sessionId) };
+    }
     return {
       session_id: s.id, task_id: s.spec.task.task_id, sample_index: s.spec.sample_index, attempt: s.spec.attempt ?? 0,
       status: s.status, node_id: this.nodeId, error: s.result?.error ?? null, result: s.result,
     };
   }
 
-  /** Every session the node holds (running and finished), in dispatch order. */
+  /** Every session the node holds in memory (running, and finished as keepFinishedSessions allows), in dispatch order. */
   list(): SessionView[] {
     return [...this.sessions.keys()].map((id) => this.get(id)!);
   }
@@ -268,7 +298,11 @@ export class GatewayNode {
   /** Resolves with the SessionResult once the session finished. Throws Error for an unknown session. */
   wait(sessionId: string): Promise<SessionResult> {
     const s = this.sessions.get(sessionId);
-    if (!s) throw new Error(`unknown session ${sessionId}`);
+    if (!s) {
+      const result = this.departed.get(sessionId) ? this.opts.store.results.get(sessionId) : null;
+      if (result) return Promise.resolve(result);
+      throw new Error(`unknown session ${sessionId}`);
+    }
     return s.done;
   }
 
@@ -476,6 +510,37 @@ export class GatewayNode {
         this.pump();
       });
     this.track(job);
+  }
+
+  /** A session's result is out (postrun): once stored and delivered it may leave memory, oldest first. */
+  private finished(s: Session, stored: boolean, delivery: Promise<boolean> | null): void {
+    if (!stored) return; // only in memory: kept whole
+    if (delivery === null) this.mayEvict(s);
+    else void delivery.then((delivered) => delivered && this.mayEvict(s));
+  }
+
+  private mayEvict(s: Session): void {
+    this.evictable.add(s.id);
+    for (const id of this.evictable) {
+      if (this.evictable.size <= this.keepFinished) break;
+      this.evictable.delete(id);
+      const gone = this.sessions.get(id);
+      if (!gone || gone.stage !== 'done') continue;
+      this.sessions.delete(id);
+      this.departed.set(id, {
+        task_id: gone.spec.task.task_id, sample_index: gone.spec.sample_index, attempt: gone.spec.attempt ?? 0,
+        status: gone.status, error: gone.result?.error ?? null, departedAt: this.clock(),
+      });
+    }
+  }
+
+  /** The heartbeat's session statuses: every session in memory, and those that left it in the last 10 minutes. */
+  private heartbeatStatuses(): Record<string, SessionStatus> {
+    const out: Record<string, SessionStatus> = {};
+    const since = this.clock() - DEPARTED_HEARTBEAT_MS;
+    for (const [id, gone] of this.departed.entries()) if (gone.departedAt >= since) out[id] = gone.status;
+    for (const x of this.sessions.values()) out[x.id] = x.status;
+    return out;
   }
 
   private track(p: Promise<unknown>): void {

@@ -69,8 +69,9 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   const result: SessionResult = {
     session_id: s.id, task_id: task.task_id, status, trajectory, timing: timing(s, now), node_id: ctx.nodeId, error, attempt: s.spec.attempt ?? 0,
   };
+  let stored = false;
   try {
-    ctx.opts.store.results.put(result);
+    stored = ctx.opts.store.results.put(result);
   } catch (storeError) {
     ctx.opts.log?.(`storing the result of ${s.id} failed: ${errorText(storeError)}`);
   }
@@ -81,7 +82,9 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     try { cb(result); } catch { /* listeners must not break delivery */ }
   }
   const callbackUrl = s.spec.callback_url ?? task.callback_url;
-  if (callbackUrl) ctx.track(deliver(ctx, callbackUrl, result));
+  const delivery = callbackUrl ? deliver(ctx, callbackUrl, result) : null;
+  if (delivery) ctx.track(delivery);
+  ctx.finished(s, stored, delivery);
   s.resolveDone(result);
 }
 
@@ -124,11 +127,14 @@ function timing(s: Session, now: number): SessionTiming {
   };
 }
 
-async function deliver(ctx: NodeContext, url: string, result: SessionResult): Promise<void> {
+/** POST the result to its callback URL (retried); resolves true once delivered, false when it gave up (logged). */
+async function deliver(ctx: NodeContext, url: string, result: SessionResult): Promise<boolean> {
   try {
     await postWithRetry(url, result, { ...ctx.opts.callbackRetry, token: ctx.opts.controlPlaneToken, fetch: ctx.opts.fetch, signal: ctx.stopping() });
+    return true;
   } catch (error) {
     ctx.opts.log?.(`callback for ${result.session_id} to ${url} failed: ${errorText(error)}`);
+    return false;
   }
 }
 

@@ -65,6 +65,8 @@ export interface LocalStackOptions {
     runtimeDefaults?: Partial<RuntimeSpec>;
     /** Where upload sources may lie (checked at submit and at dispatch); undefined = unchecked. */
     uploadRoots?: readonly string[];
+    /** Finished sessions kept whole in memory (GatewayNodeOptions.keepFinishedSessions). */
+    keepFinishedSessions?: number;
   };
   rollout?: { host?: string; port?: number; heartbeatTimeoutMs?: number; tickMs?: number; callbackRetries?: number };
   /** Node heartbeat interval, ms (default 2000). */
@@ -157,6 +159,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       publicUrl: opts.node.publicUrl,
       runtimeDefaults: opts.node.runtimeDefaults,
       ...(opts.node.uploadRoots ? { uploadRoots: opts.node.uploadRoots } : {}),
+      ...(opts.node.keepFinishedSessions !== undefined ? { keepFinishedSessions: opts.node.keepFinishedSessions } : {}),
       proxy: (sessions, control) => createProxyApp({
         engine, store: opts.store, sessions, onRecord: opts.onRecord, options: { ...opts.proxyOptions, adminToken: opts.adminToken ?? control.adminToken },
       }),

@@ -91,7 +91,7 @@ async function runTwoAttempts(store: Store): Promise<{ result: SessionResult }> 
   let made0 = 0;
   const ids = (tag: string) => { let n = 0; return (prefix: string) => `${prefix}_${tag}_${++n}`; };
   // Attempt 0: a node whose process "dies" mid-run: its calls are captured, its result is never committed.
-  const dead: GatewayStore = { completions: store.completions, results: { put: () => false } };
+  const dead: GatewayStore = { completions: store.completions, results: { put: () => false, get: () => null } };
   const node0: GatewayNode = new GatewayNode({
     nodeId: 'n0', store: dead, workRoot: '/nonexistent', harnessLogDir: null,
     runtimeFactory: callingRuntime(() => node0, { calls: 2, tag: 'attempt 0', hang: true, made: () => made0++ }),
