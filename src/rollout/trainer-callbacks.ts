@@ -68,13 +68,16 @@ export class TrainerCallbacks {
       await response.body?.cancel();
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       store.taskCallbacks.upsert({ ...cb, state: 'done', attempts: cb.attempts + 1, last_error: null, updated_at: this.ctx.clock() });
+      this.#nextTry.delete(cb.task_id);
       this.ctx.events.publish('trainer_callback', { task_id: cb.task_id, ok: true });
     } catch (error) {
       if (this.ctx.stopped()) return; // aborted by stop(): not an attempt; it stays pending for the next start
       const attempts = cb.attempts + 1;
       const state = attempts > this.opts.retries ? 'failed' : 'pending';
       store.taskCallbacks.upsert({ ...cb, state, attempts, last_error: errorText(error), updated_at: this.ctx.clock() });
-      this.#nextTry.set(cb.task_id, this.ctx.clock() + Math.min(30_000, 250 * 2 ** attempts));
+      // A backoff only for a callback that will be tried again: a failed one is never listed as pending again.
+      if (state === 'pending') this.#nextTry.set(cb.task_id, this.ctx.clock() + Math.min(30_000, 250 * 2 ** attempts));
+      else this.#nextTry.delete(cb.task_id);
       if (state === 'failed') this.ctx.events.publish('trainer_callback', { task_id: cb.task_id, ok: false, error: errorText(error) });
     } finally {
       this.#inFlight.delete(cb.task_id);
