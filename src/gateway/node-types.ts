@@ -130,11 +130,13 @@ export interface GatewayNodeOptions {
   controlPlaneToken?: string | null;
   callbackRetry?: RetryPolicy;
   /**
-   * Finished sessions kept whole in memory (default 256; config `gateway.nodes[].keep_finished_sessions`), most recently finished kept. An older finished session
-   * whose result is in `store` and, with a callback URL, was delivered, leaves memory: `get` then answers from a
-   * small record (the last 65,536) and the stored result, a dispatch of its id is still refused with 409, and `list`
-   * and the heartbeat no longer carry it (the heartbeat for 10 minutes more). A session whose result could not be
-   * stored or delivered stays whole. Without this bound a node kept every trajectory it ever produced.
+   * Finished sessions kept whole in memory (default 256; config `gateway.nodes[].keep_finished_sessions`), most
+   * recently finished kept. An older finished session whose result is in `store` and, with a callback URL, was
+   * delivered, leaves memory and leaves a small record (the last 65,536): `get` and `wait` answer from it and the
+   * stored result (of its own attempt only), `list` carries it without its result, a dispatch of its id is still
+   * refused with 409, and its status rides the heartbeat for 10 minutes after it left memory or was last dispatched
+   * again. A session whose result could not be stored or delivered stays whole. Without this bound a node kept every
+   * trajectory it produced.
    */
   keepFinishedSessions?: number;
   /** Teardown timeout per runtime, ms (default 60 000). */

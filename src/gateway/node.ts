@@ -215,11 +215,14 @@ export class GatewayNode {
     const parsed = dispatchSpecSchema.safeParse(raw);
     if (!parsed.success) throw new DispatchError(`invalid session spec: ${formatIssues(parsed.error)}`, 400);
     const spec = parsed.data;
-    const held = this.get(spec.session_id);
-    if (held) {
+    const held = this.sessions.get(spec.session_id);
+    const gone = held ? undefined : this.departed.get(spec.session_id);
+    if (held || gone) {
+      // A server that adopts a departed session learns its end from the heartbeat: it rides there 10 minutes more.
+      if (gone) this.departed.set(spec.session_id, { ...gone, departedAt: this.clock() });
       // The rollout server adopts what the node holds (it never dispatches a session twice): say which attempt it is.
       throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409, {
-        session_id: held.session_id, attempt: held.attempt, status: held.status,
+        session_id: spec.session_id, attempt: held ? held.spec.attempt ?? 0 : gone!.attempt, status: held ? held.status : gone!.status,
       });
     }
     if (this.draining || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
@@ -278,28 +281,45 @@ export class GatewayNode {
   /** A session's current view, or null when unknown. */
   get(sessionId: string): SessionView | null {
     const s = this.sessions.get(sessionId);
-    if (!s) {
-      const gone = this.departed.get(sessionId);
-      if (!gone) return null;
-      const { departedAt: _departedAt, ...view } = gone;
-      return { session_id: sessionId, ...view, node_id: this.nodeId, result: this.opts.store.results.get(sessionId) };
-    }
+    if (s) return this.viewOf(s);
+    const gone = this.departed.get(sessionId);
+    return gone ? this.departedView(sessionId, gone, this.departedResult(sessionId, gone)) : null;
+  }
+
+  /**
+   * Every session the node knows, in dispatch order: those that left memory (keepFinishedSessions) first, without
+   * their result (`get` reads it from the store), then those in memory. Listing departed ones keeps the rollout
+   * server's reconcile adopting them instead of dispatching them again.
+   */
+  list(): SessionView[] {
+    const departed = [...this.departed.entries()].filter(([id]) => !this.sessions.has(id)).map(([id, gone]) => this.departedView(id, gone, null));
+    return [...departed, ...[...this.sessions.values()].map((s) => this.viewOf(s))];
+  }
+
+  private viewOf(s: Session): SessionView {
     return {
       session_id: s.id, task_id: s.spec.task.task_id, sample_index: s.spec.sample_index, attempt: s.spec.attempt ?? 0,
       status: s.status, node_id: this.nodeId, error: s.result?.error ?? null, result: s.result,
     };
   }
 
-  /** Every session the node holds in memory (running, and finished as keepFinishedSessions allows), in dispatch order. */
-  list(): SessionView[] {
-    return [...this.sessions.keys()].map((id) => this.get(id)!);
+  private departedView(sessionId: string, gone: DepartedSession, result: SessionResult | null): SessionView {
+    const { departedAt: _departedAt, ...view } = gone;
+    return { session_id: sessionId, ...view, node_id: this.nodeId, result };
+  }
+
+  /** A departed session's result, read back from the store: only its own attempt's (a later one may have replaced it). */
+  private departedResult(sessionId: string, gone: DepartedSession): SessionResult | null {
+    const result = this.opts.store.results.get(sessionId);
+    return result !== null && (result.attempt ?? 0) === gone.attempt ? result : null;
   }
 
   /** Resolves with the SessionResult once the session finished. Throws Error for an unknown session. */
   wait(sessionId: string): Promise<SessionResult> {
     const s = this.sessions.get(sessionId);
     if (!s) {
-      const result = this.departed.get(sessionId) ? this.opts.store.results.get(sessionId) : null;
+      const gone = this.departed.get(sessionId);
+      const result = gone ? this.departedResult(sessionId, gone) : null;
       if (result) return Promise.resolve(result);
       throw new Error(`unknown session ${sessionId}`);
     }

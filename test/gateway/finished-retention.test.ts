@@ -57,7 +57,12 @@ async function run(sessionId: string, callback: string, sampleIndex = 0): Promis
   node.dispatch({ session_id: sessionId, task: task(`task-${sessionId}`), sample_index: sampleIndex, attempt: 1, callback_url: `${base}${callback}` });
   await node.wait(sessionId);
   for (let i = 0; i < 200 && !delivered.includes(sessionId) && callback !== '/refuse'; i++) await Bun.sleep(5);
-  await Bun.sleep(20); // the delivery's settlement reaches the node after the server answered
+}
+/** Sessions held whole in memory (a departed one is listed without its result), once the deliveries have settled. */
+async function wholeOnes(expected: string[]): Promise<string[]> {
+  const whole = () => node.list().filter((v) => v.result !== null).map((v) => v.session_id);
+  for (let i = 0; i < 200 && JSON.stringify(whole()) !== JSON.stringify(expected); i++) await Bun.sleep(10);
+  return whole();
 }
 const nextHeartbeat = async () => {
   const seen = heartbeats.length;
@@ -70,7 +75,11 @@ test('the oldest delivered sessions leave memory; get, wait and dispatch still k
   await run('refused', '/refuse');
   for (const id of ['s2', 's3', 's4']) await run(id, '/callbacks/session_result');
   // Kept whole: the two most recent delivered ones and the one whose callback was refused.
-  expect(node.list().map((v) => v.session_id)).toEqual(['refused', 's3', 's4']);
+  expect(await wholeOnes(['refused', 's3', 's4'])).toEqual(['refused', 's3', 's4']);
+  // The departed ones are still listed (the rollout server's reconcile adopts them), without their result.
+  expect(node.list().map((v) => [v.session_id, v.status, v.result === null])).toEqual([
+    ['s1', 'COMPLETED', true], ['s2', 'COMPLETED', true], ['refused', 'COMPLETED', false], ['s3', 'COMPLETED', false], ['s4', 'COMPLETED', false],
+  ]);
 
   const gone = node.get('s1')!;
   expect(gone).toMatchObject({ session_id: 's1', task_id: 'task-s1', sample_index: 3, attempt: 1, status: 'COMPLETED', node_id: 'keep', error: null });
@@ -87,11 +96,17 @@ test('the oldest delivered sessions leave memory; get, wait and dispatch still k
   expect((refusal as DispatchError).status).toBe(409);
   expect((refusal as DispatchError).details).toMatchObject({ session_id: 's1', attempt: 1, status: 'COMPLETED' });
   expect(node.get('never-seen')).toBeNull();
+  // A later attempt's result in the store is not passed off as this attempt's.
+  store.results.put({ ...(await node.wait('s2')), attempt: 2, status: 'ERROR' });
+  expect(node.get('s2')).toMatchObject({ attempt: 1, status: 'COMPLETED', result: null });
 
   // The heartbeat carries departed sessions for 10 minutes, then only what is in memory.
   expect(Object.keys(await nextHeartbeat()).sort()).toEqual(['refused', 's1', 's2', 's3', 's4']);
   offsetMs = 11 * 60_000;
   expect(Object.keys(await nextHeartbeat()).sort()).toEqual(['refused', 's3', 's4']);
+  // Dispatched again (a server adopting it after a lost dispatch answer): it rides the heartbeat 10 minutes more.
+  expect(() => node.dispatch({ session_id: 's1', task: task('task-s1'), sample_index: 3, attempt: 2 })).toThrow(DispatchError);
+  expect(Object.keys(await nextHeartbeat()).sort()).toEqual(['refused', 's1', 's3', 's4']);
 });
 
 test('config: gateway.nodes[].keep_finished_sessions reaches the node (default 256); a node keeping none answers from the store', async () => {
@@ -105,7 +120,7 @@ test('config: gateway.nodes[].keep_finished_sessions reaches the node (default 2
   try {
     bare.dispatch({ session_id: 'z1', task: task('task-z1'), sample_index: 0 });
     await bare.wait('z1');
-    expect(bare.list()).toEqual([]);
+    expect(bare.list().map((v) => [v.session_id, v.result])).toEqual([['z1', null]]);
     expect(bare.get('z1')?.result?.session_id).toBe('z1');
   } finally {
     await bare.stop();

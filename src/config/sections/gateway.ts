@@ -55,7 +55,7 @@ export const gatewayNodeSchema = z
     /** npm install prefix for pinned harness CLIs (`<dir>/<pkg>@<version>`). */
     harness_cache_dir: z.string().min(1).nullable().default(null).describe('Directory where pinned harness CLIs are installed, one `<pkg>@<version>` folder each; null uses $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses (the cache every polar command shares). A relative path resolves against the directory polar starts in, never a session\'s work directory.'),
     /** Finished sessions kept whole in memory (GatewayNodeOptions.keepFinishedSessions). */
-    keep_finished_sessions: z.number().int().nonnegative().default(256).describe('Finished sessions a node keeps whole in memory, most recent first. An older one whose result is stored and delivered leaves memory (its trajectory can be megabytes); GET /sessions/{id} and a repeated dispatch still know it from the node\'s store, and GET /sessions lists only what is in memory.'),
+    keep_finished_sessions: z.number().int().nonnegative().default(256).describe('Finished sessions a node keeps whole in memory, most recent first. An older one whose result is stored and delivered leaves memory (its trajectory can be megabytes); GET /sessions/{id}, GET /sessions and a repeated dispatch still know it (the last 65,536), reading its result back from the node\'s store.'),
     /** Parent of per-session work directories and HOMEs. */
     work_root: z.string().min(1).default('.polar/work').describe('Parent directory of the per-session work directories and HOMEs; a relative path resolves against the directory polar starts in. A gateway starting here removes what a dead one left (its process groups and directories).'),
   })
