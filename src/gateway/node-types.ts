@@ -24,7 +24,8 @@ export interface SessionHost {
   readonly capacity: NodeCapacity;
   readonly events: EventHub;
   dispatch(raw: unknown): { session_id: string; status: SessionStatus };
-  get(sessionId: string): SessionView | null;
+  /** A session's view; `result: false` spares reading a departed session's result back from the store. */
+  get(sessionId: string, opts?: { result?: boolean }): SessionView | null;
   /** Every session the node holds (running and finished), in dispatch order. */
   list(): SessionView[];
   cancel(sessionId: string, reason?: string): boolean;

@@ -215,14 +215,14 @@ export class GatewayNode {
     const parsed = dispatchSpecSchema.safeParse(raw);
     if (!parsed.success) throw new DispatchError(`invalid session spec: ${formatIssues(parsed.error)}`, 400);
     const spec = parsed.data;
-    const held = this.sessions.get(spec.session_id);
-    const gone = held ? undefined : this.departed.get(spec.session_id);
-    if (held || gone) {
+    const held = this.get(spec.session_id, { result: false });
+    if (held) {
       // A server that adopts a departed session learns its end from the heartbeat: it rides there 10 minutes more.
+      const gone = this.departed.get(spec.session_id);
       if (gone) this.departed.set(spec.session_id, { ...gone, departedAt: this.clock() });
       // The rollout server adopts what the node holds (it never dispatches a session twice): say which attempt it is.
       throw new DispatchError(`session ${spec.session_id} already exists on node ${this.nodeId}`, 409, {
-        session_id: spec.session_id, attempt: held ? held.spec.attempt ?? 0 : gone!.attempt, status: held ? held.status : gone!.status,
+        session_id: held.session_id, attempt: held.attempt, status: held.status,
       });
     }
     if (this.draining || this.stopping.signal.aborted) throw new DispatchError('node is stopping', 503);
@@ -278,12 +278,17 @@ export class GatewayNode {
     return true;
   }
 
-  /** A session's current view, or null when unknown. */
-  get(sessionId: string): SessionView | null {
+  /**
+   * A session's current view, or null when unknown. A session that left memory (keepFinishedSessions) has its result
+   * read back from the store, unless `result: false` (its view then has `result: null`; the status and attempt are
+   * its own either way).
+   */
+  get(sessionId: string, opts: { result?: boolean } = {}): SessionView | null {
     const s = this.sessions.get(sessionId);
     if (s) return this.viewOf(s);
     const gone = this.departed.get(sessionId);
-    return gone ? this.departedView(sessionId, gone, this.departedResult(sessionId, gone)) : null;
+    if (!gone) return null;
+    return this.departedView(sessionId, gone, opts.result === false ? null : this.departedResult(sessionId, gone));
   }
 
   /**
@@ -292,7 +297,7 @@ export class GatewayNode {
    * server's reconcile adopting them instead of dispatching them again.
    */
   list(): SessionView[] {
-    const departed = [...this.departed.entries()].filter(([id]) => !this.sessions.has(id)).map(([id, gone]) => this.departedView(id, gone, null));
+    const departed = [...this.departed.entries()].map(([id, gone]) => this.departedView(id, gone, null));
     return [...departed, ...[...this.sessions.values()].map((s) => this.viewOf(s))];
   }
 

@@ -97,10 +97,10 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
         }),
         DELETE: guard((req) => {
           const id = (req as Bun.BunRequest<'/sessions/:id'>).params.id;
-          const view = node.get(id);
+          const view = node.get(id, { result: false });
           if (!view) return json({ error: 'unknown session' }, 404);
           const cancelled = node.cancel(id, new URL(req.url).searchParams.get('reason') ?? undefined);
-          return json({ session_id: id, cancelled, status: node.get(id)?.status ?? view.status });
+          return json({ session_id: id, cancelled, status: node.get(id, { result: false })?.status ?? view.status });
         }),
       },
       '/health': {
