@@ -26,8 +26,8 @@ export interface SessionHost {
   dispatch(raw: unknown): { session_id: string; status: SessionStatus };
   /** A session's view; `result: false` spares reading a departed session's result back from the store. */
   get(sessionId: string, opts?: { result?: boolean }): SessionView | null;
-  /** Every session the node holds (running and finished), in dispatch order. */
-  list(): SessionView[];
+  /** The sessions the node knows, filtered (see GatewayNode.list). */
+  list(filter?: SessionListFilter): SessionView[];
   cancel(sessionId: string, reason?: string): boolean;
   engineHealth(): EngineHealth | null;
   /** How sessions are contained by default (`GET /health` `sandbox`). */
@@ -59,6 +59,13 @@ export interface SessionEvent {
   /** Unix ms. */
   at: number;
   error?: string | null;
+}
+
+/** `GET /sessions` query: `status` and `task_id` match exactly (null/absent: any); at most `limit` entries. */
+export interface SessionListFilter {
+  status?: string | null;
+  taskId?: string | null;
+  limit?: number;
 }
 
 /** `GET /sessions/{id}`. */

@@ -20,7 +20,7 @@ import { HARNESS_ADAPTERS } from './harnesses/index.ts';
 import type { HarnessAdapter } from './harnesses/types.ts';
 import {
   errorText, StageAborted,
-  type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type Session, type SessionEvent, type SessionView,
+  type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type Session, type SessionEvent, type SessionListFilter, type SessionView,
 } from './node-types.ts';
 import { postrun } from './postrun.ts';
 import { startRegistration } from './registration.ts';
@@ -52,7 +52,7 @@ const DEPARTED_HEARTBEAT_MS = 10 * 60_000;
 export { DispatchError } from '../core/contracts/index.ts';
 export type { DispatchSpec, StageCounts } from '../core/contracts/index.ts';
 export type { EngineHealth } from '../engines/health.ts';
-export type { GatewayCapacity, GatewayNodeOptions, GatewayStore, SessionEvent, SessionView } from './node-types.ts';
+export type { GatewayCapacity, GatewayNodeOptions, GatewayStore, SessionEvent, SessionListFilter, SessionView } from './node-types.ts';
 
 const DEFAULT_CAPACITY: GatewayCapacity = { init_workers: 4, ready_buffer: 4, max_run_workers: 8, postrun_workers: 4 };
 
@@ -292,13 +292,28 @@ export class GatewayNode {
   }
 
   /**
-   * Every session the node knows, in dispatch order: those that left memory (keepFinishedSessions) first, without
-   * their result (`get` reads it from the store), then those in memory. Listing departed ones keeps the rollout
-   * server's reconcile adopting them instead of dispatching them again.
+   * The sessions the node knows that match `filter`, at most `filter.limit` (default all): first those in memory, in
+   * dispatch order (so the running ones always fit in a page), then those that left memory (keepFinishedSessions),
+   * most recently departed first, without their result (`get` reads it from the store). Listing departed ones keeps
+   * the rollout server's reconcile adopting them instead of dispatching them again. Views are built only for the
+   * entries returned.
    */
-  list(): SessionView[] {
-    const departed = [...this.departed.entries()].map(([id, gone]) => this.departedView(id, gone, null));
-    return [...departed, ...[...this.sessions.values()].map((s) => this.viewOf(s))];
+  list(filter: SessionListFilter = {}): SessionView[] {
+    const limit = filter.limit ?? Infinity;
+    const wanted = (v: { status: SessionStatus; task_id: string }) => (filter.status == null || v.status === filter.status) && (filter.taskId == null || v.task_id === filter.taskId);
+    const out: SessionView[] = [];
+    for (const s of this.sessions.values()) {
+      if (out.length >= limit) return out;
+      const view = this.viewOf(s);
+      if (wanted(view)) out.push(view);
+    }
+    if (out.length >= limit || this.departed.size === 0) return out;
+    const departed = [...this.departed.entries()];
+    for (let i = departed.length - 1; i >= 0 && out.length < limit; i--) {
+      const [id, gone] = departed[i]!;
+      if (wanted(gone)) out.push(this.departedView(id, gone, null));
+    }
+    return out;
   }
 
   private viewOf(s: Session): SessionView {

@@ -69,10 +69,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           const taskId = query.get('task_id');
           const limit = query.get('limit') === null ? 200 : Number(query.get('limit'));
           if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return json({ error: `limit must be an integer in 1..1000, got ${query.get('limit')}` }, 400);
-          const sessions = node.list()
-            .filter((v) => (status === null || v.status === status) && (taskId === null || v.task_id === taskId))
-            .slice(0, limit)
-            .map(({ result: _result, ...view }) => view);
+          const sessions = node.list({ status, taskId, limit }).map(({ result: _result, ...view }) => view);
           return json({ sessions, node_id: node.nodeId });
         }),
         POST: guard(async (req) => {

@@ -76,10 +76,17 @@ test('the oldest delivered sessions leave memory; get, wait and dispatch still k
   for (const id of ['s2', 's3', 's4']) await run(id, '/callbacks/session_result');
   // Kept whole: the two most recent delivered ones and the one whose callback was refused.
   expect(await wholeOnes(['refused', 's3', 's4'])).toEqual(['refused', 's3', 's4']);
-  // The departed ones are still listed (the rollout server's reconcile adopts them), without their result.
+  // The departed ones are still listed (the rollout server's reconcile adopts them), without their result: after
+  // those in memory, most recently departed first, so a page always holds the sessions in memory.
   expect(node.list().map((v) => [v.session_id, v.status, v.result === null])).toEqual([
-    ['s1', 'COMPLETED', true], ['s2', 'COMPLETED', true], ['refused', 'COMPLETED', false], ['s3', 'COMPLETED', false], ['s4', 'COMPLETED', false],
+    ['refused', 'COMPLETED', false], ['s3', 'COMPLETED', false], ['s4', 'COMPLETED', false], ['s2', 'COMPLETED', true], ['s1', 'COMPLETED', true],
   ]);
+  expect(node.list({ limit: 4 }).map((v) => v.session_id)).toEqual(['refused', 's3', 's4', 's2']);
+  expect(node.list({ taskId: 'task-s1', status: 'COMPLETED' }).map((v) => v.session_id)).toEqual(['s1']);
+  expect(node.list({ status: 'RUNNING' })).toEqual([]);
+  const page = (await (await fetch(`${node.url}/sessions?limit=2`)).json()) as { sessions: { session_id: string; result?: unknown }[] };
+  expect(page.sessions.map((v) => v.session_id)).toEqual(['refused', 's3']);
+  expect(page.sessions.every((v) => !('result' in v))).toBe(true);
 
   const gone = node.get('s1')!;
   expect(gone).toMatchObject({ session_id: 's1', task_id: 'task-s1', sample_index: 3, attempt: 1, status: 'COMPLETED', node_id: 'keep', error: null });
