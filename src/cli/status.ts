@@ -17,6 +17,10 @@ interface NodeRow {
   stages_stale?: boolean;
 }
 
+/** What a node's stage counts count (gateway/node.ts: queued → INIT → READY → RUNNING → POSTRUN). */
+export const STAGE_LEGEND =
+  'stages: queued = accepted, waiting for an INIT slot · init = sandbox, prepare, harness install · ready = waiting for a RUN slot · running = harness · postrun = trajectories, evaluation, teardown';
+
 /** `k=v k=v` of a count map, or `-`. */
 function counts(o: unknown): string {
   return Object.entries((o ?? {}) as Record<string, number>).map(([k, v]) => `${k}=${v}`).join(' ') || '-';
@@ -66,5 +70,8 @@ export function register(program: Command): void {
         const stages = n.stages_stale ? 'stages=stale' : counts(n.stages);
         console.log(`  ${n.node_id.padEnd(16)} ${state.padEnd(9)} in_flight=${n.in_flight ?? 0} ${stages} ${n.gateway_url ?? n.url ?? ''}`);
       }
+      // The node's stages are finer than the server's session statuses (a session queued on a node for an INIT slot
+      // is INITIALIZING on the server): say what each counts.
+      if (nodes.length > 0) console.log(`  ${STAGE_LEGEND}`);
     });
 }

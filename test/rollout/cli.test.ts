@@ -31,6 +31,11 @@ test('rollout + submit + status over the CLI', async () => {
   expect(Object.keys(body.tasks).sort()).toEqual(accepted.map((a) => a.task_id).sort());
   expect(body.sessions.REGISTERED).toBe(accepted.length * 2); // no node registered yet: all queued
 
+  const human = runPolarSync(['status', '--server', url!]).stdout.toString();
+  expect(human).toContain(`sessions: REGISTERED=${accepted.length * 2}`);
+  expect(human).toContain('nodes: 0');
+  expect(human).not.toContain('stages:'); // the legend comes with node rows only
+
   const noAgent = runPolarSync(['submit', 'examples/tasks', '--server', url!]);
   expect(noAgent.exitCode).toBe(2);
   expect(noAgent.stderr.toString()).toContain('agent');
@@ -44,4 +49,29 @@ test('a bad config exits 2 and names the field', () => {
   const proc = runPolarSync(['rollout', '--config', config]);
   expect(proc.exitCode).toBe(2);
   expect(proc.stderr.toString()).toContain('rollout.port');
+});
+
+test('status prints each node with its stage counts, stale ones marked, and the stages legend', async () => {
+  // A rollout server's /rollout/status body (the shape `polar rollout` answers), served by a stand-in.
+  const server = Bun.serve({
+    hostname: '127.0.0.1', port: 0,
+    fetch: () => Response.json({
+      task_counts: { running: 1 }, sessions: { INITIALIZING: 3, RUNNING: 1 }, groups_ready: 0,
+      nodes: [
+        { node_id: 'gpu-a', healthy: true, draining: false, in_flight: 4, stages: { queued: 2, init: 1, ready: 0, running: 1, postrun: 0 }, gateway_url: 'http://10.0.0.2:7000' },
+        { node_id: 'gpu-b', healthy: false, draining: false, in_flight: 0, stages: { queued: 5 }, stages_stale: true, gateway_url: 'http://10.0.0.3:7000' },
+      ],
+    }),
+  });
+  try {
+    const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'status', '--server', `http://127.0.0.1:${server.port}`], { stdout: 'pipe', stderr: 'pipe' });
+    const out = await new Response(proc.stdout).text();
+    expect(await proc.exited).toBe(0);
+    expect(out).toContain('sessions: INITIALIZING=3 RUNNING=1');
+    expect(out).toMatch(/gpu-a +healthy +in_flight=4 queued=2 init=1 ready=0 running=1 postrun=0 http:\/\/10\.0\.0\.2:7000/);
+    expect(out).toMatch(/gpu-b +UNHEALTHY +in_flight=0 stages=stale/);
+    expect(out).toContain('queued = accepted, waiting for an INIT slot');
+  } finally {
+    server.stop(true);
+  }
 });
