@@ -18,7 +18,7 @@
  * iterator step at a time; on a 644-character `ls -l` tool result (384 tokens) that was ~0.25 ms, the largest part of
  * token mode's per-turn CPU (bench/README.md, session 13). Here a repeated piece is one Map lookup, text that holds no
  * first character of an added token skips the trie, and the pattern's matches are collected natively; the memo keeps
- * at most 2 × 32,768 pieces per tokenizer.
+ * at most 2 × 32,768 pieces of at most 64 code units each per tokenizer.
  * Pinned to `@huggingface/tokenizers` 0.2.0: the fields read below are that version's (its `Tokenizer` constructor); a
  * missing field makes `pieceEncoder` return null. Source: https://huggingface.co/docs/tokenizers/pipeline
  */
@@ -54,6 +54,12 @@ interface LibraryPreTokenizer {
 
 /** Pre-tokenizer types whose output for a piece depends on that piece alone. */
 const PER_PIECE_STAGES = new Set(['Split', 'ByteLevel', 'Digits']);
+
+/**
+ * Longest piece memoised, UTF-16 code units: longer ones (a run of indentation, a long identifier) rarely repeat, and
+ * a count-bounded memo must not hold megabytes of them.
+ */
+const MAX_MEMO_PIECE = 64;
 
 /** Pieces memoised per generation; two generations are kept, so the memo holds at most twice this many. */
 const MEMO_GENERATION = 32_768;
@@ -124,7 +130,8 @@ export function pieceEncoder(tokenizer: Tokenizer, config: Record<string, unknow
   const pushSection = (out: number[], section: string): void => {
     for (const piece of firstPieces(section)) {
       let ids = memo.get(piece);
-      if (ids === undefined) {
+      if (ids === undefined && piece.length > MAX_MEMO_PIECE) ids = encodePiece(piece);
+      else if (ids === undefined) {
         ids = older.get(piece) ?? encodePiece(piece);
         if (memo.size >= generation) {
           older = memo;

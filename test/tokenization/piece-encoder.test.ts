@@ -108,7 +108,9 @@ describe('pieceEncoder: the same ids as the library encode', () => {
       expect(encoders.every((e) => e !== null)).toBe(true);
       const added = (json.added_tokens as { content: string }[]).map((t) => t.content).slice(0, 40);
       const next = random(0x5eed + pkg.length);
-      const texts = [...recorded, ...Array.from({ length: 400 }, () => fuzzText(next, added))];
+      // Pieces longer than the memo keeps (64 code units): indentation, a long word, a run of line ends.
+      const long = [`${' '.repeat(200)}return x`, `${'a'.repeat(300)} ${'Zz'.repeat(100)}`, `a${'\n'.repeat(100)}b`, '9'.repeat(150)];
+      const texts = [...recorded, ...long, ...Array.from({ length: 400 }, () => fuzzText(next, added))];
       let tokens = 0;
       for (const encode of encoders) {
         for (let round = 0; round < 2; round++) {
