@@ -111,6 +111,8 @@ export interface ReconstructionStats {
   chain_roles?: Record<string, number>;
   /** Traces left out of training by `builder.config` (`side`, `retry`); their completions stay stored. */
   dropped_traces?: Record<string, number>;
+  /** The completions of those dropped traces, by id (`trace verify` counts them instead of reporting them missing). */
+  dropped_completion_ids?: string[];
 }
 
 export interface Trajectory {

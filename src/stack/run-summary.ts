@@ -270,6 +270,9 @@ export function chainWarning(summary: RunSummary): string | null {
   const cause = breaks.dropped_message && !breaks.prefix_break
     ? 'cause: the harness ends each request with a user message that its next request drops (OpenClaw\'s runtime context: ' +
       'the openclaw adapter denies the process and sessions_spawn tools by default, which removes it; agent.settings.tools_deny)'
+    : breaks.history_changed && !breaks.prefix_break
+    ? 'cause: the harness changed assistant turns it had received (edited or added to them); token mode starts a new chain there ' +
+      'instead of training on a context the engine never saw'
     : breaks.prefix_break
     ? 'likely cause: the chat template moves mid-conversation system messages (Claude Code sends them) or rewrites earlier turns; ' +
       'fix: --system-messages in-place (config engine.system_messages: in_place) when the template renders them where they are, or --mode token'

@@ -121,16 +121,18 @@ export function buildTrajectory(records: readonly CompletionRecord[], opts: Buil
   for (const trace of out.traces) trace.metadata.attempt = selection.attempt;
   const chainRoles = labelChainRoles(out.traces, ordered, config);
   const dropped = { side: 0, retry: 0 };
+  const droppedIds: string[] = [];
   const kept = out.traces.filter((trace) => {
     if (keepsTrace(trace, config)) return true;
     dropped[trace.metadata.chain_role as 'side' | 'retry']++;
+    droppedIds.push(...trace.metadata.completion_ids);
     return false;
   });
   return applyTrainingFilter({
     status: opts.status,
     traces: kept,
     metadata: {
-      reconstruction_stats: { ...out.stats, other_attempt_completions: selection.others.length, chain_roles: chainRoles, dropped_traces: dropped },
+      reconstruction_stats: { ...out.stats, other_attempt_completions: selection.others.length, chain_roles: chainRoles, dropped_traces: dropped, dropped_completion_ids: droppedIds },
       evaluation: null,
       training_filter: { trainable: true, reasons: [] },
       builder: builder.name,

@@ -129,30 +129,35 @@ export function buildPrefixMerged(
       continue;
     }
     const prompt = rec.prompt_ids;
-    const chain = findChain(open, prompt);
-    if (chain === null) {
+    const candidates = prefixChains(open, prompt);
+    if (candidates.length === 0) {
       openChain(rec, open.length === 0 ? 'first' : droppedMessageOf(open, rec) ? 'dropped_message' : 'prefix_break');
       continue;
     }
-    // The canonical tail is prompt[tip.length:]; only it is scanned, so a turn costs O(new tokens) here.
-    const start = chain.tip.length;
-    let eotAt = -1;
-    if (singleEot !== null) {
-      for (let i = start; i < prompt.length; i++) if (prompt[i] === singleEot) { eotAt = i; break; }
-    } else if (eotSet.size > 0) {
-      for (let i = start; i < prompt.length; i++) if (eotSet.has(prompt[i]!)) { eotAt = i; break; }
+    // Of the chains this prompt extends, the one whose sampled answer it holds verbatim (a retried turn leaves two
+    // chains with the same tip: the harness continued one of the answers); else the longest, most recent tip.
+    let join: Join | null = null;
+    for (const candidate of candidates) {
+      const found = joinOf(candidate, prompt, eotSet, singleEot);
+      if (found !== null && found.verbatim) {
+        join = found;
+        break;
+      }
+      if (candidate === candidates[0]) join = found;
     }
-    if (eotAt < 0) {
+    if (join === null) {
       openChain(rec, eotSet.size === 0 ? 'eot_unknown' : 'no_eot');
       continue;
     }
-    const prevLast = chain.lastResponse[chain.lastResponse.length - 1];
-    // A truncated answer has no EOT of its own: the interstitial then starts at the canonical EOT that closes it.
-    const from = prevLast !== undefined && eotSet.has(prevLast) ? eotAt + 1 : eotAt;
-    // tail[0, from) is the previous answer as the engine saw it in this prompt; compare it with what was sampled.
-    let verbatim = from - start === chain.lastResponse.length;
-    for (let i = 0; verbatim && i < from - start; i++) verbatim = prompt[start + i] === chain.lastResponse[i];
-    if (!verbatim) chain.rerenderMismatches++;
+    // Token mode renders every prompt itself and keeps sampled answers verbatim, so a prompt that does not hold the
+    // answer means the client changed the history (the proxy started a new token buffer): a new chain, never a
+    // re-rendered join. Chat mode joins and counts it (the template re-rendered the answer).
+    if (!join.verbatim && rec.mode === 'token') {
+      openChain(rec, 'history_changed');
+      continue;
+    }
+    const { chain, from } = join;
+    if (!join.verbatim) chain.rerenderMismatches++;
     const { responseIds, lossMask, logprobs } = chain;
     for (let i = from; i < prompt.length; i++) {
       responseIds.push(prompt[i]!);
@@ -211,13 +216,41 @@ function droppedMessageOf(open: readonly Chain[], rec: CompletionRecord): boolea
   return false;
 }
 
-/** The open chain with the longest tip that is a strict prefix of `prompt` (ties: the most recently extended). */
-function findChain(open: readonly Chain[], prompt: readonly number[]): Chain | null {
+/** The open chains whose tip is a strict prefix of `prompt`, longest tip first (ties: the most recently extended first). */
+function prefixChains(open: readonly Chain[], prompt: readonly number[]): Chain[] {
   const candidates: Chain[] = [];
   for (const chain of open) if (chain.tip.length < prompt.length) candidates.push(chain);
   candidates.sort((a, b) => b.tip.length - a.tip.length || b.lastSeq - a.lastSeq);
-  for (const chain of candidates) if (isStrictPrefix(chain.tip, prompt)) return chain;
-  return null;
+  return candidates.filter((chain) => isStrictPrefix(chain.tip, prompt));
+}
+
+/** Where a prompt joins a chain: the interstitial starts at `from`; `verbatim` when the prompt holds the sampled answer. */
+interface Join {
+  chain: Chain;
+  from: number;
+  verbatim: boolean;
+}
+
+/**
+ * How `prompt` continues `chain` (whose tip it extends): the first end-of-turn id after the tip closes the previous
+ * answer as the engine saw it. Null when the tail holds no end-of-turn id. Scans only the tail, so O(new tokens).
+ */
+function joinOf(chain: Chain, prompt: readonly number[], eotSet: ReadonlySet<number>, singleEot: number | null): Join | null {
+  const start = chain.tip.length;
+  let eotAt = -1;
+  if (singleEot !== null) {
+    for (let i = start; i < prompt.length; i++) if (prompt[i] === singleEot) { eotAt = i; break; }
+  } else if (eotSet.size > 0) {
+    for (let i = start; i < prompt.length; i++) if (eotSet.has(prompt[i]!)) { eotAt = i; break; }
+  }
+  if (eotAt < 0) return null;
+  const prevLast = chain.lastResponse[chain.lastResponse.length - 1];
+  // A truncated answer has no EOT of its own: the interstitial then starts at the canonical EOT that closes it.
+  const from = prevLast !== undefined && eotSet.has(prevLast) ? eotAt + 1 : eotAt;
+  // tail[0, from) is the previous answer as the engine saw it in this prompt; compare it with what was sampled.
+  let verbatim = from - start === chain.lastResponse.length;
+  for (let i = 0; verbatim && i < from - start; i++) verbatim = prompt[start + i] === chain.lastResponse[i];
+  return { chain, from, verbatim };
 }
 
 function finishChain(chain: Chain, ctx: BuildContext): Trace {

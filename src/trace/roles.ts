@@ -5,7 +5,10 @@
  *   session; its first chain, and any later chain of it that does not shorten the history.
  * - `side`: a request with another system prompt or tool set (loop detection, next-speaker checks, titles, sub-agents).
  * - `retry`: a chain whose first prompt is identical to an earlier completion's prompt (a client retry after an error
- *   or an unusable answer); `duplicate` when the chain is nothing but that re-sample.
+ *   or an unusable answer); `duplicate` when the chain is nothing but that re-sample. When the conversation went on
+ *   from the re-sample instead (the repeated completion was the last of its chain), the re-sample's chain takes the
+ *   role the repeated one had, and a repeated chain of that one completion becomes the `retry` (`duplicate`, its
+ *   `source_chain` the chain that superseded it): what `retries: drop` leaves out is always the abandoned attempt.
  * - `compaction`: a new chain of the main conversation whose history is shorter than the main conversation had
  *   reached (the harness summarised its history).
  * Each trace gets `metadata.chain_role`, `metadata.source_chain` (the chain_index it came from: the repeated chain,
@@ -84,6 +87,7 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
   let mainSig: string | null = null;
   for (const [sig, prompts] of tally) if (mainSig === null || prompts.size > tally.get(mainSig)!.size) mainSig = sig;
 
+  const traceOf = new Map<number, Trace>(traces.map((trace) => [trace.metadata.chain_index as number, trace]));
   const firstOf = (trace: Trace) => byId.get(trace.metadata.completion_ids[0]!);
   const ordered = traces.filter((t) => firstOf(t) !== undefined).sort((a, b) => firstOf(a)!.seq - firstOf(b)!.seq);
   const sorted = [...records].sort((a, b) => a.seq - b.seq);
@@ -101,9 +105,24 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
       if (signature(rec) === mainSig) lastMain = rec;
     }
     const repeated = seenPrompts.get(promptKey(first));
+    const original = repeated === undefined ? undefined : traceOf.get(chainOf.get(repeated.completion_id) ?? -1);
+    // The conversation went on from this re-sample and not from the attempt it repeated (that attempt was its chain's
+    // last completion): this chain is the conversation, and a one-completion attempt is the retry it superseded.
+    const superseding = original !== undefined && original !== trace && trace.metadata.completion_ids.length > 1 && original.metadata.completion_ids.at(-1) === repeated!.completion_id;
     let role: ChainRole;
     let source: number | null = null;
-    if (repeated) {
+    if (superseding) {
+      role = original.metadata.chain_role as ChainRole;
+      source = (original.metadata.source_chain as number | null) ?? null;
+      if (original.metadata.completion_ids.length === 1) {
+        counts[role]--;
+        counts.retry++;
+        original.metadata.chain_role = 'retry';
+        original.metadata.source_chain = trace.metadata.chain_index as number;
+        original.metadata.duplicate = true;
+        original.metadata.reward_policy = 'outcome';
+      }
+    } else if (repeated) {
       role = 'retry';
       source = chainOf.get(repeated.completion_id) ?? null;
       trace.metadata.duplicate = trace.metadata.completion_ids.length === 1;

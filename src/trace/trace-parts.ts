@@ -17,11 +17,14 @@ export type ChainStart = 'first' | BreakReason;
  * - `dropped_message`: a prefix break whose cause is known: the request continues a chain's conversation after the
  *   answer, but dropped the user message(s) the chain's last request ended with (a per-request context message the
  *   harness sends once, e.g. OpenClaw's runtime context). The sampled answer was conditioned on that message and the
- *   next turn is not, so no single token sequence holds both: a new chain, named for what happened.
+ *   next turn is not, so no single token sequence holds both: a new chain, named for what happened;
+ * - `history_changed` (token mode): the prompt extends a chain's tip but does not hold its sampled answer verbatim:
+ *   the client edited or extended that assistant turn (the proxy started a new token buffer), so joining would train
+ *   on a context the engine never saw. Chat mode joins such a prompt and counts `rerender_mismatches` instead.
  */
-export type BreakReason = 'prefix_break' | 'no_eot' | 'eot_unknown' | 'capture_error' | 'dropped_message';
+export type BreakReason = 'prefix_break' | 'no_eot' | 'eot_unknown' | 'capture_error' | 'dropped_message' | 'history_changed';
 
-export const BREAK_REASONS: readonly BreakReason[] = ['prefix_break', 'no_eot', 'eot_unknown', 'capture_error', 'dropped_message'];
+export const BREAK_REASONS: readonly BreakReason[] = ['prefix_break', 'no_eot', 'eot_unknown', 'capture_error', 'dropped_message', 'history_changed'];
 
 /** What a builder needs besides the records. */
 export interface BuildContext {

@@ -57,6 +57,11 @@ export interface VerifyReport {
    * joins) that were accepted with `acceptRerenderedJoins` instead of reported as `context_mismatch`.
    */
   accepted_context_mismatches: number;
+  /**
+   * Completions in no trace because `builder.config` left their traces out of training (`retries`, `side`; the
+   * trajectory's `reconstruction_stats.dropped_completion_ids`): stored, counted here, not violations.
+   */
+  left_out_by_config: number;
   violations: VerifyViolation[];
   /** Violations not listed because a trace had more than `maxPerTrace`. */
   suppressed: number;
@@ -110,7 +115,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
     if (named) {
       return {
         ok: false, traces: trajectory.traces.length, attempt, completions: 0, other_attempt_completions: 0, sampled_tokens: 0, rescored_tokens: 0,
-        accepted_context_mismatches: 0, violations: [], suppressed: 0, skipped: 'no_records',
+        accepted_context_mismatches: 0, left_out_by_config: 0, violations: [], suppressed: 0, skipped: 'no_records',
       };
     }
   }
@@ -286,8 +291,12 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
     }
   });
 
+  // Completions of traces the builder's config left out of training (retries, side requests) are stored, not lost.
+  const policyDropped = new Set(Array.isArray(trajectory?.metadata?.reconstruction_stats?.dropped_completion_ids) ? trajectory.metadata.reconstruction_stats.dropped_completion_ids : []);
+  let leftOut = 0;
   for (const rec of byId.values()) {
-    if (!usedIn.has(rec.completion_id)) {
+    if (!usedIn.has(rec.completion_id) && policyDropped.has(rec.completion_id)) leftOut++;
+    else if (!usedIn.has(rec.completion_id)) {
       violations.push({ kind: 'dropped_completion', trace: null, completion_id: rec.completion_id,
         message: `completion ${rec.completion_id} (seq ${rec.seq}) appears in no trace` });
     }
@@ -301,6 +310,7 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
     sampled_tokens: sampledTokens,
     rescored_tokens: rescoredTokens,
     accepted_context_mismatches: acceptedContextMismatches,
+    left_out_by_config: leftOut,
     violations,
     suppressed,
   };
@@ -317,7 +327,8 @@ export function formatVerifyReport(report: VerifyReport, label = 'trajectory'): 
     : '';
   const head = `${label}: ${report.ok ? 'OK' : 'FAILED'} — ${report.traces} trace(s), ${report.completions} completion(s)${others}, ` +
     `${report.sampled_tokens} sampled token(s) checked, ${report.rescored_tokens} re-scored` +
-    (report.accepted_context_mismatches > 0 ? `, ${report.accepted_context_mismatches} re-rendered join(s) accepted` : '');
+    (report.accepted_context_mismatches > 0 ? `, ${report.accepted_context_mismatches} re-rendered join(s) accepted` : '') +
+    (report.left_out_by_config > 0 ? `, ${report.left_out_by_config} completion(s) left out by builder.config (retries/side)` : '');
   const lines = [head];
   for (const v of report.violations) lines.push(`  ✗ [${v.kind}] ${v.message}`);
   if (report.suppressed > 0) lines.push(`  … and ${report.suppressed} more token-level violation(s)`);

@@ -17,6 +17,8 @@ export interface RecSpec {
   messages?: IRMessage[];
   toolCalls?: IRToolCall[];
   engineId?: string;
+  /** The proxy's mode (default chat). */
+  mode?: 'chat' | 'token';
 }
 
 const text = (t: string) => [{ type: 'text' as const, text: t }];
@@ -45,7 +47,7 @@ export function rec(s: RecSpec): CompletionRecord {
     policy_version: 'v1',
     engine_id: s.engineId ?? 'vllm@http://127.0.0.1:1',
     logprob_semantics: 'raw',
-    mode: 'chat',
+    mode: s.mode ?? 'chat',
     capture_error: s.captureError ?? null,
     warnings: [],
     timings: { engine_ms: 1, total_ms: 1 },

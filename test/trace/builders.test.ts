@@ -57,8 +57,8 @@ describe('golden: prefix_merging', () => {
     expect(traj.traces[0]!.loss_mask).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1, 1]);
     expect(traj.traces[1]!.prompt_ids).toEqual([...SYS_SUB, 210, ...GEN]);
     expect(traj.metadata.reconstruction_stats).toEqual({
-      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0, dropped_message: 0 }, other_attempt_completions: 0,
-      rerender_mismatches: 0, chain_roles: { main: 1, side: 1, retry: 0, compaction: 1 }, dropped_traces: { side: 0, retry: 0 },
+      completions: 4, chains: 3, merged: 4, breaks: { prefix_break: 2, no_eot: 0, eot_unknown: 0, capture_error: 0, dropped_message: 0, history_changed: 0 }, other_attempt_completions: 0,
+      rerender_mismatches: 0, chain_roles: { main: 1, side: 1, retry: 0, compaction: 1 }, dropped_traces: { side: 0, retry: 0 }, dropped_completion_ids: [],
     });
     expect(traj.traces.map((t) => [t.metadata.chain_role, t.metadata.source_chain])).toEqual([['main', null], ['side', 0], ['compaction', 0]]);
     expect(verifyTraces([m1, s1, m2, m3], traj).ok).toBe(true);
@@ -152,6 +152,33 @@ describe('prefix_merging details', () => {
     const t1 = rec({ seq: 0, prompt: [1], response: [10, 11], finish: 'length' });
     const t2 = rec({ seq: 1, prompt: [1, 10, 11, EOT, 50], response: [20, EOT] });
     expect(buildTrajectory([t1, t2], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] }).metadata.reconstruction_stats.rerender_mismatches).toBe(0);
+  });
+
+  test('token mode: a prompt that extends a tip without holding its sampled answer (edited history) opens a new chain', () => {
+    // The same records as a chat-mode re-rendered join, captured in token mode: the proxy renders every prompt itself,
+    // so the different answer in the next prompt is the client's edit, and joining would train on an unseen context.
+    const a = rec({ seq: 0, prompt: [1, 2, 3], response: [10, 11, EOT], mode: 'token' });
+    const b = rec({ seq: 1, prompt: [1, 2, 3, 10, 12, EOT, 50, 51], response: [20, 21, EOT], mode: 'token' });
+    const c = rec({ seq: 2, prompt: [1, 2, 3, 10, 12, EOT, 50, 51, 20, 21, EOT, 60], response: [30, EOT], mode: 'token' });
+    const traj = buildTrajectory([a, b, c], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] });
+    expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0'], ['c1', 'c2']]);
+    expect(traj.traces[1]!.metadata.started_by).toBe('history_changed');
+    expect(traj.metadata.reconstruction_stats.breaks.history_changed).toBe(1);
+    expect(traj.metadata.reconstruction_stats.rerender_mismatches).toBe(0);
+    expect(verifyTraces([a, b, c], traj).ok).toBe(true);
+  });
+
+  test('of two chains with the same tip (a retried turn), a prompt joins the one whose sampled answer it holds', () => {
+    // P sampled twice (the harness retried): A1 = [10, EOT], then A2 = [20, EOT]; the conversation continues A1.
+    for (const mode of ['chat', 'token'] as const) {
+      const first = rec({ seq: 0, prompt: [1, 2], response: [10, EOT], mode });
+      const again = rec({ seq: 1, prompt: [1, 2], response: [20, EOT], mode });
+      const next = rec({ seq: 2, prompt: [1, 2, 10, EOT, 50], response: [30, EOT], mode });
+      const traj = buildTrajectory([first, again, next], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT], config: { retries: 'keep' } });
+      expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c0', 'c2'], ['c1']]);
+      expect(traj.metadata.reconstruction_stats.rerender_mismatches).toBe(0);
+      expect(verifyTraces([first, again, next], traj).ok).toBe(true);
+    }
   });
 
   test('several configured EOT ids: the first one found in the tail splits', () => {

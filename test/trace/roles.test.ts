@@ -41,6 +41,32 @@ describe('labels', () => {
     expect(retries.every((t) => t.metadata.source_chain === 1 && t.metadata.duplicate === true)).toBe(true);
   });
 
+  test('a retried first call whose re-sample the conversation continues: that chain is main, the abandoned attempt the retry', () => {
+    // P sampled (A1), the harness retries P (A2) and goes on from A2: [P→A1] is the abandoned attempt.
+    const records = [
+      rec({ seq: 0, prompt: [1, 2], response: [10, EOT], messages: MAIN }),
+      rec({ seq: 1, prompt: [1, 2], response: [20, EOT], messages: MAIN }),
+      rec({ seq: 2, prompt: [1, 2, 20, EOT, 50], response: [30, EOT], messages: [...MAIN, say('assistant', 'a'), say('user', 'next')] }),
+      rec({ seq: 3, prompt: [1, 2, 20, EOT, 50, 30, EOT, 51], response: [40, EOT], messages: [...MAIN, say('assistant', 'a'), say('user', 'next'), say('assistant', 'b'), say('user', 'next2')] }),
+    ];
+    const kept = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', config: { retries: 'keep' } });
+    expect(kept.traces.map((t) => [t.metadata.completion_ids, t.metadata.chain_role, t.metadata.source_chain, t.metadata.duplicate ?? false])).toEqual([
+      [['c0'], 'retry', 1, true],
+      [['c1', 'c2', 'c3'], 'main', null, false],
+    ]);
+    expect(kept.metadata.reconstruction_stats.chain_roles).toEqual({ main: 1, side: 0, retry: 1, compaction: 0 });
+    // Dropping retries (or only duplicates, the default) leaves the conversation and drops the abandoned attempt.
+    for (const retries of ['drop', 'drop_duplicates'] as const) {
+      const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', config: { retries } });
+      expect(traj.traces.map((t) => t.metadata.completion_ids)).toEqual([['c1', 'c2', 'c3']]);
+      expect(traj.metadata.reconstruction_stats.dropped_completion_ids).toEqual(['c0']);
+    }
+    // A retry the conversation did not continue stays the retry (the conversation went on from the first answer).
+    const fromFirst = [records[0]!, records[1]!, rec({ seq: 2, prompt: [1, 2, 10, EOT, 50], response: [30, EOT], messages: [...MAIN, say('assistant', 'a'), say('user', 'next')] })];
+    const traj = buildTrajectory(fromFirst, { ...BASE, strategy: 'prefix_merging', config: { retries: 'keep' } });
+    expect(traj.traces.map((t) => [t.metadata.completion_ids, t.metadata.chain_role])).toEqual([[['c0', 'c2'], 'main'], [['c1'], 'retry']]);
+  });
+
   test('per_request labels every completion: 5 main, 1 side, 2 retries', () => {
     const traj = buildTrajectory(session(2), { ...BASE, strategy: 'per_request', config: { retries: 'keep' } });
     expect(traj.metadata.reconstruction_stats.chain_roles).toEqual({ main: 5, side: 1, retry: 2, compaction: 0 });

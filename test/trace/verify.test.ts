@@ -123,6 +123,13 @@ describe('verifyTraces', () => {
     dropped.traces.pop();
     expect(verifyTraces(records, dropped).violations.map((v) => v.kind)).toEqual(['dropped_completion']);
 
+    // Left out by builder.config (its ids in reconstruction_stats.dropped_completion_ids): counted, not a violation.
+    const leftOut = clone(dropped);
+    leftOut.metadata.reconstruction_stats.dropped_completion_ids = build(records, 'per_request').traces.at(-1)!.metadata.completion_ids;
+    const report = verifyTraces(records, leftOut);
+    expect([report.ok, report.left_out_by_config, report.violations]).toEqual([true, 1, []]);
+    expect(formatVerifyReport(report)).toContain('1 completion(s) left out by builder.config');
+
     const dup = clone(build(records, 'per_request'));
     dup.traces.push(structuredClone(dup.traces[0]!));
     expect(verifyTraces(records, dup).violations.map((v) => v.kind)).toEqual(['duplicate_completion']);
