@@ -1,8 +1,9 @@
 /**
- * Codec tests of the OpenAI Chat dialect: recorded pi and qwen-code requests, system/developer merging, round trips,
+ * Codec tests of the OpenAI Chat dialect: recorded pi and qwen-code requests, system/developer placement, round trips,
  * the chunk stream (reassembled and compared with the non-streaming body), seeded chunk splitting, errors, finish reasons.
  */
 import { describe, expect, test } from 'bun:test';
+import { ENGINE_CHAT_ENCODING, encodeChatMessages } from '../../src/dialects/openai-chat/encode-messages.ts';
 import type { CodecContext } from '../../src/core/dialect.ts';
 import { GatewayError } from '../../src/core/errors.ts';
 import type { IRRequest, IRResponse } from '../../src/core/ir.ts';
@@ -86,7 +87,7 @@ describe('recorded harness requests', () => {
 });
 
 describe('decodeRequest details', () => {
-  test('system and developer messages anywhere merge into ONE leading system message', () => {
+  test('system and developer messages stay where they stand in the IR; the engine encoding places them (merge or in place)', () => {
     const ir = decode({
       model: 'm',
       messages: [
@@ -97,10 +98,21 @@ describe('decodeRequest details', () => {
       ],
     });
     expect(ir.messages).toEqual([
-      { role: 'system', content: [{ type: 'text', text: 'dev rules\n\nsys rules\n\nlate reminder' }] },
+      { role: 'system', content: [{ type: 'text', text: 'dev rules' }] },
+      { role: 'system', content: [{ type: 'text', text: 'sys rules' }] },
       { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+      { role: 'system', content: [{ type: 'text', text: 'late reminder' }] },
     ]);
-    expect(ir.warnings.map((w) => w.code)).toEqual(['system-message-moved']);
+    expect(ir.warnings).toEqual([]);
+    // engine.system_messages: merge (the default) moves the late one to the front and says so; in_place keeps it.
+    const merged = encodeChatMessages(ir.messages, { ...ENGINE_CHAT_ENCODING, systemMessages: 'merge' });
+    expect(merged.messages).toEqual([{ role: 'system', content: 'dev rules\n\nsys rules\n\nlate reminder' }, { role: 'user', content: 'hi' }]);
+    expect(merged.warnings.map((w) => w.code)).toEqual(['system-message-moved']);
+    const inPlace = encodeChatMessages(ir.messages, { ...ENGINE_CHAT_ENCODING, systemMessages: 'in-place' });
+    expect(inPlace.messages).toEqual([{ role: 'system', content: 'dev rules\n\nsys rules' }, { role: 'user', content: 'hi' }, { role: 'system', content: 'late reminder' }]);
+    expect(inPlace.warnings).toEqual([]);
+    // Leading system messages only: nothing moved, no warning.
+    expect(encodeChatMessages(ir.messages.slice(0, 3), { ...ENGINE_CHAT_ENCODING, systemMessages: 'merge' }).warnings).toEqual([]);
   });
 
   test('all supported fields map exactly; unsupported ones are warnings', () => {

@@ -55,11 +55,11 @@ describe('decodeRequest on recorded traffic', () => {
     }
   });
 
-  test('Codex turn 2: developer items merge into one system message; function_call and its output pair up by call_id', async () => {
+  test('Codex turn 2: developer items stay system messages where they stand; function_call and its output pair up by call_id', async () => {
     const ir = openaiResponses.decodeRequest(await fixture('codex-quiet-002-request.json'), ctx());
-    expect(ir.messages.map((m) => m.role)).toEqual(['system', 'user', 'user', 'assistant', 'tool']);
-    const assistant = ir.messages[3]!;
-    const tool = ir.messages[4]!;
+    expect(ir.messages.map((m) => m.role)).toEqual(['system', 'system', 'user', 'user', 'assistant', 'tool']);
+    const assistant = ir.messages[4]!;
+    const tool = ir.messages[5]!;
     expect(assistant.role === 'assistant' && assistant.toolCalls).toEqual([
       { id: 'call_2bd8b74980c43eb83e649d39', name: 'exec_command', arguments: '{"cmd":"ls"}' },
     ]);

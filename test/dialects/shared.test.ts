@@ -5,7 +5,6 @@ import { contextOverflowCounts } from '../../src/dialects/shared/context-overflo
 import { imagePartFromUrl, imagePartToUrl } from '../../src/dialects/shared/images.ts';
 import { cleanToolSchema } from '../../src/dialects/shared/json-schema.ts';
 import { mintReasoningSignature } from '../../src/dialects/shared/signature.ts';
-import { mergeSystemMessages } from '../../src/dialects/shared/system.ts';
 import { argumentsFromToolInput, toolInputFromArguments } from '../../src/dialects/shared/tool-input.ts';
 import { joinPath, unknownFieldWarnings } from '../../src/dialects/shared/validate.ts';
 import { parseSse, parseSseChunks, splitAtRandom } from '../support/sse.ts';
@@ -41,14 +40,6 @@ describe('helpers', () => {
     expect(part).toEqual({ type: 'image', mediaType: 'image/webp', data: 'AAAA' });
     expect(imagePartToUrl(part)).toBe('data:image/webp;base64,AAAA');
     expect(imagePartFromUrl('https://h/p.png')).toEqual({ type: 'image', mediaType: 'image/*', url: 'https://h/p.png' });
-  });
-
-  test('mergeSystemMessages: one system keeps its parts; none adds nothing', () => {
-    const warnings: never[] = [];
-    const one = mergeSystemMessages([{ role: 'system', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, { role: 'user', content: [] }], warnings);
-    expect(one[0]).toEqual({ role: 'system', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] });
-    expect(mergeSystemMessages([{ role: 'user', content: [] }], warnings)).toEqual([{ role: 'user', content: [] }]);
-    expect(warnings).toEqual([]);
   });
 
   test('contextOverflowCounts reads vLLM, SGLang, OpenAI and Anthropic wordings', () => {

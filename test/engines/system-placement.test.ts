@@ -10,6 +10,9 @@ import { placementFromRenderer, placementLogLine } from '../../src/engines/syste
 import type { IRRequest } from '../../src/core/ir.ts';
 import { loadTokenizer } from '../../src/tokenization/index.ts';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
+import { createProxyApp } from '../../src/proxy/app.ts';
+import { staticSessions } from '../../src/proxy/sessions.ts';
+import { openStore } from '../../src/store/index.ts';
 import { REPO_ROOT, useScratch } from '../support/polar-cli.ts';
 
 const engines: FakeEngine[] = [];
@@ -86,3 +89,38 @@ test('polar proxy logs the placement it chose', async () => {
   expect(await proc.exited).toBe(0);
   expect(out).toMatch(/^polar proxy: system_messages: merge \(auto: the chat template refuses a system message after a user turn/m);
 }, 30_000);
+
+test('the placement reaches OpenAI Chat and Responses clients: in_place keeps a later system/developer message where it stood, merge moves it with a warning', async () => {
+  const engine = await fake('render');
+  const chatBody = {
+    model: 'm', messages: [{ role: 'system', content: 'lead' }, { role: 'user', content: 'one' }, { role: 'assistant', content: 'two' }, { role: 'system', content: 'later note' }, { role: 'user', content: 'three' }],
+  };
+  const responsesBody = {
+    model: 'm', instructions: 'lead',
+    input: [{ role: 'user', content: 'one' }, { role: 'assistant', content: 'two' }, { role: 'developer', content: 'later note' }, { role: 'user', content: 'three' }],
+  };
+  for (const placement of ['in-place', 'merge'] as const) {
+    const client = createEngineClient({ kind: 'vllm', url: engine.url, mode: 'chat', timeoutMs: 5000, systemMessages: placement });
+    const store = openStore(':memory:');
+    const app = createProxyApp({ engine: client, store, sessions: staticSessions({ k: { session_id: 's', task_id: 't' } }) });
+    try {
+      for (const [path, body] of [['/v1/chat/completions', chatBody], ['/v1/responses', responsesBody]] as const) {
+        const seen = engine.chatRequests().length;
+        const response = await app.fetch(new Request(`http://proxy${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer k' }, body: JSON.stringify(body) }));
+        expect(response.status).toBe(200);
+        const sent = engine.chatRequests().slice(seen).at(-1)!.body.messages as { role: string; content: string }[];
+        if (placement === 'in-place') {
+          expect(sent.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'system', 'user']);
+          expect(sent[3]!.content).toBe('later note');
+          expect(response.headers.get('x-polar-warnings') ?? '').not.toContain('system-message-moved');
+        } else {
+          expect(sent.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
+          expect(sent[0]!.content).toBe('lead\n\nlater note');
+          expect(response.headers.get('x-polar-warnings')).toContain('system-message-moved');
+        }
+      }
+    } finally {
+      store.close();
+    }
+  }
+});

@@ -1,6 +1,6 @@
 /**
- * OpenAI Chat Completions request → IR (docs/protocol-notes.md#openai-chat): system and developer messages merged into ONE leading
- * system message; user text/image parts; assistant tool_calls with raw argument text and reasoning_content/reasoning;
+ * OpenAI Chat Completions request → IR (docs/protocol-notes.md#openai-chat): system and developer messages as IR system messages
+ * where they stand (the engine encoding places them per `engine.system_messages`); user text/image parts; assistant tool_calls with raw argument text and reasoning_content/reasoning;
  * tool messages with string or text-part content; max_completion_tokens / max_tokens; include_usage; n > 1 rejected.
  * Source: https://platform.openai.com/docs/api-reference/chat/create
  */
@@ -11,7 +11,6 @@ import { IR_VERSION } from '../../core/ir.ts';
 import { imagePartFromUrl } from '../shared/images.ts';
 import { cleanToolSchema } from '../shared/json-schema.ts';
 import { decodeChatResponseFormat } from '../shared/response-format.ts';
-import { mergeSystemMessages } from '../shared/system.ts';
 import { DecodeMemo, decodeTools, type ToolNames, unknownArray, validateRequest } from '../shared/decode-memo.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { outOfRangeWarnings, type DocumentedRange } from '../shared/sampling-range.ts';
@@ -65,7 +64,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
     (raw, i, names, own) => decodeMessage(messagesIn[i] ?? parseWire(MessageSchema, raw, `messages[${i}]`), `messages[${i}]`, names, own),
     (message) => [message],
   );
-  const messages = mergeSystemMessages(decoded, warnings);
+  const messages = decoded;
 
   const tools = decodeTools(wire.tools ?? [], toolsIn, ToolSchema, toolMemo, warnings, decodeTool);
   const request: IRRequest = {

@@ -108,6 +108,7 @@ export function encodeChatMessages(messages: readonly IRMessage[], opts: ChatEnc
   if (systemTexts.length > 0) front.push({ role: 'system', content: systemTexts.join('\n\n') });
   const warnings = run.warnings.slice();
   if (systemImage) warnings.push(systemImageDropped());
+  if (systems.length > 0) warnings.push(systemMessageMoved());
   return { messages: front.length > 0 ? front.concat(run.wire) : run.wire.slice(), warnings, nonText: run.nonText > 0 || front.some(hasNonText) };
 }
 
@@ -151,6 +152,10 @@ export interface EncodedChat {
 const hasNonText = (message: ChatWireMessage) => Array.isArray(message.content) && message.content.some((part) => part.type !== 'text');
 
 const systemImageDropped = (): Warning => ({ code: 'system-image-dropped', message: 'images in the system prompt are not sent to the engine' });
+const systemMessageMoved = (): Warning => ({
+  code: 'system-message-moved',
+  message: 'system/developer messages after the first turn were merged into the leading system message (engine.system_messages: merge)',
+});
 
 type NonSystem = Exclude<IRMessage, { role: 'system' }>;
 interface Encoded {

@@ -1,8 +1,8 @@
 /**
  * OpenAI Responses request (`POST /v1/responses`) → IR. Input items are folded into chat turns: a run of
  * reasoning / assistant message / function_call / custom_tool_call items is ONE assistant turn (that is how the model
- * produced them); tool outputs become `tool` messages; system and developer messages (and `instructions`) are merged into
- * one leading system message (shared/system.ts).
+ * produced them); tool outputs become `tool` messages; system and developer messages (and `instructions`) are IR system messages
+ * where they stand (the engine encoding places them per `engine.system_messages`).
  * Source: https://platform.openai.com/docs/api-reference/responses/create; docs/protocol-notes.md#openai-responses (Codex, pi).
  */
 import type { CodecContext } from '../../core/dialect.ts';
@@ -10,7 +10,6 @@ import { GatewayError } from '../../core/errors.ts';
 import { IR_VERSION, type IRContentPart, type IRMessage, type IRReasoning, type IRRequest, type Warning } from '../../core/ir.ts';
 import { imagePartFromUrl } from '../shared/images.ts';
 import { decodeResponsesTextFormat } from '../shared/response-format.ts';
-import { mergeSystemMessages } from '../shared/system.ts';
 import { parseWire, unknownFieldWarnings } from '../shared/validate.ts';
 import { outOfRangeWarnings, type DocumentedRange } from '../shared/sampling-range.ts';
 import { decodeReasoningPayload } from './reasoning-payload.ts';
@@ -79,7 +78,7 @@ export function decodeRequest(body: unknown, _ctx: CodecContext): IRRequest {
   return {
     version: IR_VERSION,
     model: request.model,
-    messages: mergeSystemMessages(messages, warnings),
+    messages,
     tools,
     ...(toolChoice !== undefined ? { toolChoice } : {}),
     ...(request.parallel_tool_calls != null ? { parallelToolCalls: request.parallel_tool_calls } : {}),
