@@ -2,14 +2,14 @@
  * A faster `encode` for the byte-level BPE tokenizers (Qwen3, Llama 3.x, DeepSeek-V3, gpt-oss), exact by construction:
  * it runs the same steps as `@huggingface/tokenizers`' `Tokenizer.encode(text, { add_special_tokens: false })` with the
  * library's own objects (its added-token splitters, normaliser, pre-tokenizers, BPE model and vocabulary), and only
- * adds a memo of the ids of each piece the first pre-tokenizer (a regex `Split`) cuts the text into.
+ * adds a memo of the ids of each piece the leading regex `Split` pre-tokenizers cut the text into.
  *
  * Why it is exact: a pre-tokenizer `Sequence` applies each later pre-tokenizer to every piece of the earlier ones on
- * its own, and the BPE model encodes every pre-token on its own (merges never cross a pre-token), so a first-level
- * piece always encodes to the same ids wherever it occurs. The memo therefore only skips work whose answer is known.
- * A model that fuses unknown tokens across pre-tokens (`fuse_unk`), added tokens that strip the text around them, and
- * the options that rewrite the whole text (`remove_space`, lower-casing) break that independence: `pieceEncoder`
- * returns null for them and the caller keeps the library's `encode`. Before it is used, it is compared with the library on a
+ * its own, and the BPE model encodes every pre-token on its own (merges never cross a pre-token), so a piece of the
+ * leading splits always encodes to the same ids wherever it occurs. The memo therefore only skips work whose answer is known.
+ * A model that fuses unknown tokens across pre-tokens (`fuse_unk`) and added tokens that strip the text around them
+ * break that independence, and the per-section rewrites `remove_space` and lower-casing are steps this encoder does not
+ * run: `pieceEncoder` returns null for all of them and the caller keeps the library's `encode`. Before it is used, it is compared with the library on a
  * probe text covering scripts, digits, contractions, whitespace runs and the tokenizer's own added tokens (null on
  * any difference), and token mode's golden check compares the ids with the engine's own tokenizer at run time.
  *
@@ -17,8 +17,9 @@
  * delete + set per token, walks its added-token trie from every character and collects the split pattern's matches one
  * iterator step at a time; on a 644-character `ls -l` tool result (384 tokens) that was ~0.25 ms, the largest part of
  * token mode's per-turn CPU (bench/README.md, session 13). Here a repeated piece is one Map lookup, text that holds no
- * first character of an added token skips the trie, and the pattern's matches are collected natively; the memo keeps
- * at most 2 × 32,768 pieces of at most 64 code units each per tokenizer.
+ * first character of an added token skips the trie, and a split pattern's matches are collected natively when they cover
+ * the text; the memo keeps at most 2 × 32,768 pieces of at most 64 code units each, and 2 × 2^19 key units plus ids,
+ * per tokenizer.
  * Pinned to `@huggingface/tokenizers` 0.2.0: the fields read below are that version's (its `Tokenizer` constructor); a
  * missing field makes `pieceEncoder` return null. Source: https://huggingface.co/docs/tokenizers/pipeline
  */
@@ -61,6 +62,13 @@ const PER_PIECE_STAGES = new Set(['Split', 'ByteLevel', 'Digits']);
  */
 const MAX_MEMO_PIECE = 64;
 
+/**
+ * Key code units plus ids held per generation: with pieces of up to 64 units, each of up to ~130 ids (rare scripts),
+ * the count bound alone would let two generations hold ~50 MB; this keeps them to a few MB. Common text (a piece of ~4
+ * units, one id) reaches the count bound first.
+ */
+const MAX_GENERATION_UNITS = 1 << 19;
+
 /** Pieces memoised per generation; two generations are kept, so the memo holds at most twice this many. */
 const MEMO_GENERATION = 32_768;
 
@@ -91,6 +99,7 @@ function isPreTokenizer(value: unknown): value is LibraryPreTokenizer {
  */
 export function pieceEncoder(tokenizer: Tokenizer, config: Record<string, unknown>, options: { memoGeneration?: number } = {}): ((text: string) => number[]) | null {
   const generation = options.memoGeneration ?? MEMO_GENERATION;
+  if (!Number.isInteger(generation) || generation < 1) throw new RangeError(`memoGeneration must be a positive integer, got ${generation}`);
   const lib = tokenizer as unknown as LibraryTokenizer;
   const pre = config.pre_tokenizer as { type?: string; pretokenizers?: { type?: string; invert?: boolean }[] } | null | undefined;
   const model = config.model as { type?: string; fuse_unk?: boolean; dropout?: number | null } | undefined;
@@ -103,41 +112,54 @@ export function pieceEncoder(tokenizer: Tokenizer, config: Record<string, unknow
   if (lib.remove_space === true || lib.do_lowercase_and_remove_accent === true) return null;
   const stages = lib.pre_tokenizer?.tokenizers;
   if (!Array.isArray(stages) || !stages.every(isPreTokenizer)) return null;
-  const [first, ...rest] = stages;
-  if (first === undefined) return null;
+  // The leading run of Split stages cuts the pieces the memo is keyed by (DeepSeek-V3 has three: digits, CJK, words);
+  // the stages after it (ByteLevel) and BPE run per piece on a miss.
+  const splitCount = pre.pretokenizers.findIndex((p) => p.type !== 'Split');
+  const splits = stages.slice(0, splitCount < 0 ? stages.length : splitCount).map(quickPieces);
+  const rest = stages.slice(splits.length);
 
   const { normalizer, added_tokens_map: added } = lib;
   const unnormalized = quickSplit(lib.splitter_unnormalized);
   const normalized = quickSplit(lib.splitter_normalized);
-  const firstPieces = quickPieces(first);
+  const piecesOf = (section: string): string[] => {
+    let pieces = splits[0]!(section);
+    for (let k = 1; k < splits.length; k++) pieces = pieces.flatMap(splits[k]!);
+    return pieces;
+  };
   const toIds = lib.model.tokens_to_ids;
   const unk = lib.model.unk_token_id;
   const bpe = lib.model;
   // A piece's ids: one number for the common single-token piece (no array kept), else the array.
   let memo = new Map<string, number | number[]>();
   let older = new Map<string, number | number[]>();
+  /** Code units of the keys plus ids held by `memo`. */
+  let held = 0;
 
-  /** Ids of one first-level piece: the later pre-tokenizers, the BPE model and the id lookup the library's encode does. */
+  /** Ids of one piece: the pre-tokenizers after the splits, the BPE model and the id lookup the library's encode does. */
   const encodePiece = (piece: string): number | number[] => {
     let pieces = [piece];
     for (const stage of rest) pieces = stage.pre_tokenize(pieces);
     const tokens = bpe(pieces);
     const ids = new Array<number>(tokens.length);
     for (let i = 0; i < tokens.length; i++) ids[i] = (added.get(tokens[i]!)?.id ?? toIds.get(tokens[i]!) ?? unk) as number;
-    return ids.length === 1 ? ids[0]! : ids;
+    // (An id the vocabulary lacks stays undefined, as in the library's answer; such a piece keeps its array.)
+    return ids.length === 1 && ids[0] !== undefined ? ids[0] : ids;
   };
 
   const pushSection = (out: number[], section: string): void => {
-    for (const piece of firstPieces(section)) {
+    for (const piece of piecesOf(section)) {
       let ids = memo.get(piece);
       if (ids === undefined && piece.length > MAX_MEMO_PIECE) ids = encodePiece(piece);
       else if (ids === undefined) {
         ids = older.get(piece) ?? encodePiece(piece);
-        if (memo.size >= generation) {
+        const units = piece.length + (typeof ids === 'number' ? 1 : ids.length);
+        if (memo.size >= generation || held + units > MAX_GENERATION_UNITS) {
           older = memo;
           memo = new Map();
+          held = 0;
         }
         memo.set(piece, ids);
+        held += units;
       }
       if (typeof ids === 'number') out.push(ids);
       else for (let i = 0; i < ids.length; i++) out.push(ids[i]!);
@@ -190,9 +212,10 @@ function quickSplit(splitter: LibrarySplitter): (text: string) => string[] {
 }
 
 /**
- * The first pre-tokenizer's pieces of `text`. For an isolating `Split` (what the byte-level families use), the pattern's
- * matches collected natively (`String.prototype.match`) are the pieces whenever they cover the text with no gap, which
- * these patterns always do (every character matches one alternative); with a gap, the library's own `regex_split`.
+ * A `Split` stage's pieces of `text`. For an isolating `Split`, the pattern's matches collected natively
+ * (`String.prototype.match`) are the pieces whenever they cover the text with no gap, which the word patterns of the
+ * byte-level families always do (every character matches one alternative); with a gap (DeepSeek-V3's digit and CJK
+ * splits), the library's own `regex_split`.
  */
 function quickPieces(stage: LibraryPreTokenizer): (text: string) => string[] {
   const library = (text: string) => stage.pre_tokenize_text(text);

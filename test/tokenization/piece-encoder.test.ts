@@ -152,4 +152,19 @@ describe('pieceEncoder: pipelines it does not reproduce are left to the library'
     });
     expect(pieceEncoder(metaspace.tokenizer, metaspace.json)).toBeNull();
   });
+
+  test('a one-token piece whose token the vocabulary lacks (a malformed file) encodes as the library does instead of crashing', () => {
+    const { tokenizer, json } = loadLibrary('qwen3', (j) => {
+      const model = j.model as { unk_token: string; vocab: Record<string, number> };
+      model.unk_token = '<<no-such-unk>>';
+      delete model.vocab['Ā']; // the byte-level form of U+0000
+    });
+    const encode = pieceEncoder(tokenizer, json)!;
+    for (const text of ['\u0000', 'a\u0000', 'x \u0000\u0000', '\u0000']) expect(encode(text)).toEqual(tokenizer.encode(text, { add_special_tokens: false }).ids);
+  });
+
+  test('memoGeneration must be a positive integer', () => {
+    const { tokenizer, json } = loadLibrary('qwen3');
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) expect(() => pieceEncoder(tokenizer, json, { memoGeneration: bad })).toThrow(/memoGeneration/);
+  });
 });
