@@ -21,6 +21,13 @@ interface NodeRow {
 export const STAGE_LEGEND =
   'stages: queued = accepted, waiting for an INIT slot · init = sandbox, prepare, harness install · ready = waiting for a RUN slot · running = harness · postrun = trajectories, evaluation, teardown';
 
+/** An error body's message: a string as is, an object's `message` (OpenAI / Anthropic shapes), else its JSON. */
+function errorText(error: unknown): string {
+  if (typeof error === 'string') return error;
+  if (error && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') return (error as { message: string }).message;
+  return error === undefined ? '' : JSON.stringify(error);
+}
+
 /** `k=v k=v` of a count map, or `-`. */
 function counts(o: unknown): string {
   return Object.entries((o ?? {}) as Record<string, number>).map(([k, v]) => `${k}=${v}`).join(' ') || '-';
@@ -52,7 +59,7 @@ export function register(program: Command): void {
         throw new Error(`cannot reach rollout server ${base}: ${error.message}`);
       });
       const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-      if (!response.ok) throw new Error(`HTTP ${response.status}: ${String(body.error ?? body.detail ?? '')}`);
+      if (!response.ok) throw new Error(`${base}${path} answered HTTP ${response.status}: ${errorText(body.error ?? body.detail)} (is ${base} a polar rollout server?)`);
       if (opts.json || opts.task) {
         console.log(JSON.stringify(body, null, 2));
         return;

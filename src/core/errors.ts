@@ -56,6 +56,11 @@ export class GatewayError extends Error {
 export function toGatewayError(thrown: unknown): GatewayError {
   if (thrown instanceof GatewayError) return thrown;
   if (thrown instanceof Error && thrown.name === 'AbortError') return new GatewayError('aborted', 'request aborted', { cause: thrown });
+  // JSON.parse accepts any depth, but walking or re-serialising a value nested tens of thousands deep exhausts the
+  // stack (e.g. a tool's parameters schema of 50,000 nested arrays): the input's fault, so a 4xx, not a 500.
+  if (thrown instanceof RangeError && /call stack/i.test(thrown.message)) {
+    return new GatewayError('invalid-request', 'the request is nested too deeply to process (the JavaScript call stack was exhausted)', { cause: thrown });
+  }
   const message = thrown instanceof Error ? thrown.message : String(thrown);
   return new GatewayError('internal', `unexpected gateway failure: ${message}`, { cause: thrown });
 }

@@ -92,34 +92,44 @@ export function resolveSession(rt: ProxyRuntime, c: Context<Env>): ProxySessionI
 }
 
 const lenientUtf8 = new TextDecoder('utf-8');
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * The parsed body and, for the recorder, what it was as received: the UTF-8 bytes it was decoded from when they are
  * valid UTF-8 without a byte-order mark (the store keeps them as they are, so the ~200 KB UTF-16 text of a 100 KB body
  * need not stay alive while the engine answers), else the decoded text (invalid UTF-8 decoded with U+FFFD
- * replacements, as `Request.text()` does). With `sessionId`, a valid UTF-8 body is read as a splice of the session's
+ * replacements, as `Request.text()` does, and flagged `invalidUtf8` so the caller can warn). With `sessionId`, a valid UTF-8 body is read as a splice of the session's
  * previous one where its bytes repeat (request-json.ts: the same value as `JSON.parse`, sharing the previous body's
  * values, so bodies are never mutated).
  * @throws GatewayError 'invalid-request' (400 in the caller's shape) when the body is not JSON.
  */
-export async function readJsonText(rt: ProxyRuntime, c: Context<Env>, sessionId: string | null = null): Promise<{ body: unknown; text?: string; bytes?: Uint8Array }> {
+export async function readJsonText(rt: ProxyRuntime, c: Context<Env>, sessionId: string | null = null): Promise<{ body: unknown; text?: string; bytes?: Uint8Array; invalidUtf8?: boolean }> {
   const malformed = (thrown: unknown) => {
     rt.counters.rejected++;
     return new GatewayError('invalid-request', `malformed JSON body: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
   };
   const raw = new Uint8Array(await c.req.arrayBuffer());
+  let invalidUtf8 = false;
   if (!(raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf)) {
     try {
       return { body: rt.requests.parse(raw, sessionId), bytes: raw };
     } catch (thrown) {
       if (thrown instanceof SyntaxError) throw malformed(thrown);
       // Invalid UTF-8 (the strict decoder's TypeError): decoded with replacements below.
+      invalidUtf8 = true;
     }
   }
   // A byte-order mark (dropped from the text, so the bytes would not be the text's own) or invalid UTF-8.
   const text = lenientUtf8.decode(raw);
+  if (!invalidUtf8 && text.includes('\uFFFD')) {
+    try {
+      strictUtf8.decode(raw);
+    } catch {
+      invalidUtf8 = true;
+    }
+  }
   try {
-    return { body: JSON.parse(text) as unknown, text };
+    return { body: JSON.parse(text) as unknown, text, ...(invalidUtf8 ? { invalidUtf8 } : {}) };
   } catch (thrown) {
     throw malformed(thrown);
   }

@@ -28,6 +28,15 @@ test('a mistyped flag gets "did you mean" and one hint line, exit 2', async () =
   expect(command.stderr.trim().split('\n').length).toBeLessThanOrEqual(3);
 });
 
+test('polar results --status with an unknown status exits 2 and lists the statuses (any case of a known one is fine)', async () => {
+  const bad = await runPolar(['results', '--db', ':memory:', '--status', 'BOGUS']);
+  expect(bad.code).toBe(2);
+  expect(bad.stderr).toContain('--status BOGUS: not a session status; one of REGISTERED');
+  expect(bad.stderr).toContain('CAPTURED');
+  const ok = await runPolar(['results', '--db', ':memory:', '--status', 'completed']);
+  expect(ok.code).toBe(0);
+});
+
 test('polarCommand: npm run polar -- from source; the binary name on PATH, else its path', () => {
   expect(polarCommand('/repo/src/main.ts', '/usr/bin/bun')).toBe('npm run polar --');
   expect(polarCommand('/$bunfs/root/polar', '/usr/local/bin/polar', '/usr/bin:/usr/local/bin')).toBe('polar');

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
-import { startPolarProxy } from '../support/polar-cli.ts';
+import { firstLine, startPolarProxy } from '../support/polar-cli.ts';
 
 const root = join(import.meta.dir, '..', '..');
 const bun = process.execPath;
@@ -82,5 +82,44 @@ test('serves, records into --db, and stops cleanly on SIGTERM', async () => {
     expect(records[0]!.capture_error).toBeNull();
   } finally {
     store.close();
+  }
+});
+
+test('a body nested tens of thousands deep → 400 in the caller shape, streaming or not (not a 500); the proxy keeps serving', async () => {
+  // Where the stack runs out depends on the process and the engine kind (here: `polar proxy` in front of `polar sim`,
+  // as a newcomer found it; the in-process proxy of the other tests gets further).
+  const sim = Bun.spawn([bun, join(root, 'src/main.ts'), 'sim', '--port', '0', '--decode-tps', '0', '--prefill-tps', '0'], { cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+  const simUrl = (await firstLine(sim.stdout)).match(/http:\/\/\S+/)![0];
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'sim', '--engine-url', simUrl, '--db', join(dir, 'deep.db')], dir);
+  try {
+    // Built as text: JSON.stringify of such a value exhausts the stack here too.
+    const schema = `{"type":"object","properties":{"a":${'['.repeat(50_000)}${']'.repeat(50_000)}}}`;
+    // Whether a path exhausts the stack depends on its frames; every answer must be a success or a 400 in the caller's
+    // own shape, never a 500, and the path the newcomer hit (Chat, not streamed) must be the 400.
+    const statuses: number[] = [];
+    for (const stream of [false, true]) {
+      const chat = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST', headers: { authorization: 'Bearer deep', 'content-type': 'application/json' },
+        body: `{"model":"m","stream":${stream},"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":${schema}}}]}`,
+      });
+      statuses.push(chat.status);
+      if (chat.status === 400) expect(await chat.json()).toMatchObject({ error: { type: 'invalid_request_error', message: expect.stringContaining('nested too deeply') } });
+      else await chat.arrayBuffer();
+      const messages = await fetch(`${url}/v1/messages`, {
+        method: 'POST', headers: { 'x-api-key': 'deep', 'content-type': 'application/json' },
+        body: `{"model":"m","max_tokens":5,"stream":${stream},"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":${schema}}]}`,
+      });
+      statuses.push(messages.status);
+      if (messages.status === 400) expect(await messages.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+      else await messages.arrayBuffer();
+    }
+    expect(statuses[0]).toBe(400);
+    expect(statuses.every((status) => status === 200 || status === 400)).toBe(true);
+    const ok = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer deep', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(ok.status).toBe(200);
+  } finally {
+    proc.kill('SIGTERM');
+    sim.kill('SIGTERM');
+    await Promise.all([proc.exited, sim.exited]);
   }
 });

@@ -219,13 +219,20 @@ describe('client errors and sessions', () => {
     const withBom = new Uint8Array([0xef, 0xbb, 0xbf, ...utf8.encode(body('bom'))]);
     // 0xff never occurs in UTF-8: it is decoded as U+FFFD, as Request.text() does.
     const invalid = new Uint8Array([...utf8.encode(body('bad ')).slice(0, -4), 0xff, ...utf8.encode('"}]}')]);
-    for (const bytes of [valid, withBom, invalid]) {
+    const bomInvalid = new Uint8Array([0xef, 0xbb, 0xbf, ...invalid]);
+    const headers: string[] = [];
+    for (const bytes of [valid, withBom, invalid, bomInvalid]) {
       const response = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': session, 'content-type': 'application/json' }, body: bytes });
       expect(response.status).toBe(200);
+      headers.push(response.headers.get('x-polar-warnings') ?? '');
       await response.arrayBuffer();
     }
-    const texts = (await sessionRecords(proxy, session)).map((r) => ((r.request_body as { messages: { content: string }[] }).messages[0]!.content));
-    expect(texts).toEqual([`scenario:text ${UNICODE}`, 'scenario:text bom', 'scenario:text bad \uFFFD']);
+    const records = await sessionRecords(proxy, session);
+    const texts = records.map((r) => ((r.request_body as { messages: { content: string }[] }).messages[0]!.content));
+    expect(texts).toEqual([`scenario:text ${UNICODE}`, 'scenario:text bom', 'scenario:text bad \uFFFD', 'scenario:text bad \uFFFD']);
+    // The replaced bytes are said, in the reply and on the record (a U+FFFD that was sent as such is not flagged).
+    expect(headers.map((h) => h.includes('invalid-utf8-replaced'))).toEqual([false, false, true, true]);
+    expect(records.map((r) => r.warnings.some((w) => w.startsWith('invalid-utf8-replaced')))).toEqual([false, false, true, true]);
   });
 
   test('gateway mode: an unknown session is 401 in the caller dialect; attribution order is path, header, key', async () => {

@@ -75,3 +75,18 @@ test('status prints each node with its stage counts, stale ones marked, and the 
     server.stop(true);
   }
 });
+
+test('status against something that is not a rollout server says what answered, not [object Object]', async () => {
+  // A polar proxy answers an unknown route with its OpenAI-shaped error object.
+  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => Response.json({ error: { message: 'no route for GET /rollout/status', type: 'invalid_request_error' } }, { status: 404 }) });
+  try {
+    const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'status', '--server', `http://127.0.0.1:${server.port}`], { stdout: 'pipe', stderr: 'pipe' });
+    const err = await new Response(proc.stderr).text();
+    expect(await proc.exited).toBe(1);
+    expect(err).toContain('HTTP 404: no route for GET /rollout/status');
+    expect(err).toContain('a polar rollout server?');
+    expect(err).not.toContain('[object Object]');
+  } finally {
+    server.stop(true);
+  }
+});

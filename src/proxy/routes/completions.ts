@@ -50,9 +50,10 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     const startedAt = rt.clock();
     const url = new URL(c.req.url);
     const session = resolveSession(rt, c);
-    const { body, text: bodyText, bytes: bodyBytes } = await readJsonText(rt, c, session.session_id);
+    const { body, text: bodyText, bytes: bodyBytes, invalidUtf8 } = await readJsonText(rt, c, session.session_id);
     const fromUrl = route.fromUrl?.(url);
     let ir = decodeBody(rt, route, body, url, fromUrl);
+    if (invalidUtf8) ir.warnings.push({ code: 'invalid-utf8-replaced', message: 'the request body was not valid UTF-8: each invalid byte sequence was decoded as U+FFFD before reaching the engine' });
     if (rt.reasoning) {
       const { request, restored } = rt.reasoning.restore(session.session_id, ir);
       if (restored > 0) {
