@@ -47,6 +47,7 @@ interface ProxyFlags {
   minP?: number;
   maxTokens?: number;
   policyVersion?: string;
+  task?: string;
   abortOnDisconnect?: boolean;
   keepBillingHeader?: boolean;
   insecureNoToken?: boolean;
@@ -99,6 +100,7 @@ export function register(program: Command): void {
     .option('--min-p <p>', 'default min_p', parseNumber('--min-p'))
     .option('--max-tokens <n>', 'default output cap in tokens', parsePositiveInt('--max-tokens'))
     .option('--policy-version <v>', 'policy version stamped on records until POST /admin/policy_version')
+    .option('--task <id>', 'task id of every session, sent to the engine as x-polar-task (polar sim plays the behaviour script <id>.yaml of its --scripts)')
     .option('--abort-on-disconnect', 'abort the engine call when the client disconnects (default: finish and record it)')
     .option('--admin-token <token>', 'bearer token required by /admin/* and GET /sessions/{id}/completions (default: $POLAR_ADMIN_TOKEN; none: admin from loopback callers only)')
     .option('--insecure-no-token', 'allow a non-loopback --host without an admin token (prints a warning)')
@@ -174,7 +176,7 @@ export function register(program: Command): void {
       if (report?.streamCapture && !report.streamCapture.ok) console.error(`polar proxy: streaming clients get a synthetic stream: the engine's streamed capture is not usable (${report.streamCapture.error})`);
       if (engine.kind === 'openai') console.error('polar proxy: warning: engine kind "openai" captures no token ids; records are not trainable');
       const store = openStore(flags.db, { checkpoint: 'background' });
-      const sessions = adHocSessions();
+      const sessions = adHocSessions(flags.task !== undefined ? { taskId: flags.task } : {});
       const app = createProxyApp({
         engine,
         store,

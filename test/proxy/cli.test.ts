@@ -1,7 +1,7 @@
 /** `polar proxy` as a process: usage errors exit 2; a real run captures a call into --db and stops on SIGTERM. */
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
@@ -121,5 +121,30 @@ test('a body nested tens of thousands deep → 400 in the caller shape, streamin
     proc.kill('SIGTERM');
     sim.kill('SIGTERM');
     await Promise.all([proc.exited, sim.exited]);
+  }
+});
+
+test('--task: polar proxy in front of polar sim plays that task\'s behaviour script (a tool call of the client\'s shell tool)', async () => {
+  const scripts = join(dir, 'scripts');
+  mkdirSync(scripts, { recursive: true });
+  writeFileSync(join(scripts, 'list-files.yaml'), 'variants:\n  only:\n    steps:\n      - shell: ls -la\n      - say: done\n');
+  const sim = Bun.spawn([bun, join(root, 'src/main.ts'), 'sim', '--port', '0', '--decode-tps', '0', '--prefill-tps', '0', '--scripts', scripts], { cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+  const simUrl = (await firstLine(sim.stdout)).match(/http:\/\/\S+/)![0];
+  const tools = [{ type: 'function', function: { name: 'bash', description: 'run a command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }];
+  const ask = (url: string) => fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer scripted', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', tools, messages: [{ role: 'user', content: 'list the files' }] }) });
+  const procs = [];
+  try {
+    for (const task of ['list-files', undefined]) {
+      const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'sim', '--engine-url', simUrl, '--db', join(dir, `task-${task}.db`), ...(task ? ['--task', task] : [])], dir);
+      procs.push(proc);
+      const answer = (await (await ask(url)).json()) as { choices: { message: { tool_calls?: { function: { name: string; arguments: string } }[]; content: string | null } }[] };
+      const calls = answer.choices[0]!.message.tool_calls ?? [];
+      if (task) expect(calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['bash', { command: 'ls -la' }]]);
+      else expect(calls).toEqual([]); // no task: the simulator's no-script answer
+    }
+  } finally {
+    for (const proc of procs) proc.kill('SIGTERM');
+    sim.kill('SIGTERM');
+    await Promise.all([...procs.map((p) => p.exited), sim.exited]);
   }
 });
