@@ -143,6 +143,11 @@ describe('decodeRequest rules', () => {
     expect(() => openaiResponses.decodeRequest({ model: 'm' }, ctx())).toThrow(/input/);
     expect(() => openaiResponses.decodeRequest({ ...base, input: [{ type: 'function_call', name: 'x', arguments: '{}' }] }, ctx())).toThrow(/input\[0\]\.call_id/);
     expect(() => openaiResponses.decodeRequest('nope', ctx())).toThrow(GatewayError);
+    // A bad part inside `content` (a string or a list of parts) is named at the part, not as the union's "Invalid input".
+    expect(() => openaiResponses.decodeRequest({ ...base, input: [{ role: 'user', content: [{ type: 'input_text', text: 3 }] }] }, ctx())).toThrow(
+      'input[0].content[0].text: Invalid input: expected string, received number',
+    );
+    expect(() => openaiResponses.decodeRequest({ ...base, input: [{ role: 'user', content: 5 }] }, ctx())).toThrow(/^input\[0\]\.content: /);
   });
 
   test('unknown fields are warnings, not errors; text.format json_schema becomes the IR response format', () => {

@@ -14,10 +14,35 @@ import type { Warning } from '../../core/ir.ts';
 export function parseWire<S extends z.ZodType>(schema: S, value: unknown, where = ''): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
+  const first = result.error.issues[0];
+  const issue = first === undefined ? undefined : deepestIssue(first);
   const path = joinPath(where, issue?.path ?? []);
   const message = `${path || 'request body'}: ${issue?.message ?? 'invalid value'}`;
   throw new GatewayError('invalid-request', message, { param: path || undefined, cause: result.error });
+}
+
+/** The parts of a zod issue read here (a union's `errors` hold each branch's issues, paths relative to the union). */
+interface WireIssue {
+  code?: string;
+  path: readonly PropertyKey[];
+  message: string;
+  errors?: readonly (readonly WireIssue[])[];
+}
+
+/**
+ * A union's failure as the branch that got furthest into the value, so `content: "x" | [parts]` with a bad part names
+ * `content[0].text` rather than "Invalid input" at `content`; a union no branch got into stays as it is.
+ */
+function deepestIssue(issue: WireIssue): { path: readonly PropertyKey[]; message: string } {
+  if (issue.code === 'invalid_union' && Array.isArray(issue.errors)) {
+    let best: { path: readonly PropertyKey[]; message: string } | null = null;
+    for (const branch of issue.errors) {
+      const inner = branch[0] === undefined ? null : deepestIssue(branch[0]);
+      if (inner !== null && inner.path.length > 0 && (best === null || inner.path.length > best.path.length)) best = inner;
+    }
+    if (best !== null) return { path: [...issue.path, ...best.path], message: best.message };
+  }
+  return { path: issue.path, message: issue.message };
 }
 
 /** Render a zod issue path as `a.b[0].c`. */
