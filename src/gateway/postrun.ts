@@ -6,7 +6,7 @@ import type { EvaluationResult, SessionResult, SessionTiming, Trajectory } from 
 import { applyRewards, buildTrajectory } from '../trace/index.ts';
 import { postWithRetry } from './callback.ts';
 import type { Evaluator } from './evaluators/types.ts';
-import { cancelledError, errorText, type NodeContext, type Session } from './node-types.ts';
+import { cancelledError, errorText, StageAborted, type NodeContext, type Session } from './node-types.ts';
 import { sessionDiff } from './prepare.ts';
 import type { Runtime } from './runtimes/types.ts';
 import { prepareFreshRuntime } from './session-stages.ts';
@@ -22,24 +22,41 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     ctx.setStatus(s, 'BUILDING');
     const buildStart = ctx.clock();
     const records = ctx.opts.store.completions.listBySession(s.id);
-    trajectory = buildTrajectory(records, {
+    const buildOptions = {
       strategy: task.builder.strategy, config: task.builder.config, eotIds: ctx.opts.eotIds, session_id: s.id, task_id: task.task_id, harness: harnessName,
-      status, ...(s.end?.kind === 'timeout' ? { timeoutKind: s.end.timeoutKind } : {}),
       // Only this dispatch's calls: a killed or re-dispatched earlier attempt of the same session id left its own.
       attempt: s.spec.attempt ?? 0,
-    });
+    };
+    trajectory = buildTrajectory(records, { ...buildOptions, status, ...(s.end?.kind === 'timeout' ? { timeoutKind: s.end.timeoutKind } : {}) });
     s.t.build = ctx.clock() - buildStart;
     let evaluation: EvaluationResult = { outcome_reward: 0, details: { skipped: `session ${status}` } };
     if (status === 'COMPLETED' && s.evaluator && s.runtime) {
       ctx.setStatus(s, 'EVALUATING');
       const evalStart = ctx.clock();
+      // The session's one deadline (timeout_seconds from INIT) bounds the evaluation too: an evaluator that hangs must
+      // not hold a POSTRUN slot, and so other tasks' sessions, past it. Building and clean-up always finish.
+      const deadlineAt = (s.t.initStart ?? evalStart) + task.timeout_seconds * 1000;
+      const deadline = setTimeout(() => {
+        if (s.end !== null) return;
+        s.end = { kind: 'timeout', timeoutKind: 'total' };
+        s.abort.abort(new StageAborted('timeout'));
+      }, Math.max(0, deadlineAt - evalStart));
       try {
         evaluation = await evaluate(ctx, s, s.evaluator, s.runtime);
       } catch (evalError) {
-        status = 'ERROR';
-        error = s.end?.kind === 'cancelled' ? cancelledError(s.end) : `evaluation failed: ${errorText(evalError)}`;
-        trajectory = { ...trajectory, status: 'ERROR' };
+        if (s.end?.kind === 'timeout') {
+          // The session's deadline passed while it was evaluated: TIMEOUT, its trajectory built as a timed-out one.
+          status = 'TIMEOUT';
+          error = 'timeout_seconds exceeded while evaluating';
+          trajectory = buildTrajectory(records, { ...buildOptions, status, timeoutKind: 'total' });
+        } else {
+          status = 'ERROR';
+          error = s.end?.kind === 'cancelled' ? cancelledError(s.end) : `evaluation failed: ${errorText(evalError)}`;
+          trajectory = { ...trajectory, status: 'ERROR' };
+        }
         evaluation = { outcome_reward: 0, details: { error } };
+      } finally {
+        clearTimeout(deadline);
       }
       s.t.eval = ctx.clock() - evalStart;
     }
