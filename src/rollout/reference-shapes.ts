@@ -53,7 +53,9 @@ function chatTool(tool: unknown): Record<string, unknown> {
  */
 export function referenceTrace(trace: Trace): Record<string, unknown> {
   const reason = trace.finish_reason as unknown;
-  const hasToolCalls = (trace.response_messages ?? []).some((m) => Array.isArray((m as { toolCalls?: unknown[] }).toolCalls) && (m as { toolCalls: unknown[] }).toolCalls.length > 0);
+  // Whether the trace's last answer called tools (a merged trace holds every turn; earlier ones' calls do not count).
+  const lastAnswer = (trace.response_messages ?? []).findLast((m) => (m as { role?: string }).role === 'assistant') as { toolCalls?: unknown[] } | undefined;
+  const hasToolCalls = Array.isArray(lastAnswer?.toolCalls) && lastAnswer.toolCalls.length > 0;
   // The OpenAI Chat value the reference's traces carry (`stop`, `length`, `tool_calls`, `content_filter`).
   const finish = reason && typeof reason === 'object' && typeof (reason as FinishReason).unified === 'string' ? encodeFinishReason(reason as FinishReason, hasToolCalls) : typeof reason === 'string' ? reason : null;
   return {

@@ -28,6 +28,12 @@ test('a trace: finish_reason is the OpenAI Chat string, the object moves to meta
   const t = referenceTrace(trace);
   expect(t.finish_reason).toBe('tool_calls');
   expect(referenceTrace({ ...trace, response_messages: [], finish_reason: { unified: 'length' } }).finish_reason).toBe('length');
+  // A merged trace whose last turn answered in text ends with 'stop', whatever its earlier turns called.
+  const merged: Trace = {
+    ...trace, finish_reason: { unified: 'stop', raw: 'stop' },
+    response_messages: [...trace.response_messages, { role: 'tool', toolCallId: 'c1', content: [{ type: 'text', text: 'a.py' }] }, { role: 'assistant', content: [{ type: 'text', text: 'done' }], toolCalls: [] }],
+  } as Trace;
+  expect(referenceTrace(merged).finish_reason).toBe('stop');
   expect((t.metadata as Record<string, unknown>).finish_reason).toEqual({ unified: 'tool-calls', raw: 'tool_calls' });
   expect(t.prompt_messages).toEqual([{ role: 'user', content: 'hi' }]);
   expect(t.response_messages).toEqual([{ role: 'assistant', content: null, reasoning_content: 'think', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'bash', arguments: '{"cmd":"ls"}' } }] }]);
