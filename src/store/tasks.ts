@@ -48,7 +48,9 @@ export class TaskRepository {
   /**
    * Move a finished run of `taskId` aside so the id can run again: its task, sessions, results, group and trainer
    * callback rows are re-keyed to `<taskId>@run<n>` (n = 1, 2, … the first free one), the JSON bodies with them, so
-   * the old run stays in the database (exports, audits) and is never returned as the new run's.
+   * the old run stays in the database (exports, audits) and is never returned as the new run's. Its group, when not
+   * acknowledged yet, is marked acknowledged (retired): `GET /rollout/groups?ready=1` no longer serves it, and
+   * `GET /rollout/groups/<taskId>@run<n>/trajectories` still reads it.
    * Call inside a transaction. @returns the archived id, or null when the task is unknown.
    */
   archiveRun(taskId: string): string | null {
@@ -60,6 +62,9 @@ export class TaskRepository {
     rekey(`UPDATE tasks SET task_id = ?, task = json_set(task, '$.task_id', ?) WHERE task_id = ?`);
     rekey(`UPDATE results SET task_id = ?, result = json_set(result, '$.task_id', ?) WHERE task_id = ?`);
     rekey(`UPDATE groups SET task_id = ?, data = json_set(data, '$.task_id', ?) WHERE task_id = ?`);
+    // The old run's group is superseded: a trainer that read it but had not acknowledged it yet would otherwise be
+    // served it again under the archived id (and its ack of the reused id would land on the new run).
+    this.db.query('UPDATE groups SET acked_at = ? WHERE task_id = ? AND acked_at IS NULL').run(this.clock(), to);
     this.db.query('UPDATE sessions SET task_id = ? WHERE task_id = ?').run(to, taskId);
     this.db.query('UPDATE rollout_task_callbacks SET task_id = ? WHERE task_id = ?').run(to, taskId);
     return to;

@@ -174,6 +174,18 @@ test('a finished task_id submitted again runs as a new run; the old run stays st
   expect(server.readyGroups().map((g) => [g.task_id, g.rewards])).toEqual([['t', [1, 1]]]);
   expect(store.results.listByTask('t@run1').map((r) => r.task_id)).toEqual(['t@run1', 't@run1']);
   expect(store.tasks.get('t@run1')?.status).toBe('COMPLETED');
+
+  // A run whose group was read but not acknowledged before the id came back: the group is retired with the run (not
+  // served again as t@run2), stays readable there, and the trainer's ack of 't' reaches the new run's group.
+  const third = await post(`${server.url}/rollout/task/submit`, task('t'));
+  expect(third.body).toMatchObject({ previous_run: 't@run2' });
+  expect(server.readyGroups()).toEqual([]);
+  expect((await fetch(`${server.url}/rollout/groups/t@run2/trajectories`)).status).toBe(200);
+  await until(() => node.dispatched.length === 6);
+  for (const spec of node.dispatched.slice(4)) await post(`${server.url}/callbacks/session_result`, resultFor(spec, 1));
+  expect(server.readyGroups().map((g) => g.task_id)).toEqual(['t']);
+  expect((await post(`${server.url}/rollout/groups/t/ack`, {})).body.acked).toBe(true);
+  expect(server.readyGroups()).toEqual([]);
 });
 
 test('early stop: a session cancelled by it is CANCELLED in the task view and the stored result, even when it later completes', async () => {
