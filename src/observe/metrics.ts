@@ -13,6 +13,7 @@ export interface RolloutMetrics {
   duplicateResults: Counter;
   staleResults: Counter;
   refusedDispatches: Counter;
+  trainerCallbacks: Counter<'outcome'>;
   sessionsByStatus: Gauge<'status'>;
   nodes: Gauge<'state'>;
   groupsReady: Gauge;
@@ -31,6 +32,7 @@ export function createRolloutMetrics(): RolloutMetrics {
     duplicateResults: new Counter({ name: 'polar_rollout_duplicate_results_total', help: 'Session results acknowledged and ignored because the session already had one', registers }),
     staleResults: new Counter({ name: 'polar_rollout_stale_results_total', help: 'Session results of a dispatch attempt that is no longer current, recorded and ignored', registers }),
     refusedDispatches: new Counter({ name: 'polar_rollout_refused_dispatches_total', help: 'Sessions a gateway refused at dispatch (4xx); each fails alone', registers }),
+    trainerCallbacks: new Counter({ name: 'polar_rollout_trainer_callbacks_total', help: 'Trainer callback POSTs by outcome: delivered, retry (failed, tried again later), failed (given up)', labelNames: ['outcome'], registers }),
     sessionsByStatus: new Gauge({ name: 'polar_rollout_sessions', help: 'Sessions by status', labelNames: ['status'], registers }),
     nodes: new Gauge({ name: 'polar_rollout_nodes', help: 'Gateway nodes by state (healthy, unhealthy, draining)', labelNames: ['state'], registers }),
     groupsReady: new Gauge({ name: 'polar_rollout_groups_ready', help: 'Evaluated groups not yet acknowledged by a trainer', registers }),

@@ -48,6 +48,11 @@ export type TaskView = ReturnType<typeof referenceTaskStatus> & {
   group: ReturnType<typeof groupFromRow> | null;
   /** Why a FAILED task has no group: its sessions' errors (null otherwise). */
   error: string | null;
+  /**
+   * The trainer callback's delivery when the task has a callback_url (null otherwise): `not-due` until the task ends,
+   * then `pending` (retrying: `attempts` so far, `last_error`), `done` or `failed` (given up).
+   */
+  callback: { state: string; attempts: number; last_error: string | null } | null;
 };
 
 /**
@@ -73,8 +78,16 @@ export function referenceTaskView(store: RolloutStore, taskId: string): TaskView
     updated_at: row.updated_at,
     sessions,
     group: groupRow ? groupFromRow(groupRow) : null,
+    callback: callbackView(store, taskId, row.task),
     error: row.status === 'FAILED' ? `no session of the task is usable: ${[...new Set(sessions.map((s) => s.error).filter((e): e is string => e !== null))].join('; ')}` : null,
   };
+}
+
+/** The trainer callback's delivery, for a task with a callback_url: pending (queued or retrying), done or failed. */
+function callbackView(store: RolloutStore, taskId: string, task: TaskRequest): { state: string; attempts: number; last_error: string | null } | null {
+  if (!task.callback_url) return null;
+  const row = store.taskCallbacks.get(taskId);
+  return row ? { state: row.state, attempts: row.attempts, last_error: row.last_error } : { state: 'not-due', attempts: 0, last_error: null };
 }
 
 /**

@@ -109,7 +109,7 @@ export class RolloutServer {
     this.#dispatcher = new Dispatcher(this.#ctx, this.#nodes, () => this.callbackUrl, (session, nodeId, error, attempt) => this.#results.refused(session, nodeId, error, attempt));
     this.#trainer = new TrainerApi(this.#ctx);
     this.#callbacks = new TrainerCallbacks(this.#ctx, {
-      retries: options.callbackRetries ?? 5,
+      retries: options.callbackRetries ?? 12,
       fetch: doFetch,
       // The Python Polar's TaskResult {task_id, status, results, result_paths}, plus our evaluated group.
       body: (taskId) => referenceTaskResult(this.store, taskId, this.#trainer.groupOf(taskId)),

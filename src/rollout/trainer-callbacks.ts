@@ -69,6 +69,7 @@ export class TrainerCallbacks {
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       store.taskCallbacks.upsert({ ...cb, state: 'done', attempts: cb.attempts + 1, last_error: null, updated_at: this.ctx.clock() });
       this.#nextTry.delete(cb.task_id);
+      this.ctx.metrics.trainerCallbacks.inc({ outcome: 'delivered' });
       this.ctx.events.publish('trainer_callback', { task_id: cb.task_id, ok: true });
     } catch (error) {
       if (this.ctx.stopped()) return; // aborted by stop(): not an attempt; it stays pending for the next start
@@ -76,13 +77,26 @@ export class TrainerCallbacks {
       const state = attempts > this.opts.retries ? 'failed' : 'pending';
       store.taskCallbacks.upsert({ ...cb, state, attempts, last_error: errorText(error), updated_at: this.ctx.clock() });
       // A backoff only for a callback that will be tried again: a failed one is never listed as pending again.
-      if (state === 'pending') this.#nextTry.set(cb.task_id, this.ctx.clock() + Math.min(30_000, 250 * 2 ** attempts));
+      if (state === 'pending') this.#nextTry.set(cb.task_id, this.ctx.clock() + callbackBackoffMs(attempts));
       else this.#nextTry.delete(cb.task_id);
-      if (state === 'failed') this.ctx.events.publish('trainer_callback', { task_id: cb.task_id, ok: false, error: errorText(error) });
+      this.ctx.metrics.trainerCallbacks.inc({ outcome: state === 'failed' ? 'failed' : 'retry' });
+      if (state === 'failed') {
+        this.ctx.events.publish('trainer_callback', { task_id: cb.task_id, ok: false, error: errorText(error) });
+        // Given up: say so where an operator looks (the group is still served by GET /rollout/groups).
+        console.error(`polar rollout: the callback of task ${cb.task_id} to ${row.task.callback_url} failed ${attempts} time(s) and is given up: ${errorText(error)}; its group stays readable at GET /rollout/groups`);
+      }
     } finally {
       this.#inFlight.delete(cb.task_id);
     }
   }
+}
+
+/**
+ * Wait before retry `attempts` + 1, ms: 0.5 s doubling to at most 60 s, so the default 12 retries span ~6.5 minutes
+ * (a trainer restarting takes longer than the 16 s of the first five).
+ */
+export function callbackBackoffMs(attempts: number): number {
+  return Math.min(60_000, 250 * 2 ** attempts);
 }
 
 /** metadata.callback_token of a task, or null. */

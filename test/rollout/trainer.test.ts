@@ -9,6 +9,7 @@ import { afterEach, expect, test } from 'bun:test';
 import type { SessionResult, Trace, TrajectoryStatus } from '../../src/core/records.ts';
 import type { DispatchSpec } from '../../src/rollout/node-client.ts';
 import { RolloutServer, type ServedGroup } from '../../src/rollout/server.ts';
+import { callbackBackoffMs } from '../../src/rollout/trainer-callbacks.ts';
 import { grpoAdvantages } from '../../src/trace/advantages.ts';
 import type { GroupTrajectory } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
@@ -88,10 +89,10 @@ async function until(cond: () => boolean, ms = 3000) {
   }
 }
 
-async function setup(extra: { store?: Store } = {}) {
+async function setup(extra: { store?: Store; callbackRetries?: number } = {}) {
   const store = extra.store ?? openStore(':memory:');
   if (!extra.store) cleanups.push(() => store.close());
-  const server = new RolloutServer({ store, clock: () => clockNow, tickMs: 60_000, heartbeatTimeoutMs: 5_000, controlPlaneToken: TOKEN }).start();
+  const server = new RolloutServer({ store, clock: () => clockNow, tickMs: 60_000, heartbeatTimeoutMs: 5_000, controlPlaneToken: TOKEN, ...(extra.callbackRetries !== undefined ? { callbackRetries: extra.callbackRetries } : {}) }).start();
   cleanups.push(() => server.stop());
   const node = fakeNode();
   expect((await call(`${server.url}/nodes/register`, { body: { node_id: 'n1', url: node.url, capacity } })).status).toBe(200);
@@ -214,6 +215,36 @@ test('the trainer callback never gets the control-plane token; metadata.callback
   const signedSpecs = node.dispatched.filter((d) => d.task.task_id === 'signed');
   expect(signedSpecs).toHaveLength(3);
   for (const spec of signedSpecs) expect(spec.task.metadata).toEqual({ group_id: 'g' });
+});
+
+test('a trainer callback that cannot be delivered is visible: the task view\'s callback state, a metric, and the group still served', async () => {
+  const { server, node } = await setup({ callbackRetries: 0 });
+  const trainer = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('ok') });
+  cleanups.push(() => trainer.stop(true));
+  const down = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('no') });
+  const downUrl = `http://127.0.0.1:${down.port}/cb`;
+  down.stop(true); // nothing listens there any more
+  type View = { callback: { state: string; attempts: number; last_error: string | null } | null };
+  expect((await call(`${server.url}/rollout/task/submit`, { body: task('cb-early', { callback_url: downUrl }) })).status).toBe(200);
+  expect((await call<View>(`${server.url}/rollout/task/cb-early`)).body.callback).toEqual({ state: 'not-due', attempts: 0, last_error: null });
+  await runTask(server.url, node, task('cb-down', { callback_url: downUrl }), [1, 0, 1]);
+  await runTask(server.url, node, task('cb-up', { callback_url: `http://127.0.0.1:${trainer.port}/cb` }), [0, 1, 0]);
+  await runTask(server.url, node, task('cb-none'), [0, 1, 1]);
+  await until(() => ['cb-down', 'cb-up'].every((id) => server.store.taskCallbacks.get(id)?.state !== 'pending'));
+  const failed = (await call<View>(`${server.url}/rollout/task/cb-down`)).body.callback!;
+  expect([failed.state, failed.attempts]).toEqual(['failed', 1]);
+  expect(failed.last_error).toBeTruthy();
+  expect((await call<View>(`${server.url}/rollout/task/cb-up`)).body.callback).toEqual({ state: 'done', attempts: 1, last_error: null });
+  expect((await call<View>(`${server.url}/rollout/task/cb-none`)).body.callback).toBeNull();
+  const metrics = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  expect(metrics).toContain('polar_rollout_trainer_callbacks_total{outcome="failed"} 1');
+  expect(metrics).toContain('polar_rollout_trainer_callbacks_total{outcome="delivered"} 1');
+  expect(server.readyGroups().map((g) => g.task_id)).toContain('cb-down');
+  // The default retry window: 12 retries, 0.5 s doubling to 60 s between them, about 6.5 minutes.
+  const waits = Array.from({ length: 12 }, (_, i) => callbackBackoffMs(i + 1));
+  expect(waits.slice(0, 3)).toEqual([500, 1000, 2000]);
+  expect(Math.max(...waits)).toBe(60_000);
+  expect(waits.reduce((a, b) => a + b, 0) / 60_000).toBeCloseTo(6.5, 0);
 });
 
 test('heartbeats carrying session statuses make RUNNING / POST_RUN visible; a dead node\'s stage counts read as stale', async () => {
