@@ -34,29 +34,36 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
       ctx.setStatus(s, 'EVALUATING');
       const evalStart = ctx.clock();
       // The session's one deadline (timeout_seconds from INIT) bounds the evaluation too: an evaluator that hangs must
-      // not hold a POSTRUN slot, and so other tasks' sessions, past it. Building and clean-up always finish.
-      const deadlineAt = (s.t.initStart ?? evalStart) + task.timeout_seconds * 1000;
+      // not hold a POSTRUN slot, and so other tasks' sessions, past it. The time the session waited for a POSTRUN slot
+      // is not charged to it (slow evaluations of other sessions must not time this one out). Building and clean-up
+      // always finish.
+      const slotWait = s.t.postrunStart !== undefined && s.t.runEnd !== undefined ? Math.max(0, s.t.postrunStart - s.t.runEnd) : 0;
+      const deadlineAt = (s.t.initStart ?? evalStart) + task.timeout_seconds * 1000 + slotWait;
       const deadline = setTimeout(() => {
         if (s.end !== null) return;
         s.end = { kind: 'timeout', timeoutKind: 'total' };
         s.abort.abort(new StageAborted('timeout'));
       }, Math.max(0, deadlineAt - evalStart));
+      let failure: { error: unknown } | null = null;
       try {
         evaluation = await evaluate(ctx, s, s.evaluator, s.runtime);
       } catch (evalError) {
-        if (s.end?.kind === 'timeout') {
-          // The session's deadline passed while it was evaluated: TIMEOUT, its trajectory built as a timed-out one.
-          status = 'TIMEOUT';
-          error = 'timeout_seconds exceeded while evaluating';
-          trajectory = buildTrajectory(records, { ...buildOptions, status, timeoutKind: 'total' });
-        } else {
-          status = 'ERROR';
-          error = s.end?.kind === 'cancelled' ? cancelledError(s.end) : `evaluation failed: ${errorText(evalError)}`;
-          trajectory = { ...trajectory, status: 'ERROR' };
-        }
-        evaluation = { outcome_reward: 0, details: { error } };
+        failure = { error: evalError };
       } finally {
         clearTimeout(deadline);
+      }
+      // Cut by the deadline, whether the evaluator threw or returned what it had (a killed command's result): TIMEOUT,
+      // its trajectory built as a timed-out one, never a COMPLETED session with a reward from a cut-short evaluation.
+      if (s.end?.kind === 'timeout') {
+        status = 'TIMEOUT';
+        error = 'timeout_seconds exceeded while evaluating';
+        trajectory = buildTrajectory(records, { ...buildOptions, status, timeoutKind: 'total' });
+        evaluation = { outcome_reward: 0, details: { error } };
+      } else if (failure !== null) {
+        status = 'ERROR';
+        error = s.end?.kind === 'cancelled' ? cancelledError(s.end) : `evaluation failed: ${errorText(failure.error)}`;
+        trajectory = { ...trajectory, status: 'ERROR' };
+        evaluation = { outcome_reward: 0, details: { error } };
       }
       s.t.eval = ctx.clock() - evalStart;
     }
