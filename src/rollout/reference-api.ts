@@ -50,7 +50,8 @@ export type TaskView = ReturnType<typeof referenceTaskStatus> & {
   error: string | null;
   /**
    * The trainer callback's delivery when the task has a callback_url (null otherwise): `not-due` until the task ends,
-   * then `pending` (retrying: `attempts` so far, `last_error`), `done` or `failed` (given up).
+   * then `pending` (retrying: `attempts` so far, `last_error`), `done`, `failed` (given up) or `superseded` (the task
+   * id was submitted again while it was pending: this run's callback is not sent).
    */
   callback: { state: string; attempts: number; last_error: string | null } | null;
 };

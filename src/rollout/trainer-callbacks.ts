@@ -54,6 +54,17 @@ export class TrainerCallbacks {
     );
   }
 
+  /**
+   * Whether the callback's row changed while it was being delivered: its task id was submitted again and the run
+   * archived (store/tasks.ts archiveRun marks it superseded), so its outcome must not be written onto the new run.
+   */
+  #moved(cb: TaskCallbackRow): boolean {
+    const now = this.ctx.store.taskCallbacks.get(cb.task_id);
+    if (now !== null && now.state === cb.state && now.attempts === cb.attempts && now.updated_at === cb.updated_at) return false;
+    this.#nextTry.delete(cb.task_id);
+    return true;
+  }
+
   async #deliverOne(cb: TaskCallbackRow): Promise<void> {
     const { store } = this.ctx;
     const row = store.tasks.get(cb.task_id);
@@ -66,6 +77,7 @@ export class TrainerCallbacks {
       const body = this.opts.body(cb.task_id, row.status);
       const response = await this.opts.fetch(row.task.callback_url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any([AbortSignal.timeout(10_000), this.#abort.signal]) });
       await response.body?.cancel();
+      if (this.#moved(cb)) return;
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       store.taskCallbacks.upsert({ ...cb, state: 'done', attempts: cb.attempts + 1, last_error: null, updated_at: this.ctx.clock() });
       this.#nextTry.delete(cb.task_id);
@@ -73,6 +85,7 @@ export class TrainerCallbacks {
       this.ctx.events.publish('trainer_callback', { task_id: cb.task_id, ok: true });
     } catch (error) {
       if (this.ctx.stopped()) return; // aborted by stop(): not an attempt; it stays pending for the next start
+      if (this.#moved(cb)) return;
       const attempts = cb.attempts + 1;
       const state = attempts > this.opts.retries ? 'failed' : 'pending';
       store.taskCallbacks.upsert({ ...cb, state, attempts, last_error: errorText(error), updated_at: this.ctx.clock() });

@@ -66,7 +66,9 @@ export class TaskRepository {
     // served it again under the archived id (and its ack of the reused id would land on the new run).
     this.db.query('UPDATE groups SET acked_at = ? WHERE task_id = ? AND acked_at IS NULL').run(this.clock(), to);
     this.db.query('UPDATE sessions SET task_id = ? WHERE task_id = ?').run(to, taskId);
-    this.db.query('UPDATE rollout_task_callbacks SET task_id = ? WHERE task_id = ?').run(to, taskId);
+    // A callback of the old run still pending (queued, retrying or in flight) is not sent any more: the trainer has
+    // moved on to the new run, and an in-flight delivery must not write its outcome onto the new run's id.
+    this.db.query(`UPDATE rollout_task_callbacks SET task_id = ?, state = CASE state WHEN 'pending' THEN 'superseded' ELSE state END WHERE task_id = ?`).run(to, taskId);
     return to;
   }
 }

@@ -247,6 +247,39 @@ test('a trainer callback that cannot be delivered is visible: the task view\'s c
   expect(waits.reduce((a, b) => a + b, 0) / 60_000).toBeCloseTo(6.5, 0);
 });
 
+test('a callback in flight when its task id is submitted again is superseded: the new run\'s callback is still sent', async () => {
+  const { server, node } = await setup();
+  const posts: string[] = [];
+  let release: (() => void) | null = null;
+  const trainer = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    async fetch(req) {
+      const body = (await req.json()) as { task_id: string; status: string };
+      posts.push(`${body.task_id}:${body.status}`);
+      if (posts.length === 1) await new Promise<void>((resolve) => (release = resolve));
+      return new Response('ok');
+    },
+  });
+  cleanups.push(() => trainer.stop(true));
+  const cb = `http://127.0.0.1:${trainer.port}/cb`;
+  await runTask(server.url, node, task('x', { callback_url: cb }), [1, 0, 1]);
+  await until(() => release !== null);
+  // The trainer (restarted) submits x again while the old run's callback is still in flight.
+  expect((await call(`${server.url}/rollout/task/submit`, { body: task('x', { callback_url: cb }) })).status).toBe(200);
+  release!();
+  await until(() => server.store.taskCallbacks.get('x@run1')?.state === 'superseded');
+  await Bun.sleep(100);
+  type View = { callback: { state: string } | null };
+  expect((await call<View>(`${server.url}/rollout/task/x`)).body.callback).toMatchObject({ state: 'not-due' }); // the new run's own
+  const specs = () => node.dispatched.filter((d) => d.task.task_id === 'x');
+  await until(() => specs().length === 6);
+  for (const spec of specs().slice(3)) await call(`${server.url}/callbacks/session_result`, { body: resultFor(spec, 1) });
+  await until(() => posts.length === 2);
+  expect(posts).toEqual(['x:completed', 'x:completed']); // the old run's, then the new run's; never one for 'x@run1'
+  await until(() => server.store.taskCallbacks.get('x')?.state === 'done'); // written once the trainer has answered
+  expect((await call<View>(`${server.url}/rollout/task/x`)).body.callback).toMatchObject({ state: 'done', attempts: 1 });
+});
+
 test('heartbeats carrying session statuses make RUNNING / POST_RUN visible; a dead node\'s stage counts read as stale', async () => {
   const { server, node } = await setup();
   expect((await call(`${server.url}/rollout/task/submit`, { body: task('live', { num_samples: 2 }) })).status).toBe(200);

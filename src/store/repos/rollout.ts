@@ -19,7 +19,8 @@ export interface NodeRecord {
 /** Delivery state of a task's trainer callback. */
 export interface TaskCallbackRecord {
   task_id: string;
-  state: 'pending' | 'done' | 'failed';
+  /** `superseded`: its task id was submitted again while it was pending (the old run's callback is not sent). */
+  state: 'pending' | 'done' | 'failed' | 'superseded';
   attempts: number;
   last_error: string | null;
   updated_at: number;
