@@ -4,11 +4,13 @@
  * - `main`: the agent conversation: the system prompt and tool set with the most distinct prompts (turns) in the
  *   session; its first chain, and any later chain of it that does not shorten the history.
  * - `side`: a request with another system prompt or tool set (loop detection, next-speaker checks, titles, sub-agents).
- * - `retry`: a chain whose first prompt is identical to an earlier completion's prompt (a client retry after an error
- *   or an unusable answer); `duplicate` when the chain is nothing but that re-sample. When the conversation went on
- *   from the re-sample instead (the repeated completion was the last of its chain), the re-sample's chain takes the
- *   role the repeated one had, and a repeated chain of that one completion becomes the `retry` (`duplicate`, its
- *   `source_chain` the chain that superseded it): what `retries: drop` leaves out is always the abandoned attempt.
+ * - `retry`: an attempt the harness abandoned for a re-sample of the same prompt (a client retry after an error or an
+ *   unusable answer). A chain whose first prompt repeats an earlier completion's supersedes the latest earlier chain
+ *   that ended at that prompt (its answer was never continued): it takes that chain's role, and that chain, when it is
+ *   nothing but the abandoned completion, becomes the `retry` (`duplicate`, `source_chain` = the chain that superseded
+ *   it). A re-sample of a prompt whose earlier answer the conversation went on from is the `retry` itself (`duplicate`
+ *   when it is nothing but that re-sample). So the attempt the harness kept (continued, or sampled last) keeps the role,
+ *   in both builders; an abandoned answer inside a longer chain stays in it.
  * - `compaction`: a new chain of the main conversation whose history is shorter than the main conversation had
  *   reached (the harness summarised its history).
  * Each trace gets `metadata.chain_role`, `metadata.source_chain` (the chain_index it came from: the repeated chain,
@@ -87,7 +89,8 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
   let mainSig: string | null = null;
   for (const [sig, prompts] of tally) if (mainSig === null || prompts.size > tally.get(mainSig)!.size) mainSig = sig;
 
-  const traceOf = new Map<number, Trace>(traces.map((trace) => [trace.metadata.chain_index as number, trace]));
+  /** Prompt key of a labelled chain's last completion → the latest such chain (and that completion's seq). */
+  const endedAt = new Map<string, { trace: Trace; lastSeq: number }>();
   const firstOf = (trace: Trace) => byId.get(trace.metadata.completion_ids[0]!);
   const ordered = traces.filter((t) => firstOf(t) !== undefined).sort((a, b) => firstOf(a)!.seq - firstOf(b)!.seq);
   const sorted = [...records].sort((a, b) => a.seq - b.seq);
@@ -105,10 +108,11 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
       if (signature(rec) === mainSig) lastMain = rec;
     }
     const repeated = seenPrompts.get(promptKey(first));
-    const original = repeated === undefined ? undefined : traceOf.get(chainOf.get(repeated.completion_id) ?? -1);
-    // The conversation went on from this re-sample and not from the attempt it repeated (that attempt was its chain's
-    // last completion): this chain is the conversation, and a one-completion attempt is the retry it superseded.
-    const superseding = original !== undefined && original !== trace && trace.metadata.completion_ids.length > 1 && original.metadata.completion_ids.at(-1) === repeated!.completion_id;
+    // The latest earlier chain that ended at this very prompt: the harness asked it again instead of going on from that
+    // chain's answer, so that answer was abandoned and this re-sample is the one the harness kept.
+    const held = repeated === undefined ? undefined : endedAt.get(promptKey(first));
+    const original = held !== undefined && held.lastSeq < first.seq ? held.trace : undefined;
+    const superseding = original !== undefined;
     let role: ChainRole;
     let source: number | null = null;
     if (superseding) {
@@ -138,6 +142,9 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
     } else role = 'main';
     trace.metadata.chain_role = role;
     trace.metadata.source_chain = source;
+    const lastId = trace.metadata.completion_ids.at(-1);
+    const last = lastId === undefined ? undefined : byId.get(lastId);
+    if (last !== undefined) endedAt.set(promptKey(last), { trace, lastSeq: last.seq });
     trace.metadata.reward_policy = role === 'side' && config.side_reward === 'zero' ? 'zero' : 'outcome';
     counts[role]++;
   }

@@ -27,7 +27,7 @@ function session(retries: number): CompletionRecord[] {
 }
 
 describe('labels', () => {
-  test('one side request retried 9 times: 1 main, 1 side, 9 retries of the side chain; duplicates dropped by default', () => {
+  test('one side request sampled 10 times: 1 main, 1 side (the last attempt, the one the harness kept), 9 retries; duplicates dropped by default', () => {
     const records = session(9);
     const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging' });
     expect(traj.metadata.reconstruction_stats.chain_roles).toEqual({ main: 1, side: 1, retry: 9, compaction: 0 });
@@ -35,10 +35,27 @@ describe('labels', () => {
     expect(traj.traces.map((t) => t.metadata.chain_role)).toEqual(['main', 'side']);
     expect(traj.traces[0]!.metadata.completion_ids).toHaveLength(5);
     expect(traj.traces[1]!.metadata.source_chain).toBe(0);
+    expect(traj.traces[1]!.response_ids[0]).toBe(209); // the 10th answer
     const kept = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', config: { retries: 'keep' } });
     const retries = kept.traces.filter((t) => t.metadata.chain_role === 'retry');
     expect(retries).toHaveLength(9);
-    expect(retries.every((t) => t.metadata.source_chain === 1 && t.metadata.duplicate === true)).toBe(true);
+    // Each abandoned attempt names the attempt that superseded it.
+    expect(retries.every((t) => t.metadata.duplicate === true && t.metadata.source_chain === (t.metadata.chain_index as number) + 1)).toBe(true);
+  });
+
+  test('the attempt the harness kept keeps the role, in both builders: a retried final answer, a retry then continued', () => {
+    // One-turn task retried once: the second answer is the one the harness ended with.
+    const once = [rec({ seq: 0, prompt: [1, 2], response: [10, EOT], messages: MAIN }), rec({ seq: 1, prompt: [1, 2], response: [20, EOT], messages: MAIN })];
+    for (const strategy of ['prefix_merging', 'per_request'] as const) {
+      const traj = buildTrajectory(once, { ...BASE, strategy });
+      expect(traj.traces.map((t) => [t.metadata.completion_ids, t.metadata.chain_role])).toEqual([[['c1'], 'main']]);
+      expect(traj.metadata.reconstruction_stats.dropped_completion_ids).toEqual(['c0']);
+    }
+    // per_request, retried then continued from the re-sample: the abandoned first answer is the retry.
+    const next = rec({ seq: 2, prompt: [1, 2, 20, EOT, 50], response: [30, EOT], messages: [...MAIN, say('assistant', 'a'), say('user', 'next')] });
+    const traj = buildTrajectory([...once, next], { ...BASE, strategy: 'per_request' });
+    expect(traj.traces.map((t) => t.metadata.completion_ids[0])).toEqual(['c1', 'c2']);
+    expect(traj.metadata.reconstruction_stats.dropped_completion_ids).toEqual(['c0']);
   });
 
   test('a retried first call whose re-sample the conversation continues: that chain is main, the abandoned attempt the retry', () => {
