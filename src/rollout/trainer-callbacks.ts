@@ -105,7 +105,7 @@ export class TrainerCallbacks {
 }
 
 /**
- * Wait before retry `attempts` + 1, ms: 0.5 s doubling to at most 60 s, so the default 12 retries span ~6.5 minutes
+ * Wait before retry `attempts` + 1, ms: 0.5 s doubling to at most 60 s, so the default 12 retries span about 6 minutes (363.5 s)
  * (a trainer restarting takes longer than the 16 s of the first five).
  */
 export function callbackBackoffMs(attempts: number): number {

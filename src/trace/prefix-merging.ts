@@ -129,21 +129,21 @@ export function buildPrefixMerged(
       continue;
     }
     const prompt = rec.prompt_ids;
-    const candidates = prefixChains(open, prompt);
-    if (candidates.length === 0) {
+    // Of the chains this prompt extends, the one whose sampled answer it holds verbatim (a retried turn leaves two
+    // chains with the same tip: the harness continued one of the answers); else the longest, most recent tip. Tips
+    // are compared lazily, longest first, and the search stops at the first verbatim join.
+    let join: Join | null = null;
+    let extended = false;
+    for (const candidate of shorterTips(open, prompt)) {
+      if (!isStrictPrefix(candidate.tip, prompt)) continue;
+      const found = joinOf(candidate, prompt, eotSet, singleEot);
+      if (!extended || (found !== null && found.verbatim)) join = found;
+      extended = true;
+      if (found !== null && found.verbatim) break;
+    }
+    if (!extended) {
       openChain(rec, open.length === 0 ? 'first' : droppedMessageOf(open, rec) ? 'dropped_message' : 'prefix_break');
       continue;
-    }
-    // Of the chains this prompt extends, the one whose sampled answer it holds verbatim (a retried turn leaves two
-    // chains with the same tip: the harness continued one of the answers); else the longest, most recent tip.
-    let join: Join | null = null;
-    for (const candidate of candidates) {
-      const found = joinOf(candidate, prompt, eotSet, singleEot);
-      if (found !== null && found.verbatim) {
-        join = found;
-        break;
-      }
-      if (candidate === candidates[0]) join = found;
     }
     if (join === null) {
       openChain(rec, eotSet.size === 0 ? 'eot_unknown' : 'no_eot');
@@ -216,12 +216,11 @@ function droppedMessageOf(open: readonly Chain[], rec: CompletionRecord): boolea
   return false;
 }
 
-/** The open chains whose tip is a strict prefix of `prompt`, longest tip first (ties: the most recently extended first). */
-function prefixChains(open: readonly Chain[], prompt: readonly number[]): Chain[] {
+/** The open chains whose tip is shorter than `prompt`, longest tip first (ties: the most recently extended first). */
+function shorterTips(open: readonly Chain[], prompt: readonly number[]): Chain[] {
   const candidates: Chain[] = [];
   for (const chain of open) if (chain.tip.length < prompt.length) candidates.push(chain);
-  candidates.sort((a, b) => b.tip.length - a.tip.length || b.lastSeq - a.lastSeq);
-  return candidates.filter((chain) => isStrictPrefix(chain.tip, prompt));
+  return candidates.sort((a, b) => b.tip.length - a.tip.length || b.lastSeq - a.lastSeq);
 }
 
 /** Where a prompt joins a chain: the interstitial starts at `from`; `verbatim` when the prompt holds the sampled answer. */

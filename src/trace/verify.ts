@@ -292,7 +292,11 @@ export function verifyTraces(records: readonly CompletionRecord[], trajectory: T
   });
 
   // Completions of traces the builder's config left out of training (retries, side requests) are stored, not lost.
-  const policyDropped = new Set(Array.isArray(trajectory?.metadata?.reconstruction_stats?.dropped_completion_ids) ? trajectory.metadata.reconstruction_stats.dropped_completion_ids : []);
+  // The list is taken only when the trajectory also counts dropped traces (a builder that names ids it did not drop
+  // as traces is still caught).
+  const stats = trajectory?.metadata?.reconstruction_stats;
+  const droppedTraces = Object.values(stats?.dropped_traces ?? {}).reduce((n, v) => n + (typeof v === 'number' ? v : 0), 0);
+  const policyDropped = new Set(droppedTraces > 0 && Array.isArray(stats?.dropped_completion_ids) ? stats.dropped_completion_ids : []);
   let leftOut = 0;
   for (const rec of byId.values()) {
     if (!usedIn.has(rec.completion_id) && policyDropped.has(rec.completion_id)) leftOut++;

@@ -113,6 +113,10 @@ describe('recorded harness requests', () => {
     expect(warning?.message).toContain('clear_tool_uses_20250919, clear_thinking_20251015');
     expect(() => decode({ ...base, context_management: { edits: 'all' } })).toThrow(/context_management\.edits/);
     expect(() => decode({ ...base, context_management: { edits: [{ keep: 'all' }] } })).toThrow(/context_management\.edits\[0\]\.type/);
+    // Two union branches that got equally far (base64 and url image sources): the union's own message, not a guess.
+    expect(() => decode({ ...base, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 5 } }] }] })).toThrow(
+      'messages[0].content[0].source: Invalid input',
+    );
   });
 
   test('Claude Code: stripBillingHeader=false keeps the line', () => {

@@ -126,6 +126,10 @@ describe('verifyTraces', () => {
     // Left out by builder.config (its ids in reconstruction_stats.dropped_completion_ids): counted, not a violation.
     const leftOut = clone(dropped);
     leftOut.metadata.reconstruction_stats.dropped_completion_ids = build(records, 'per_request').traces.at(-1)!.metadata.completion_ids;
+    // Named as dropped but no trace counted as dropped: a builder bug, still reported.
+    leftOut.metadata.reconstruction_stats.dropped_traces = { side: 0, retry: 0 };
+    expect(verifyTraces(records, leftOut).violations.map((v) => v.kind)).toEqual(['dropped_completion']);
+    leftOut.metadata.reconstruction_stats.dropped_traces = { side: 0, retry: 1 };
     const report = verifyTraces(records, leftOut);
     expect([report.ok, report.left_out_by_config, report.violations]).toEqual([true, 1, []]);
     expect(formatVerifyReport(report)).toContain('1 completion(s) left out by builder.config');

@@ -17,7 +17,7 @@ export const rolloutSchema = z
     /** Allow a non-loopback listen address without control_plane_token (anyone on the network may submit tasks). */
     insecure_no_token: z.boolean().default(false).describe('Allow `polar serve`, `polar rollout` and `polar gateway` to listen on a non-loopback address without a control-plane token (same as `--insecure-no-token`). Anyone who reaches the port can then submit tasks whose prepare actions and harness commands run on the gateway hosts; they refuse to start otherwise.'),
     /** Retries of a failed callback to a node or trainer (with backoff). */
-    callback_retries: z.number().int().min(0).default(12).describe('Retries of a trainer callback that failed, waiting 0.5 s doubling to at most 60 s between tries (12: about 6.5 minutes); then it is given up, logged and counted (polar_rollout_trainer_callbacks_total{outcome="failed"}), and the task view shows it (callback.state failed).'),
+    callback_retries: z.number().int().min(0).default(12).describe('Retries of a trainer callback that failed, waiting 0.5 s doubling to at most 60 s between tries (12: about 6 minutes); then it is given up, logged and counted (polar_rollout_trainer_callbacks_total{outcome="failed"}), and the task view shows it (callback.state failed).'),
   })
   .describe('The rollout server: task intake, node registry, scheduling, persistence and the trainer API.');
 

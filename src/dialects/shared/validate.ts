@@ -31,16 +31,22 @@ interface WireIssue {
 
 /**
  * A union's failure as the branch that got furthest into the value, so `content: "x" | [parts]` with a bad part names
- * `content[0].text` rather than "Invalid input" at `content`; a union no branch got into stays as it is.
+ * `content[0].text` rather than "Invalid input" at `content`; a union no branch got into, or two got equally far
+ * into, stays as it is.
  */
 function deepestIssue(issue: WireIssue): { path: readonly PropertyKey[]; message: string } {
   if (issue.code === 'invalid_union' && Array.isArray(issue.errors)) {
     let best: { path: readonly PropertyKey[]; message: string } | null = null;
+    let tie = false;
     for (const branch of issue.errors) {
       const inner = branch[0] === undefined ? null : deepestIssue(branch[0]);
-      if (inner !== null && inner.path.length > 0 && (best === null || inner.path.length > best.path.length)) best = inner;
+      if (inner === null || inner.path.length === 0) continue;
+      if (best !== null && inner.path.length === best.path.length) tie = true;
+      else if (best === null || inner.path.length > best.path.length) (best = inner), (tie = false);
     }
-    if (best !== null) return { path: [...issue.path, ...best.path], message: best.message };
+    // Two branches that got equally far (e.g. `{type: "url", url: 5}` against the base64 and url image sources) cannot
+    // say which one was meant: the union's own message stays.
+    if (best !== null && !tie) return { path: [...issue.path, ...best.path], message: best.message };
   }
   return { path: issue.path, message: issue.message };
 }
