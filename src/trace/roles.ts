@@ -80,11 +80,14 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
   for (const trace of traces) for (const id of trace.metadata.completion_ids) chainOf.set(id, trace.metadata.chain_index as number);
   // The main signature: the one with the most distinct prompts (turns; retries count once), the earliest on a tie.
   const tally = new Map<string, Set<string>>();
+  // Each record's prompt key once (a hash over its whole prompt): the tally, the retry check and the chain ends read it.
+  const keys = new Map<CompletionRecord, string>(records.map((rec) => [rec, promptKey(rec)]));
+  const keyOf = (rec: CompletionRecord) => keys.get(rec)!;
   for (const rec of [...records].sort((a, b) => a.seq - b.seq)) {
     const sig = signature(rec);
     let prompts = tally.get(sig);
     if (!prompts) tally.set(sig, (prompts = new Set()));
-    prompts.add(promptKey(rec));
+    prompts.add(keyOf(rec));
   }
   let mainSig: string | null = null;
   for (const [sig, prompts] of tally) if (mainSig === null || prompts.size > tally.get(mainSig)!.size) mainSig = sig;
@@ -103,19 +106,19 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
     const first = firstOf(trace)!;
     while (cursor < sorted.length && sorted[cursor]!.seq < first.seq) {
       const rec = sorted[cursor++]!;
-      const key = promptKey(rec);
+      const key = keyOf(rec);
       if (!seenPrompts.has(key)) seenPrompts.set(key, rec);
       if (signature(rec) === mainSig) lastMain = rec;
     }
-    const repeated = seenPrompts.get(promptKey(first));
+    const firstKey = keyOf(first);
+    const repeated = seenPrompts.get(firstKey);
     // The latest earlier chain that ended at this very prompt: the harness asked it again instead of going on from that
     // chain's answer, so that answer was abandoned and this re-sample is the one the harness kept.
-    const held = repeated === undefined ? undefined : endedAt.get(promptKey(first));
+    const held = repeated === undefined ? undefined : endedAt.get(firstKey);
     const original = held !== undefined && held.lastSeq < first.seq ? held.trace : undefined;
-    const superseding = original !== undefined;
     let role: ChainRole;
     let source: number | null = null;
-    if (superseding) {
+    if (original !== undefined) {
       role = original.metadata.chain_role as ChainRole;
       source = (original.metadata.source_chain as number | null) ?? null;
       if (original.metadata.completion_ids.length === 1) {
@@ -144,7 +147,7 @@ export function labelChainRoles(traces: Trace[], records: readonly CompletionRec
     trace.metadata.source_chain = source;
     const lastId = trace.metadata.completion_ids.at(-1);
     const last = lastId === undefined ? undefined : byId.get(lastId);
-    if (last !== undefined) endedAt.set(promptKey(last), { trace, lastSeq: last.seq });
+    if (last !== undefined) endedAt.set(keyOf(last), { trace, lastSeq: last.seq });
     trace.metadata.reward_policy = role === 'side' && config.side_reward === 'zero' ? 'zero' : 'outcome';
     counts[role]++;
   }
