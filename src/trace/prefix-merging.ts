@@ -231,11 +231,20 @@ interface Join {
 }
 
 /**
- * How `prompt` continues `chain` (whose tip it extends): the first end-of-turn id after the tip closes the previous
- * answer as the engine saw it. Null when the tail holds no end-of-turn id. Scans only the tail, so O(new tokens).
+ * How `prompt` continues `chain` (whose tip it extends). When the tail starts with the chain's last sampled answer,
+ * verbatim, the interstitial starts right after it, whatever id that answer ended on (a stop id other than the
+ * end-of-turn one, such as Qwen's `<|endoftext|>`, or none when truncated). Otherwise the answer was re-rendered, and
+ * the first end-of-turn id after the tip closes it as the engine saw it. Null when neither finds the split. Reads only
+ * the tail, so O(new tokens).
  */
 function joinOf(chain: Chain, prompt: readonly number[], eotSet: ReadonlySet<number>, singleEot: number | null): Join | null {
   const start = chain.tip.length;
+  const sampled = chain.lastResponse;
+  if (start + sampled.length <= prompt.length) {
+    let same = 0;
+    while (same < sampled.length && prompt[start + same] === sampled[same]) same++;
+    if (same === sampled.length) return { chain, from: start + same, verbatim: true };
+  }
   let eotAt = -1;
   if (singleEot !== null) {
     for (let i = start; i < prompt.length; i++) if (prompt[i] === singleEot) { eotAt = i; break; }
@@ -245,11 +254,8 @@ function joinOf(chain: Chain, prompt: readonly number[], eotSet: ReadonlySet<num
   if (eotAt < 0) return null;
   const prevLast = chain.lastResponse[chain.lastResponse.length - 1];
   // A truncated answer has no EOT of its own: the interstitial then starts at the canonical EOT that closes it.
-  const from = prevLast !== undefined && eotSet.has(prevLast) ? eotAt + 1 : eotAt;
-  // tail[0, from) is the previous answer as the engine saw it in this prompt; compare it with what was sampled.
-  let verbatim = from - start === chain.lastResponse.length;
-  for (let i = 0; verbatim && i < from - start; i++) verbatim = prompt[start + i] === chain.lastResponse[i];
-  return { chain, from, verbatim };
+  // tail[0, from) is the previous answer as the engine saw it in this prompt, which differs from the sampled one.
+  return { chain, from: prevLast !== undefined && eotSet.has(prevLast) ? eotAt + 1 : eotAt, verbatim: false };
 }
 
 function finishChain(chain: Chain, ctx: BuildContext): Trace {

@@ -11,8 +11,10 @@ export type ChainStart = 'first' | BreakReason;
 /**
  * Break reasons counted in `reconstruction_stats.breaks`:
  * - `prefix_break`: the prompt extends no open chain's tip (sub-agent, compaction, rewritten history);
- * - `no_eot`: the prompt extends a tip but its canonical tail holds no end-of-turn id, so the split failed;
- * - `eot_unknown`: no EOT id was configured and none could be detected (no completion finished with stop);
+ * - `no_eot`: the prompt extends a tip without holding its sampled answer verbatim, and its tail holds no end-of-turn
+ *   id, so the split failed;
+ * - `eot_unknown`: the same, when no EOT id was configured and none could be detected (no completion finished with
+ *   stop);
  * - `capture_error`: the record's token capture is unsound; it gets a chain of its own, masked;
  * - `dropped_message`: a prefix break whose cause is known: the request continues a chain's conversation after the
  *   answer, but dropped the user message(s) the chain's last request ended with (a per-request context message the

@@ -129,13 +129,36 @@ describe('prefix_merging details', () => {
     expect(traj.metadata.reconstruction_stats.breaks.no_eot).toBe(1);
   });
 
-  test('without any EOT id (none configured, no completion stopped) every join fails as eot_unknown, none dropped', () => {
+  test('without any EOT id (none configured, no completion stopped) a re-rendered join fails as eot_unknown, none dropped; a verbatim one joins', () => {
     const a = rec({ seq: 0, prompt: [1, 2], response: [10], finish: 'length' });
-    const b = rec({ seq: 1, prompt: [1, 2, 10, 5], response: [11], finish: 'length' });
+    const b = rec({ seq: 1, prompt: [1, 2, 12, 5], response: [11], finish: 'length' });
     const traj = buildTrajectory([a, b], { ...BASE, strategy: 'prefix_merging' });
     expect(traj.traces).toHaveLength(2);
     expect(traj.metadata.reconstruction_stats.breaks.eot_unknown).toBe(1);
     expect(traj.metadata.eot_ids).toEqual([]);
+    // The next prompt holds the truncated answer as sampled: the split is known without an EOT id.
+    const held = rec({ seq: 1, prompt: [1, 2, 10, 5], response: [11], finish: 'length' });
+    const joined = buildTrajectory([a, held], { ...BASE, strategy: 'prefix_merging' });
+    expect(joined.traces.map((t) => [t.response_ids, t.loss_mask])).toEqual([[[10, 5, 11], [1, 0, 1]]]);
+    expect(joined.metadata.reconstruction_stats.breaks.eot_unknown).toBe(0);
+    expect(verifyTraces([a, held], joined).ok).toBe(true);
+  });
+
+  test('an answer that ended on another stop id (Qwen <|endoftext|> where turns end with <|im_end|>) joins verbatim in both modes', () => {
+    // The token-mode proxy appends no end-of-turn id after a sample a stop id closed, so the next prompt holds
+    // [.., 10, STOP, 50, ..] and the first EOT after the tip is the one closing the next message. Detected EOT = 99.
+    const STOP = 98;
+    for (const mode of ['chat', 'token'] as const) {
+      const a = rec({ seq: 0, prompt: [1, 2], response: [10, EOT], finish: 'tool-calls', mode });
+      const b = rec({ seq: 1, prompt: [1, 2, 10, EOT, 40, 41, EOT, 42], response: [11, STOP], mode });
+      const c = rec({ seq: 2, prompt: [1, 2, 10, EOT, 40, 41, EOT, 42, 11, STOP, 50, 51, EOT, 52], response: [12, EOT], mode });
+      const traj = buildTrajectory([a, b, c], { ...BASE, strategy: 'prefix_merging' });
+      expect(traj.metadata.eot_ids).toEqual([EOT]);
+      expect(traj.traces).toHaveLength(1);
+      expect(sampledOf(traj.traces[0]!)).toEqual([10, EOT, 11, STOP, 12, EOT]);
+      expect(traj.metadata.reconstruction_stats).toMatchObject({ chains: 1, rerender_mismatches: 0, breaks: { history_changed: 0, no_eot: 0 } });
+      expect(verifyTraces([a, b, c], traj).ok).toBe(true);
+    }
   });
 
   test('a join whose next prompt re-rendered the sampled answer still merges, and is counted as a re-render mismatch', () => {
@@ -291,7 +314,16 @@ describe('properties (seeded)', () => {
         const traj = buildTrajectory(records, { ...BASE, strategy: 'prefix_merging', eotIds });
         const hasStop = records.some((r) => r.finish_reason.unified !== 'length');
         if (!eotIds && !hasStop) {
-          expect(traj.traces).toHaveLength(records.length); // nothing to split on: per-completion chains, none dropped
+          // No EOT to split on: only a prompt that holds the previous answer verbatim joins; the rest open chains.
+          const held = (i: number) => {
+            const prev = records[i - 1]!;
+            const at = prev.prompt_ids.length;
+            return prev.response_ids.every((id, k) => records[i]!.prompt_ids[at + k] === id);
+          };
+          const chains = 1 + records.slice(1).filter((_, k) => !held(k + 1)).length;
+          expect(traj.traces).toHaveLength(chains);
+          expect(traj.traces.flatMap(sampledOf)).toEqual(records.flatMap((r) => r.response_ids));
+          expect(traj.metadata.reconstruction_stats).toMatchObject({ merged: records.length, rerender_mismatches: 0, breaks: { eot_unknown: chains - 1 } });
           continue;
         }
         expect(traj.traces).toHaveLength(1);
