@@ -3,7 +3,9 @@
  * one example task with one sample, in chat and in token mode, against the in-process simulator: the session ends
  * COMPLETED with the CLI's own result saying success, the model's tool calls really ran (a later call carries a tool
  * result), and `polar trace verify` finds every sampled token with its logprob. The full matrix (every task, several
- * samples) is scripts/harness-matrix.sh. Runs only inside a loopback-only network namespace (`npm test`).
+ * samples) is scripts/harness-matrix.sh. The token-mode runs of the three CLIs have no `node` or `npm` on PATH (the
+ * JavaScript ones then run on polar's own Bun; run-without-node.test.ts covers the other harnesses). Runs only inside a
+ * loopback-only network namespace (`npm test`).
  */
 import { afterAll, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,6 +18,7 @@ import { openStore } from '../../src/store/index.ts';
 import { NEEDS_ISOLATION, networkIsolated } from '../support/isolation.ts';
 import { SHELL_AGENT_RUN_FLAGS } from '../support/polar-cli.ts';
 import { expectCompletedToolLoop } from '../support/run-checks.ts';
+import { pathWithoutNode } from '../support/without-node.ts';
 
 const root = resolve(import.meta.dir, '../..');
 const bun = process.execPath;
@@ -25,10 +28,10 @@ const taskDir = join(root, 'examples/tasks/mean-empty');
 const task = loadTaskDir(taskDir)[0]!.task;
 const RUN_TIMEOUT_S = 200;
 
-async function polarRun(harness: string, mode: 'chat' | 'token', extra: string[] = [], name = `${harness}-${mode}`): Promise<{ code: number; stdout: string; stderr: string; dir: string }> {
+async function polarRun(harness: string, mode: 'chat' | 'token', extra: string[] = [], name = `${harness}-${mode}`, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string; dir: string }> {
   const dir = join(out, name);
   const argv = [bun, 'src/main.ts', 'run', taskDir, '--harness', harness, '--mode', mode, '--samples', '1', '--out', dir, '--quiet', '--timeout-s', String(RUN_TIMEOUT_S), ...extra];
-  const proc = Bun.spawn(argv, { cwd: root, stdout: 'pipe', stderr: 'pipe', timeout: (RUN_TIMEOUT_S + 15) * 1000, killSignal: 'SIGKILL' });
+  const proc = Bun.spawn(argv, { cwd: root, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe', timeout: (RUN_TIMEOUT_S + 15) * 1000, killSignal: 'SIGKILL' });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0) console.error(`${harness} ${mode}:`, stdout.slice(-3000), stderr.slice(-3000));
   return { code, stdout, stderr, dir };
@@ -54,11 +57,11 @@ const CLIS: { harness: string; shellTool: string; what: string }[] = [
 ];
 
 for (const { harness, shellTool, what } of CLIS) {
-  test.skipIf(!networkIsolated())(`polar run --harness ${harness} (${what}): tool loop completes in chat and token mode, trace verify clean ${NEEDS_ISOLATION}`, async () => {
+  test.skipIf(!networkIsolated())(`polar run --harness ${harness} (${what}): tool loop completes in chat and token mode (token mode with no node on PATH), trace verify clean ${NEEDS_ISOLATION}`, async () => {
     // npm test installs every adapter's pinned CLI first (test/support/install-harnesses.ts).
     expect(harnessPaths(defaultHarnessCache(), getHarnessAdapter(harness).package!).installed).toBe(true);
     // Both modes at once: most of a CLI's run time is its own start-up and waiting, not the simulator.
-    const runs = await Promise.all([polarRun(harness, 'chat'), polarRun(harness, 'token')]);
+    const runs = await Promise.all([polarRun(harness, 'chat'), polarRun(harness, 'token', [], `${harness}-token`, { PATH: pathWithoutNode() })]);
     for (const [i, mode] of (['chat', 'token'] as const).entries()) {
       expect(runs[i]!.code).toBe(0);
       const records = expectCompletedToolLoop(runs[i]!.dir, task.task_id, { firstCallToolCalls: true, shellTool, mode });
