@@ -140,6 +140,10 @@ export class DeltaEmitter {
    */
   finish(response: IRResponse): Warning[] {
     const diverged: string[] = [];
+    // The record decides the rest of each block: what is held back (whitespace, a possible stop string's start) is
+    // either in the record beyond what was sent, and goes out with it below, or not in the record at all.
+    this.reasoningHeld = '';
+    this.textHeld = '';
     const reasoning = response.reasoning?.text ?? '';
     if (!reasoning.startsWith(this.reasoningSent)) diverged.push('reasoning');
     else if (reasoning.length > this.reasoningSent.length) {

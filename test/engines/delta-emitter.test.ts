@@ -64,3 +64,17 @@ test('a stream that sent what the record does not contain is flagged', () => {
   const { warnings } = run((e) => e.text('hello'), response({ content: [{ type: 'text', text: 'goodbye' }] }));
   expect(warnings.map((w) => w.code)).toEqual(['stream-diverged']);
 });
+
+test('what was held back goes out once: from the record at the end, never again when the block closes', () => {
+  // Chat mode: trailing whitespace the record keeps, and a whitespace-only answer.
+  for (const [pieces, final] of [[['Hello', ' world', '\n'], 'Hello world\n'], [['  ', '\n'], '  \n'], [['Hello', '\n\n'], 'Hello']] as const) {
+    const { text, warnings } = run((e) => { for (const piece of pieces) e.text(piece); }, response({ content: [{ type: 'text', text: final }] }));
+    expect({ pieces, text, warnings }).toEqual({ pieces, text: final, warnings: [] });
+  }
+  // Token mode with a stop string: the look-behind tail (stop length - 1 characters) is held, then sent from the record.
+  const cut = run((e) => { for (const piece of ['Hello', ' world']) e.text(piece); }, response({ content: [{ type: 'text', text: 'Hello world' }] }), { trimLeadingNewlines: true, stops: ['STOPSTOP'] });
+  expect(cut).toMatchObject({ text: 'Hello world', warnings: [] });
+  // Reasoning: its held trailing whitespace is not sent twice either.
+  const { events } = run((e) => { e.reasoning('think '); e.reasoning('more\n'); }, response({ reasoning: { text: 'think more\n' }, toolCalls: [{ id: 'c', name: 'Bash', arguments: '{}' }] }));
+  expect(events.flatMap((e) => (e.type === 'reasoning-delta' ? [e.text] : [])).join('')).toBe('think more\n');
+});
