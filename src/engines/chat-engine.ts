@@ -17,7 +17,7 @@ import { EngineAnswerReader } from './answer-json.ts';
 import { ChatBodyMemo } from './body-memo.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
-import { parseEventData, sseData } from './sse.ts';
+import { brokeOff, parseEventData, sseData } from './sse.ts';
 import { detectSystemPlacement } from './system-placement.ts';
 import { buildChatRequest, type ReasoningField, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
@@ -254,6 +254,7 @@ export class ChatModeEngine implements EngineClient {
           promptSent = true;
         }
       }
+      if (!chunks.finished) throw new GatewayError('upstream', brokeOff(what));
     } catch (thrown) {
       if (timedOut()) throw new GatewayError('timeout', `${what} did not finish its stream within ${this.opts.timeoutMs} ms`, { cause: thrown });
       throw thrown;

@@ -39,6 +39,11 @@ export class ChatChunkAccumulator {
     return null;
   }
 
+  /** Whether a chunk carried the choice's `finish_reason`: a stream that ends without one broke off. */
+  get finished(): boolean {
+    return this.finishReason !== null;
+  }
+
   /** Take one chunk; its text and tool-call fragments go to `emitter` as they come. */
   push(chunk: Json, emitter: DeltaEmitter): void {
     if (typeof chunk.id === 'string' && this.id === '') this.id = chunk.id;

@@ -10,6 +10,14 @@ import { GatewayError } from '../core/errors.ts';
 import { MIN_ANSWER_MEMO_BYTES } from './answer-json.ts';
 
 /**
+ * The error message for an engine stream whose body ended (or gave `[DONE]`) before any chunk said the answer was
+ * finished: the answer is cut short, and the completion is not recorded as if it were whole.
+ */
+export function brokeOff(what: string): string {
+  return `${what}: the stream ended before the answer finished (no finish_reason)`;
+}
+
+/**
  * The `data` of each event of an SSE body as UTF-8 bytes, in order; stops at `[DONE]` or the end of the body.
  * Linear in the body's size and never decoded here: an engine's first chunk can be ~600 KB (vLLM echoes 100k prompt
  * ids in it) and arrives over many reads, so each read is normalised and searched on its own (natively), an event's

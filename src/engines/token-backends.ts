@@ -313,6 +313,11 @@ export function tokenBackendFor(kind: EngineKind): TokenBackend | null {
 export interface TokenChunkAccumulator {
   push(chunk: Json): number[];
   body(): Json;
+  /**
+   * Whether a chunk said the answer is finished (a finish reason; llama.cpp's `stop: true`). A body that ends without
+   * one broke off, however cleanly the connection closed.
+   */
+  finished(): boolean;
 }
 
 /** Streaming flavour of each backend: the body with streaming switched on, and the chunk accumulator. */
@@ -352,6 +357,7 @@ export const sglangStreaming: TokenStreaming = {
         const meta = isObject(last.meta_info) ? last.meta_info : {};
         return { ...last, output_ids: ids, meta_info: { ...meta, output_token_logprobs: entries } };
       },
+      finished: () => isObject(last.meta_info) && last.meta_info.finish_reason !== null && last.meta_info.finish_reason !== undefined,
     };
   },
 };
@@ -385,6 +391,7 @@ export const vllmStreaming: TokenStreaming = {
         if (promptIds) choice.prompt_token_ids = promptIds;
         return { choices: [choice], ...(usage ? { usage } : {}) };
       },
+      finished: () => finish !== null,
     };
   },
 };
@@ -405,6 +412,7 @@ export const llamacppStreaming: TokenStreaming = {
         return added;
       },
       body: () => ({ ...last, tokens: ids, completion_probabilities: probabilities }),
+      finished: () => last.stop === true,
     };
   },
 };

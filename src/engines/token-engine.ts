@@ -23,7 +23,7 @@ import { loadTokenizer, type LoadedTokenizer } from '../tokenization/tokenizer.t
 import { buildChatRequest, type SamplingDefaults, type SystemMessagePlacement } from './chat-request.ts';
 import { DeltaEmitter } from './delta-emitter.ts';
 import { engineFetchJson, engineFetchStream, engineHeaders, onceUntilFailure, probeServedModel } from './http.ts';
-import { parseEventData, sseData } from './sse.ts';
+import { brokeOff, parseEventData, sseData } from './sse.ts';
 import { parseEchoedAnswer } from './answer-json.ts';
 import { PromptIdsJson, type IdsBody } from './prompt-ids-json.ts';
 import { tokenStreamingFor, type TokenBackend, type TokenRequestInput, type TokenSampling } from './token-backends.ts';
@@ -381,6 +381,7 @@ export class TokenModeEngine implements EngineClient {
         if (inBand !== undefined) throw new GatewayError('upstream', `${what} failed mid-stream: ${JSON.stringify(inBand).slice(0, 500)}`);
         splitter.push(decoder.push(chunks.push(chunk as Record<string, unknown>)));
       }
+      if (!chunks.finished()) throw new GatewayError('upstream', brokeOff(what));
     } catch (thrown) {
       if (timedOut()) throw new GatewayError('timeout', `${what} did not finish its stream within ${this.opts.timeoutMs} ms`, { cause: thrown });
       throw thrown;

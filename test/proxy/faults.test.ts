@@ -5,7 +5,9 @@
  * 3. Anthropic `message_start.usage.input_tokens` is the real prompt count on a true stream (chat and token mode);
  * 4. empty tool arguments from the engine ("") reach clients as {};
  * 5. lone UTF-16 surrogates are made well-formed before the engine, with a warning;
- * 6. whitespace-only text next to a tool call is dropped (no empty text block / message item / text part).
+ * 6. whitespace-only text next to a tool call is dropped (no empty text block / message item / text part);
+ * 7. an engine stream that ends cleanly before any chunk carried a finish reason is an error in the client's stream,
+ *    never a finished (and recorded, trainable) answer.
  * Chat mode runs against the scripted fake engine (JSON answers: streams are replays) and, for the true stream, the
  * simulator; token mode against the simulator.
  */
@@ -282,5 +284,51 @@ describe('true streams from the simulator', () => {
       expect(record.prompt_ids.length).toBeGreaterThan(20);
       expect(v.inputTokensAtStart).toBe(record.prompt_ids.length);
     });
+  }
+});
+
+describe('7 an engine stream that ends early', () => {
+  let sim: SimServer;
+  let cutter: ReturnType<typeof Bun.serve>;
+  const proxies: Record<CaptureMode, Proxy | null> = { chat: null, token: null };
+  let n = 0;
+  const key = () => `e${n++}`;
+  beforeAll(async () => {
+    sim = await SimServer.start({ port: 0, prefillTps: 0, decodeTps: 0, scripts: { t: { variants: { a: { weight: 1, steps: [{ say: 'one two three four five six seven eight nine ten eleven twelve' }] } } } } });
+    // In front of the simulator: a streamed answer passes its events up to the one with the finish reason (or usage,
+    // or [DONE]), then the body ends cleanly, as an engine that dies between chunks behind a buffering proxy would.
+    cutter = Bun.serve({
+      port: 0, hostname: '127.0.0.1', idleTimeout: 0,
+      async fetch(req) {
+        const url = new URL(req.url);
+        const body = req.method === 'POST' ? await req.text() : undefined;
+        const upstream = await fetch(sim.url + url.pathname + url.search, { method: req.method, headers: req.headers, body });
+        if (!(upstream.headers.get('content-type') ?? '').includes('text/event-stream')) return upstream;
+        const events = (await upstream.text()).split('\n\n').filter((e) => e.trim() !== '');
+        // The engine client's start-up probe (session polar-probe) gets the whole stream.
+        if (!/^e\d+$/.test(req.headers.get('x-polar-session') ?? '')) return new Response(`${events.join('\n\n')}\n\n`, { headers: { 'content-type': 'text/event-stream' } });
+        const end = events.findIndex((e) => /"finish_reason":\s*[^\sn]|"usage":\s*\{|\[DONE\]/.test(e));
+        return new Response(`${events.slice(0, end).join('\n\n')}\n\n`, { headers: { 'content-type': 'text/event-stream' } });
+      },
+    });
+    for (const mode of ['chat', 'token'] as const) proxies[mode] = await proxyFor(`http://127.0.0.1:${cutter.port}`, 'sim', mode, Array.from({ length: 100 }, (_, i) => `e${i}`));
+  });
+  afterAll(async () => {
+    for (const proxy of Object.values(proxies)) await proxy?.stop();
+    await cutter.stop(true);
+    await sim.stop();
+  });
+
+  for (const mode of ['chat', 'token'] as const) {
+    for (const dialect of DIALECTS) {
+      test(`${mode} mode, ${dialect} stream: the client's stream ends in an error, and nothing is recorded as finished`, async () => {
+        const k = key();
+        const res = await fetch(proxies[mode]!.url + PATH[dialect](true), { method: 'POST', headers: { 'content-type': 'application/json', ...AUTH[dialect](k) }, body: JSON.stringify(requestBody(dialect, { stream: true })) });
+        const text = await res.text();
+        expect(text).toContain('no finish_reason');
+        expect(text).not.toMatch(/"(stop_reason|finish_reason|finishReason)":\s*"(end_turn|stop|STOP|OTHER)"|response\.completed/);
+        expect(proxies[mode]!.store.completions.listBySession(k)).toEqual([]);
+      });
+    }
   }
 });
