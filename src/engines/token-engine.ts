@@ -447,7 +447,7 @@ export class TokenModeEngine implements EngineClient {
         outputTokens: result.responseIds.length,
         cachedInputTokens: result.cachedTokens,
         // Families without a think block in text (gpt-oss's analysis channel): the reasoning text's own token count.
-        reasoningTokens: reasoning === null ? 0 : this.family!.thinkClose === null ? this.tokenizer!.encode(reasoning).length : closeAt >= 0 ? closeAt : plan.promptOpenedThinking ? result.responseIds.length : 0,
+        reasoningTokens: reasoning === null ? 0 : this.family!.thinkClose === null ? this.tokenizer!.encode(reasoning).length : closeAt >= 0 ? closeAt : result.responseIds.length,
       },
       warnings: [],
       createdAt: this.now(),

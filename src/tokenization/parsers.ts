@@ -37,13 +37,19 @@ const THINK_END = '</think>';
 const TOOL_START = '<tool_call>';
 const TOOL_CALL_RE = /<tool_call>([\s\S]*?)<\/tool_call>|<tool_call>([\s\S]*)/g;
 
-/** Split reasoning from the rest, as vLLM's qwen3 reasoning parser does (opening tag optional). */
+/**
+ * Split reasoning from the rest, as vLLM's qwen3 reasoning parser does (opening tag optional). One difference: a think
+ * block that is open at the end of the text (the answer was cut off while thinking) is reasoning, whether the prompt
+ * or the text opened it, as vLLM's streaming parser sends it; vLLM's whole-answer parser returns it as content. So a
+ * streamed reply (token-stream.ts) and the record agree.
+ */
 export function splitQwen3Reasoning(text: string, options: ParseOptions = {}): { reasoning: string | null; rest: string } {
   const start = text.indexOf(THINK_START);
   const afterStart = start >= 0 ? text.slice(start + THINK_START.length) : text;
   const end = afterStart.indexOf(THINK_END);
   if (end < 0) {
-    if (options.promptOpenedThinking && start < 0) return { reasoning: afterStart, rest: '' };
+    const opened = start < 0 ? options.promptOpenedThinking === true : text.slice(0, start).trim() === '';
+    if (opened) return { reasoning: afterStart, rest: '' };
     return { reasoning: null, rest: afterStart };
   }
   return { reasoning: afterStart.slice(0, end), rest: afterStart.slice(end + THINK_END.length) };

@@ -7,7 +7,9 @@
  * 5. lone UTF-16 surrogates are made well-formed before the engine, with a warning;
  * 6. whitespace-only text next to a tool call is dropped (no empty text block / message item / text part);
  * 7. an engine stream that ends cleanly before any chunk carried a finish reason is an error in the client's stream,
- *    never a finished (and recorded, trainable) answer.
+ *    never a finished (and recorded, trainable) answer;
+ * 8. token mode, an answer cut off by max_tokens inside the think block it opened: streamed once, as reasoning, and
+ *    recorded as reasoning (it was streamed as reasoning and then again as text).
  * Chat mode runs against the scripted fake engine (JSON answers: streams are replays) and, for the true stream, the
  * simulator; token mode against the simulator.
  */
@@ -330,5 +332,36 @@ describe('7 an engine stream that ends early', () => {
         expect(proxies[mode]!.store.completions.listBySession(k)).toEqual([]);
       });
     }
+  }
+});
+
+describe('8 token mode: cut off while thinking', () => {
+  let sim: SimServer;
+  let proxy: Proxy;
+  beforeAll(async () => {
+    sim = await SimServer.start({ port: 0, prefillTps: 0, decodeTps: 0, scripts: { t: { variants: { a: { weight: 1, steps: [{ think: 'I should look at the files first and then decide', say: 'done' }] } } } } });
+    proxy = await proxyFor(sim.url, 'sim', 'token', ['c0', 'c1']);
+  });
+  afterAll(async () => {
+    await proxy.stop();
+    await sim.stop();
+  });
+
+  for (const [dialect, key] of [['anthropic', 'c0'], ['chat', 'c1']] as const) {
+    test(`${dialect} stream: the thinking text is sent once, as reasoning, and recorded as reasoning`, async () => {
+      const body = { ...requestBody(dialect, { stream: true }), max_tokens: 6 };
+      const res = await fetch(proxy.url + PATH[dialect](true), { method: 'POST', headers: { 'content-type': 'application/json', ...AUTH[dialect](key) }, body: JSON.stringify(body) });
+      const events = (await res.text()).split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+      const record = proxy.store.completions.listBySession(key)[0]!;
+      expect(record.finish_reason.unified).toBe('length');
+      const reasoning = record.ir_response!.reasoning?.text ?? '';
+      expect(reasoning.length).toBeGreaterThan(0);
+      expect(record.ir_response!.content).toEqual([]);
+      expect(record.warnings.join(' ')).not.toContain('stream-diverged');
+      const streamed = dialect === 'anthropic'
+        ? { thinking: events.map((e) => e.delta?.thinking ?? '').join(''), text: events.map((e) => e.delta?.text ?? '').join('') }
+        : { thinking: events.map((e) => e.choices?.[0]?.delta?.reasoning_content ?? '').join(''), text: events.map((e) => e.choices?.[0]?.delta?.content ?? '').join('') };
+      expect(streamed).toEqual({ thinking: reasoning, text: '' });
+    });
   }
 });

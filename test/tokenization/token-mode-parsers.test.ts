@@ -26,6 +26,11 @@ describe('Qwen3 (hermes JSON in <tool_call>)', () => {
     expect(cut).toEqual({ reasoning: 'still thinking when cut', content: '', toolCalls: [] });
   });
 
+  test('cut off inside a think block the text opened: reasoning, as the stream sent it; a <think> after other text is not an opening', () => {
+    expect(parseQwen3Output('\n<think>\nI should look')).toEqual({ reasoning: '\nI should look', content: '', toolCalls: [] });
+    expect(parseQwen3Output('Use <think> tags')).toMatchObject({ reasoning: null });
+  });
+
   test('a call inside reasoning stays reasoning', () => {
     const out = parseQwen3Output('<think>\nmaybe <tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>\n</think>\n\nNo call.');
     expect(out.toolCalls).toEqual([]);
