@@ -305,6 +305,11 @@ export class TokenModeEngine implements EngineClient {
     const kwargs = body.chat_template_kwargs as { enable_thinking?: boolean } | undefined;
     const settings: RenderSettings = { tools: (body.tools as ChatTool[] | undefined) ?? [] };
     if (kwargs?.enable_thinking !== undefined) settings.enableThinking = kwargs.enable_thinking;
+    if (request.toolChoice !== undefined && request.toolChoice !== 'auto' && settings.tools.length > 0) {
+      // The token endpoints sample from the rendered prompt; nothing forces or forbids the family's tool-call syntax.
+      const choice = typeof request.toolChoice === 'string' ? `"${request.toolChoice}"` : `{name: "${request.toolChoice.name}"}`;
+      warnings.push({ code: 'tool-choice-not-enforced', message: `token mode: tool_choice ${choice} is not enforced; the model sees the tools and its answer is parsed as with "auto"` });
+    }
     if (request.responseFormat && settings.enableThinking !== false && this.familyIds?.thinkClose !== undefined) {
       // The token endpoints apply the grammar from the first sampled token, so a think block could never be sampled:
       // render the turn with thinking off (the template closes an empty think block) and say so.

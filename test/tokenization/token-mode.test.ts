@@ -187,6 +187,21 @@ describe('token mode × dialects against the simulator', () => {
     expect(trajectory.metadata.reconstruction_stats.chains).toBe(2);
   });
 
+  test('a tool_choice other than auto is not enforced in token mode, and says so; auto and none without tools do not warn', async () => {
+    const tools = [{ type: 'function', function: { name: 'bash', description: 'Run a shell command', parameters: schema } }];
+    const warningsOf = async (key: string, extra: Record<string, unknown>) => {
+      const response = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'What is in this project?' }], ...extra }) });
+      expect(response.status).toBe(200);
+      await response.text();
+      return response.headers.get('x-polar-warnings') ?? '';
+    };
+    for (const [i, choice] of (['none', 'required', { type: 'function', function: { name: 'bash' } }] as const).entries()) {
+      expect(await warningsOf(`tok-choice-${i}`, { tools, tool_choice: choice })).toContain('tool-choice-not-enforced');
+    }
+    expect(await warningsOf('tok-choice-auto', { tools, tool_choice: 'auto' })).not.toContain('tool-choice-not-enforced');
+    expect(await warningsOf('tok-choice-none-no-tools', { tool_choice: 'none' })).not.toContain('tool-choice-not-enforced');
+  });
+
   test('an image in the conversation is left out of the prompt with a warning on every call that carries it, and only then', async () => {
     const warningsOf = async (key: string, messages: unknown[]) => {
       const response = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages }) });
