@@ -7,12 +7,15 @@
  *   (its 2xx status, or an error), so a 429, a context overflow or a 500 reaches the client as a real HTTP status in its
  *   dialect's shape (the CLIs back off on a 429 status but give up on an in-band error chunk). The engine's
  *   `Retry-After` is forwarded (context.ts renderError).
- * - otherwise (Anthropic, Responses) headers go out at once and keep-alives while the engine works; with
- *   `startOnPrompt` (Anthropic) the start event waits for the prompt length, so `message_start.usage.input_tokens`
- *   is the real count, and pings are sent until then.
+ * - otherwise (Anthropic, Responses) the status is held for up to one keep-alive interval (`keepaliveIntervalMs`):
+ *   an engine that fails within it (a 429, a context overflow, an unreachable engine: milliseconds) gives a real HTTP
+ *   status as the provider's API would, so the SDKs' retry on 429/5xx and `Retry-After` apply; an engine still working
+ *   after it (queued, paused for a weight update) gets headers and keep-alives, so the client is not left without
+ *   bytes. With `startOnPrompt` (Anthropic) the start event waits for the prompt length, so
+ *   `message_start.usage.input_tokens` is the real count, and pings are sent until then.
  * An error after the first byte is the dialect's in-band error event.
  */
-import { toGatewayError } from '../core/errors.ts';
+import { type GatewayError, toGatewayError } from '../core/errors.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
 import type { EngineStreamEvent } from '../engines/types.ts';
 import type { ProxyRuntime } from './context.ts';
@@ -23,8 +26,9 @@ import { DEFAULT_KEEPALIVE_MS, SseSink, sseHeaders } from './synthetic-stream.ts
 export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineStreamEvent) => void, client: { readonly gone: boolean }) => Promise<IRResponse>;
 
 /**
- * The streamed response for one call; resolves at once (Anthropic, Responses) or once the engine has answered (Chat,
- * Gemini), and throws the engine's error when it failed before answering (rendered as a real status by the app).
+ * The streamed response for one call; resolves once the engine has answered (Chat, Gemini), or then or after one
+ * keep-alive interval, whichever comes first (Anthropic, Responses), and throws the engine's error when it failed
+ * before that (rendered as a real status by the app).
  * One function (~90 lines) because the start / keep-alive / answered / commit state is shared by its closures.
  */
 export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, run: LiveRun): Promise<Response> {
@@ -56,7 +60,6 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
   const beginKeepAlive = () => {
     timer ??= setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
   };
-  if (!route.statusBeforeBytes) beginKeepAlive();
   const onEvent = (event: EngineStreamEvent) => {
     if (event.type === 'answered') {
       answered();
@@ -92,14 +95,18 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
       return error;
     },
   );
-  if (route.statusBeforeBytes) {
-    // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status).
-    const early = await Promise.race([answeredOnce.then(() => null), done]);
-    if (early) {
-      sink.close();
-      throw early;
-    }
+  // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status), or
+  // (Anthropic, Responses) one keep-alive interval passed (headers and keep-alives from here).
+  let grace: ReturnType<typeof setTimeout> | undefined;
+  const waits: Promise<GatewayError | null>[] = [answeredOnce.then(() => null), done];
+  if (!route.statusBeforeBytes) waits.push(new Promise((resolve) => (grace = setTimeout(() => resolve(null), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS))));
+  const early = await Promise.race(waits);
+  clearTimeout(grace);
+  if (early) {
+    sink.close();
+    throw early;
   }
+  if (!route.statusBeforeBytes && !committed) beginKeepAlive();
   void done.then((error) => {
     if (!error) return;
     try {

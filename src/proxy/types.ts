@@ -58,7 +58,10 @@ export interface ProxyOptions {
    * 128 MiB), or its own empty 413 answers first.
    */
   maxBodyBytes?: number;
-  /** Interval of keep-alive events on a synthetic stream while the engine works, ms (default 5000). */
+  /**
+   * Interval of keep-alive events on a stream while the engine works, ms (default 5000). A true Anthropic or Responses
+   * stream also holds its status this long for the engine to answer, so an early engine error is a real status.
+   */
   keepaliveIntervalMs?: number;
   /**
    * Abort the engine call when the client disconnects (default false: let it finish and record it, because a

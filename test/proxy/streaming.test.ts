@@ -3,7 +3,8 @@
  * the client receives the first words while the engine is still generating (a gate between the proxy and the
  * simulator holds the engine's stream after its first words until the test has seen them), the record is assembled
  * from the chunks with a sound capture, and the streamed text is the recorded text. Plus: status before bytes (Chat
- * and Gemini get the engine's 429 as a real status with its Retry-After; Anthropic and Responses an in-band error), the
+ * and Gemini get the engine's 429 as a real status with its Retry-After; Anthropic and Responses too when it comes
+ * within one keep-alive interval, else headers, keep-alives and an in-band error), the
  * capture cross-check of a streamed answer, and `engine.stream: never`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -211,11 +212,11 @@ function scriptedEngine(streamed: (body: Record<string, unknown>) => Response) {
   return { url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) };
 }
 
-async function proxyFor(engineUrl: string) {
+async function proxyFor(engineUrl: string, options: { keepaliveIntervalMs?: number } = {}) {
   const engine = createEngineClient({ kind: 'vllm', url: engineUrl, mode: 'chat', timeoutMs: 10_000, stream: 'always' });
   await engine.probe();
   const store = openStore(':memory:');
-  const app = createProxyApp({ engine, store, sessions: staticSessions(Object.fromEntries(['a', 'c', 'r', 'g'].map((k) => [k, { session_id: `s-${k}` }]))) });
+  const app = createProxyApp({ engine, store, options, sessions: staticSessions(Object.fromEntries(['a', 'c', 'r', 'g'].map((k) => [k, { session_id: `s-${k}` }]))) });
   const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: app.fetch, idleTimeout: 0 });
   return { url: `http://127.0.0.1:${server.port}`, store, stop: () => server.stop(true) };
 }
@@ -242,15 +243,46 @@ describe('status before bytes', () => {
     expect(((await gemini.json()) as any).error).toMatchObject({ code: 429, status: 'RESOURCE_EXHAUSTED' });
   });
 
-  test('Anthropic and Responses streams start at once and carry the error in-band', async () => {
+  test('Anthropic and Responses streams get an engine 429 that comes within one keep-alive interval as a real status too', async () => {
     const anthropic = await fetch(`${proxy.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': 'a' }, body: JSON.stringify(DIALECTS[0].body) });
-    expect(anthropic.status).toBe(200);
-    const text = await anthropic.text();
-    expect(text).toContain('event: error');
-    expect(text).toContain('rate_limit_error');
+    expect(anthropic.status).toBe(429);
+    expect(anthropic.headers.get('retry-after')).toBe('7');
+    expect(await anthropic.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
     const responses = await fetch(`${proxy.url}/v1/responses`, { method: 'POST', headers: { authorization: 'Bearer r' }, body: JSON.stringify(DIALECTS[2].body) });
-    expect(responses.status).toBe(200);
-    expect(await responses.text()).toContain('too many requests');
+    expect(responses.status).toBe(429);
+    expect(responses.headers.get('retry-after')).toBe('7');
+    expect(((await responses.json()) as any).error.message).toContain('too many requests');
+  });
+
+  test('an engine that fails after the keep-alive interval: Anthropic and Responses have sent headers and keep-alives, the error is in-band', async () => {
+    const slow = scriptedEngine(() => new Response(null, { status: 204 }));
+    const late = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(request) {
+        const body = await request.text();
+        if (request.method === 'POST' && body.includes('"stream":true')) {
+          await Bun.sleep(400);
+          return Response.json({ error: { message: 'too many requests', type: 'RateLimitError', code: 429 } }, { status: 429 });
+        }
+        return fetch(slow.url + new URL(request.url).pathname, { method: request.method, headers: request.headers, body: request.method === 'POST' ? body : undefined });
+      },
+    });
+    const held = await proxyFor(`http://127.0.0.1:${late.port}`, { keepaliveIntervalMs: 100 });
+    try {
+      const anthropic = await fetch(`${held.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': 'a' }, body: JSON.stringify(DIALECTS[0].body) });
+      expect(anthropic.status).toBe(200);
+      const text = await anthropic.text();
+      expect(text).toContain('event: ping');
+      expect(text).toContain('event: error');
+      expect(text).toContain('rate_limit_error');
+      const responses = await fetch(`${held.url}/v1/responses`, { method: 'POST', headers: { authorization: 'Bearer r' }, body: JSON.stringify(DIALECTS[2].body) });
+      expect(responses.status).toBe(200);
+      expect(await responses.text()).toContain('too many requests');
+    } finally {
+      held.stop();
+      late.stop(true);
+      slow.stop();
+    }
   });
 });
 

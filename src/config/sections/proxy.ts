@@ -12,7 +12,7 @@ export const proxySchema = z
     /** Chat mode: restore reasoning a harness dropped from its history, from the session's own answers. */
     restore_reasoning: z.boolean().default(false).describe("Chat mode: before the engine renders a request, put back the reasoning a harness dropped from earlier assistant turns (e.g. Gemini CLI strips thought parts), taken from this session's own earlier answers, so the engine sees the tokens it sampled. No effect in token mode."),
     /** Interval of synthetic keep-alive events while the engine works, in ms. */
-    keepalive_interval_ms: z.number().int().positive().default(5000).describe('Interval between keep-alive events on a streaming response while the engine works, in ms.'),
+    keepalive_interval_ms: z.number().int().positive().default(5000).describe('Interval between keep-alive events on a streaming response while the engine works, in ms. A streamed Anthropic or Responses reply also holds its HTTP status this long for the engine to answer, so an engine error within it is a real status.'),
     /** Largest request body accepted, in bytes; a larger one gets 413 in the caller's provider shape. */
     max_body_bytes: z
       .number()
