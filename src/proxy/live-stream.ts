@@ -15,12 +15,12 @@
  *   `message_start.usage.input_tokens` is the real count, and pings are sent until then.
  * An error after the first byte is the dialect's in-band error event.
  */
-import { type GatewayError, toGatewayError } from '../core/errors.ts';
+import { toGatewayError } from '../core/errors.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
 import type { EngineStreamEvent } from '../engines/types.ts';
 import type { ProxyRuntime } from './context.ts';
 import type { DialectRoute } from './dialect-table.ts';
-import { DEFAULT_KEEPALIVE_MS, SseSink, sseHeaders } from './synthetic-stream.ts';
+import { DEFAULT_KEEPALIVE_MS, holdStatus, SseSink, sseHeaders } from './synthetic-stream.ts';
 
 /** Runs the engine call: events go to `onEvent`; resolves with the committed response. */
 export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineStreamEvent) => void, client: { readonly gone: boolean }) => Promise<IRResponse>;
@@ -97,11 +97,7 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
   );
   // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status), or
   // (Anthropic, Responses) one keep-alive interval passed (headers and keep-alives from here).
-  let grace: ReturnType<typeof setTimeout> | undefined;
-  const waits: Promise<GatewayError | null>[] = [answeredOnce.then(() => null), done];
-  if (!route.statusBeforeBytes) waits.push(new Promise((resolve) => (grace = setTimeout(() => resolve(null), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS))));
-  const early = await Promise.race(waits);
-  clearTimeout(grace);
+  const early = await holdStatus(done, answeredOnce, route.statusBeforeBytes ? null : options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
   if (early) {
     sink.close();
     throw early;

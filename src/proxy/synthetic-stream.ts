@@ -1,8 +1,9 @@
 /**
- * Synthetic streaming: headers and the dialect's start event at once, keep-alives while the engine works, then the
- * response replayed as events (after the record is committed), or an in-band error event.
+ * Synthetic streaming: the dialect's start event, keep-alives while the engine works, then the response replayed as
+ * events (after the record is committed), or an in-band error event. The status is held for up to one keep-alive
+ * interval (see {@link holdStatus}): an engine call that fails within it is a real HTTP status in the caller's shape.
  */
-import { toGatewayError } from '../core/errors.ts';
+import { type GatewayError, toGatewayError } from '../core/errors.ts';
 import type { Dialect } from '../core/dialect.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
 import { responseToStreamEvents } from '../core/stream.ts';
@@ -12,18 +13,40 @@ import { warningHeader, type ProxyRuntime } from './context.ts';
 export const DEFAULT_KEEPALIVE_MS = 5000;
 
 /**
+ * Wait before a streamed response's status goes out: until `done` settles or `proceed` resolves (the engine answered),
+ * or, with `graceMs`, until that many ms have passed, whichever comes first. An engine that fails in that time (a 429,
+ * a context overflow, an unreachable engine: milliseconds) then gets a real HTTP status with its `Retry-After`, as the
+ * provider's own API would answer and as the SDKs retry on; one that is still working after it (queued, paused for a
+ * weight update) gets headers and keep-alives, so the client is never left without bytes for long.
+ * @param done resolves with the call's error (null when it succeeded)
+ * @returns the error to answer with as a status, or null to start streaming
+ */
+export async function holdStatus(done: Promise<GatewayError | null>, proceed: Promise<void> | null, graceMs: number | null): Promise<GatewayError | null> {
+  let grace: ReturnType<typeof setTimeout> | undefined;
+  const waits: Promise<GatewayError | null>[] = [done];
+  if (proceed) waits.push(proceed.then(() => null));
+  if (graceMs !== null) waits.push(new Promise((resolve) => (grace = setTimeout(() => resolve(null), graceMs))));
+  try {
+    return await Promise.race(waits);
+  } finally {
+    clearTimeout(grace);
+  }
+}
+
+/**
  * An SSE response whose body is written as `run` resolves. `client.gone` turns true when the client disconnects (the
  * stream is cancelled, or a write fails); `run` reads it when it commits. With `options.abortOnClientDisconnect` the
  * signal passed to `run` aborts on disconnect.
+ * @throws GatewayError the call's error when it failed within one keep-alive interval (rendered as a real status)
  */
-export function syntheticStream(
+export async function syntheticStream(
   rt: ProxyRuntime,
   dialect: Dialect,
   ir: IRRequest,
   completionId: string,
   createdAt: number,
   run: (signal: AbortSignal | undefined, client: { readonly gone: boolean }) => Promise<IRResponse>,
-): Response {
+): Promise<Response> {
   const { options, counters } = rt;
   const encoder = dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
   const sink = new SseSink(() => {
@@ -32,42 +55,51 @@ export function syntheticStream(
   const abort = new AbortController();
   let committed = false;
   let timer: ReturnType<typeof setInterval> | undefined;
+  const interval = options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS;
   const stream = new ReadableStream<Uint8Array>({
-    start(controller) {
-      sink.attach(controller);
-      sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 }));
-      timer = setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
-      run(options.abortOnClientDisconnect ? abort.signal : undefined, sink.client).then(
-        (response) => {
-          committed = true;
-          clearInterval(timer);
-          try {
-            for (const event of responseToStreamEvents(response)) sink.write(encoder.push(event));
-            sink.write(encoder.end());
-          } catch (thrown) {
-            sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
-          }
-          sink.close();
-        },
-        (thrown) => {
-          clearInterval(timer);
-          const error = toGatewayError(thrown);
-          if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
-          try {
-            sink.write(encoder.push({ type: 'error', error }));
-            sink.write(encoder.end());
-          } catch {
-            // an encoder that cannot render the error: close the stream, the client sees a truncated stream
-          }
-          sink.close();
-        },
-      );
-    },
+    start: (controller) => sink.attach(controller),
     cancel() {
       sink.cancelled();
       clearInterval(timer);
       if (options.abortOnClientDisconnect) abort.abort();
     },
+  });
+  sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 }));
+  const done = run(options.abortOnClientDisconnect ? abort.signal : undefined, sink.client).then(
+    (response) => {
+      committed = true;
+      clearInterval(timer);
+      try {
+        for (const event of responseToStreamEvents(response)) sink.write(encoder.push(event));
+        sink.write(encoder.end());
+      } catch (thrown) {
+        sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
+      }
+      sink.close();
+      return null;
+    },
+    (thrown) => {
+      clearInterval(timer);
+      const error = toGatewayError(thrown);
+      if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
+      return error;
+    },
+  );
+  const early = await holdStatus(done, null, interval);
+  if (early) {
+    sink.close();
+    throw early;
+  }
+  if (!committed) timer = setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), interval);
+  void done.then((error) => {
+    if (!error) return;
+    try {
+      sink.write(encoder.push({ type: 'error', error }));
+      sink.write(encoder.end());
+    } catch {
+      // an encoder that cannot render the error: close the stream, the client sees a truncated stream
+    }
+    sink.close();
   });
   return new Response(stream, { status: 200, headers: sseHeaders(ir) });
 }

@@ -166,23 +166,32 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
     expect(await sessionRecords(proxy, session)).toEqual([]);
   });
 
-  test('an error after the first byte becomes the dialect in-band error event', async () => {
+  test('a stream whose engine fails at once gets a real status; one that fails after the first byte, the dialect in-band error event', async () => {
     const proxy = proxies[shape];
     const raw = await fetch(`${proxy.url}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': 'inband', 'anthropic-version': '2023-06-01' },
       body: JSON.stringify({ model: 'm', max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'scenario:fail500' }] }),
     });
-    expect(raw.status).toBe(200);
-    const text = await raw.text();
-    expect(text.startsWith('event: message_start')).toBe(true);
-    expect(text).toContain('event: error');
-    expect(text).toContain('engine exploded');
+    expect(raw.status).toBe(502);
+    expect(await raw.json()).toMatchObject({ type: 'error', error: { message: expect.stringContaining('engine exploded') } });
     const sdkError = await anthropic(proxy, 'inband')
       .messages.stream({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'scenario:fail500' }] })
       .finalMessage()
       .catch((e: unknown) => e);
-    expect(sdkError).toBeInstanceOf(Error);
+    expect(sdkError).toBeInstanceOf(Anthropic.APIError);
+    expect((sdkError as InstanceType<typeof Anthropic.APIError>).status).toBe(502);
+    // The engine hangs past the keep-alive interval (50 ms) until the timeout (400 ms): pings went out, then the error.
+    const hung = await fetch(`${proxy.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'inband', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'm', max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'scenario:hang' }] }),
+    });
+    expect(hung.status).toBe(200);
+    const text = await hung.text();
+    expect(text.startsWith('event: message_start')).toBe(true);
+    expect(text).toContain('event: ping');
+    expect(text).toContain('event: error');
     const chat = await fetch(`${proxy.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: 'Bearer inband' },
