@@ -6,9 +6,10 @@
  * kind `sim` it registers each task's `metadata.sim_script` with the simulator at `engine.url` (src/stack/sim-scripts.ts).
  * The proxy's control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need the control-plane token when one
  * is set; without one, `/admin/*` answers loopback callers only (src/proxy/admin-access.ts).
- * Runs until SIGINT/SIGTERM, then stops taking sessions, cancels its sessions with the reason ("interrupted: SIGTERM"),
- * ends their harness process groups, sends their CANCELLED results to the rollout server (waiting at most 30 s) and
- * exits 0; a second signal exits at once with 130.
+ * Runs until SIGINT/SIGTERM, then stops taking sessions, interrupts its running sessions (their harness process groups
+ * end; nothing is cancelled), sends the results of finished ones (waiting at most 30 s), tells the rollout server it is
+ * leaving (`POST /nodes/{id}/leave`: the interrupted sessions are queued again at once, for another node or this one
+ * after a restart) and exits 0; a second signal exits at once with 130.
  */
 import { placementLogLine } from '../engines/system-placement.ts';
 import type { Command } from 'commander';
@@ -100,7 +101,7 @@ export function register(program: Command): void {
       if (placement) console.log(`polar gateway: ${placement}`);
       console.log(`polar gateway: sandbox: ${sandboxLine(describeSandbox(nodeSettingsFromConfig(nodeConfig).runtimeDefaults))}`);
       const signal = await untilSignal();
-      console.error(`polar gateway: ${signal}: stopping (cancelling running sessions; ${signal} again to force)`);
+      console.error(`polar gateway: ${signal}: stopping (interrupting running sessions, which the rollout server runs again; ${signal} again to force)`);
       engineHealth.stop();
       await node.stop({ reason: `interrupted: ${signal}`, graceMs: 30_000 });
       store.close();

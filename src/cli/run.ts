@@ -202,15 +202,16 @@ export function register(program: Command): void {
         harness: flags.harness ?? null, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
         tasks: tasks.map((t) => t.task.task_id).sort(),
       }, flags.fresh === true);
-      // SIGINT/SIGTERM: stop dispatching, cancel what runs (its process groups end with the node), write the summary
-      // so far and exit 130; a second signal exits at once.
+      // SIGINT/SIGTERM: stop dispatching, interrupt what runs (its process groups end with the node; the sessions stay
+      // queued, so a run with the same --out resumes them), write the summary so far and exit 130 (143 for SIGTERM);
+      // a second signal exits at once.
       const interrupt = new AbortController();
       const onSignal = (signal: NodeJS.Signals) => {
         if (interrupt.signal.aborted) {
           stopView();
           process.exit(130);
         }
-        console.error(`\npolar run: ${signal}: stopping (cancelling running sessions; ${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to force)`);
+        console.error(`\npolar run: ${signal}: stopping (interrupting running sessions; ${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to force)`);
         interrupt.abort(signal);
       };
       process.on('SIGINT', onSignal);
@@ -282,8 +283,8 @@ export function register(program: Command): void {
         console.log(`list:    ${polar} results --db ${dbPath}`);
         console.log(`export:  ${polar} export --db ${dbPath} --format jsonl --out ${join(outDir, 'traces.jsonl')}`);
         if (interrupt.signal.aborted) {
-          console.error(`polar run: interrupted by ${String(interrupt.signal.reason)}; unfinished sessions were cancelled (run again with the same --out to start them anew)`);
-          process.exitCode = 130;
+          console.error(`polar run: interrupted by ${String(interrupt.signal.reason)}; unfinished sessions stay queued (run again with the same --out to resume them)`);
+          process.exitCode = interrupt.signal.reason === 'SIGTERM' ? 143 : 130;
         } else if (!report.allCompleted) {
           const failures = report.harnessFailures > 0 ? `; harness CLI failures: ${report.harnessFailures}` : '';
           console.error(`polar run: not every session completed its work: ${Object.entries(report.statuses).map(([k, v]) => `${k} ${v}`).join(', ')}${failures}`);

@@ -7,8 +7,9 @@
  * `GET /health` `engine`. The gateway's proxy control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need
  * the control-plane token when one is set; without one, `/admin/*` answers loopback callers only, which includes
  * harnesses on this host (set a token when the agents are untrusted). Runs until SIGINT/SIGTERM, then stops
- * dispatching, records every running task's unfinished sessions as CANCELLED with the reason ("interrupted: SIGTERM"),
- * ends their harness process groups and exits 0; a second signal exits at once with 130.
+ * dispatching, sends the results of finished sessions, interrupts the running ones (their harness process groups end)
+ * and exits 0. Nothing is cancelled: the interrupted sessions stay queued in the database as new attempts and the next
+ * `polar serve` on it runs them. A second signal exits at once with 130.
  */
 import type { Command } from 'commander';
 import { startLocalStack } from '../stack/local-stack.ts';
@@ -80,7 +81,7 @@ export function register(program: Command): void {
       console.log(`polar serve: rollout server on ${stack.server.url}, gateway ${stack.node.nodeId} on ${stack.node.url}${stack.sim ? `, simulator on ${stack.sim.url}` : ''}`);
       console.log(`polar serve: sandbox: ${sandboxLine(describeSandbox(nodeSettings.runtimeDefaults))}`);
       const signal = await untilSignal();
-      console.error(`polar serve: ${signal}: stopping (cancelling running sessions; ${signal} again to force)`);
+      console.error(`polar serve: ${signal}: stopping (interrupting running sessions, which the next start runs again; ${signal} again to force)`);
       await stack.stop({ reason: `interrupted: ${signal}` });
       store.close();
     });

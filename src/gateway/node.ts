@@ -23,7 +23,7 @@ import {
   type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type Session, type SessionEvent, type SessionListFilter, type SessionView,
 } from './node-types.ts';
 import { postrun } from './postrun.ts';
-import { startRegistration } from './registration.ts';
+import { announceLeaving, startRegistration } from './registration.ts';
 import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
 import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-roots.ts';
@@ -181,10 +181,12 @@ export class GatewayNode {
   }
 
   /**
-   * Stop taking sessions, cancel every session (`reason` becomes each CANCELLED result's error, e.g.
-   * "interrupted: SIGTERM"), wait up to `graceMs` (default 30000) for their
-   * teardown (process groups end) and their result callbacks to reach the rollout server, then abort what is left and
-   * stop the server. Callbacks already on their way get that grace, so a finished run does not log
+   * Stop taking sessions and interrupt every unfinished one (their process groups end; `reason`, e.g. "interrupted:
+   * SIGTERM", is logged on the node's own view). Nothing is cancelled because a node stopped: an interrupted session's
+   * result is neither stored nor sent, and the rollout server runs it again as a new attempt (told at once by
+   * `POST /nodes/{id}/leave`, else by the missed heartbeats, or by this node's re-registration). Waits up to `graceMs`
+   * (default 30000) for the teardowns and for the result callbacks of sessions that had finished, then aborts what is
+   * left and stops the server. Callbacks already on their way get that grace, so a finished run does not log
    * "callback … failed: gateway stopping" for a result the rollout server was storing.
    */
   async stop(opts: { reason?: string; graceMs?: number } = {}): Promise<void> {
@@ -198,6 +200,10 @@ export class GatewayNode {
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([settled, new Promise<void>((resolve) => { timer = setTimeout(resolve, opts.graceMs ?? 30_000); })]);
     clearTimeout(timer);
+    // The finished sessions' results went out above; the interrupted ones run again as new attempts.
+    if (this.opts.rollout) {
+      await announceLeaving({ server: this.opts.rollout.url, nodeId: this.nodeId, token: this.opts.controlPlaneToken, fetch: this.opts.fetch, log: this.opts.log });
+    }
     this.stopping.abort(new Error('gateway stopping'));
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);

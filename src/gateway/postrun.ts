@@ -84,10 +84,14 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
     error = cancelledError(s.end);
     trajectory = applyRewards({ ...trajectory, status: 'ERROR' }, { outcome_reward: 0, details: { cancelled: true } });
   }
-  if (s.end?.kind === 'cancelled' && s.end.interrupted) {
-    // This node is stopping (SIGINT/SIGTERM): the session was interrupted, not failed; the server records it CANCELLED.
+  // This node is stopping (SIGINT/SIGTERM): the session was interrupted, not failed, and nothing is cancelled because
+  // we restarted. Its result is neither stored nor sent: the rollout server runs the session again as a new attempt
+  // (the node's leave notice, a missed heartbeat, or this node's re-registration after a restart tells it). The
+  // completions it captured stay stored under this attempt.
+  const interrupted = s.end?.kind === 'cancelled' && s.end.interrupted === true;
+  if (interrupted) {
     status = 'CANCELLED';
-    error = s.end.reason ?? 'cancelled';
+    error = s.end?.kind === 'cancelled' ? s.end.reason ?? 'interrupted' : 'interrupted';
   }
   const now = ctx.clock();
   const result: SessionResult = {
@@ -95,7 +99,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   };
   let stored = false;
   try {
-    stored = ctx.opts.store.results.put(result);
+    if (!interrupted) stored = ctx.opts.store.results.put(result);
   } catch (storeError) {
     ctx.opts.log?.(`storing the result of ${s.id} failed: ${errorText(storeError)}`);
   }
@@ -105,7 +109,7 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   for (const cb of ctx.resultListeners) {
     try { cb(result); } catch { /* listeners must not break delivery */ }
   }
-  const callbackUrl = s.spec.callback_url ?? task.callback_url;
+  const callbackUrl = interrupted ? undefined : s.spec.callback_url ?? task.callback_url;
   const delivery = callbackUrl ? deliver(ctx, callbackUrl, result) : null;
   if (delivery) ctx.track(delivery);
   ctx.finished(s, stored, delivery);

@@ -51,3 +51,21 @@ export function startRegistration(o: RegistrationOptions): () => void {
   }, o.intervalMs);
   return () => clearInterval(timer);
 }
+
+/**
+ * Tell the rollout server this node is stopping (`POST /nodes/{id}/leave`), so it queues the sessions the node still
+ * had again at once instead of after the heartbeat timeout. Best effort: never throws; without an answer within
+ * `timeoutMs` (default 2000) the heartbeat timeout does the same later.
+ */
+export async function announceLeaving(o: Pick<RegistrationOptions, 'server' | 'nodeId' | 'token' | 'fetch' | 'log'> & { timeoutMs?: number }): Promise<void> {
+  const base = o.server.replace(/\/+$/, '');
+  try {
+    const response = await (o.fetch ?? fetch)(`${base}/nodes/${encodeURIComponent(o.nodeId)}/leave`, {
+      method: 'POST', headers: controlPlaneHeaders(o.token), body: '{}', signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
+    });
+    await response.body?.cancel();
+    if (!response.ok && response.status !== 404) o.log?.(`leave notice to ${base}: HTTP ${response.status}`);
+  } catch (error) {
+    o.log?.(`leave notice to ${base} failed: ${errorText(error)}`);
+  }
+}

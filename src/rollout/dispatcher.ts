@@ -177,6 +177,9 @@ export class Dispatcher {
     if (!state) return;
     let held: Map<string, number>;
     let complete: boolean;
+    // Only what was dispatched before the node was asked: a dispatch that lands while the list is on its way (the
+    // re-registration also pumps the queue) is not in it and must not be queued again.
+    const asked = this.nodes.inFlight(nodeId);
     try {
       const listed = await state.client.listSessions();
       held = new Map(listed.map((s) => [s.session_id, s.attempt]));
@@ -186,7 +189,9 @@ export class Dispatcher {
     }
     if (this.ctx.stopped()) return;
     let changed = false;
-    for (const id of this.nodes.inFlight(nodeId)) {
+    const still = new Set(this.nodes.inFlight(nodeId));
+    for (const id of asked) {
+      if (!still.has(id)) continue;
       let attempt = held.get(id);
       const row = this.ctx.store.sessions.get(id);
       if (!row || FINAL_SESSION.has(row.status)) continue;

@@ -32,6 +32,7 @@ export interface RolloutApi {
   registerNode(input: unknown): unknown;
   heartbeat(nodeId: string, input: unknown): unknown;
   drainNode(nodeId: string): unknown;
+  nodeLeaving(nodeId: string): unknown;
   acceptResult(input: unknown): Promise<unknown>;
   metricsText(): Promise<{ text: string; contentType: string }>;
 }
@@ -106,6 +107,7 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     '/nodes': { GET: guarded(() => server.nodeInfos()) },
     '/nodes/register': { POST: guarded(async (req) => server.registerNode(await body(req))) },
     '/nodes/:id/heartbeat': { POST: guarded(async (req) => server.heartbeat(req.params.id!, await body(req))) },
+    '/nodes/:id/leave': { POST: guarded((req) => server.nodeLeaving(req.params.id!)) },
     '/nodes/:id': {
       GET: guarded((req) => server.nodeInfo(req.params.id!) ?? json({ error: `unknown node ${req.params.id!}` }, 404)),
       // GatewayNodeInfo after the drain, plus our {draining, in_flight}.

@@ -284,6 +284,21 @@ export class RolloutServer {
     return row;
   }
 
+  /**
+   * A node that is stopping (SIGINT/SIGTERM) says so after its finished sessions' results went out: it is marked
+   * unhealthy and the sessions it still had (interrupted, their results never sent) are queued again with attempt + 1,
+   * at once rather than after the heartbeat timeout. Its re-registration makes it healthy again.
+   * @throws HttpError 404 for an unknown node.
+   */
+  nodeLeaving(nodeId: string): { node_id: string; requeued: number } {
+    const state = this.#nodes.get(nodeId);
+    if (!state) throw new HttpError(404, `unknown node ${nodeId}`);
+    const held = this.#nodes.inFlightCount(nodeId);
+    this.#dispatcher.nodeLost(state, 'node stopping');
+    void this.pump();
+    return { node_id: nodeId, requeued: held };
+  }
+
   /** Drain a node: it gets no new sessions; the ones it runs finish. @throws HttpError 404 for an unknown node. */
   drainNode(nodeId: string): { node_id: string; draining: true; in_flight: number } {
     return this.#nodes.drain(nodeId);

@@ -98,9 +98,10 @@ export interface LocalStack {
   /** Resolves once the node is registered with the server (it then takes sessions). */
   registered: Promise<void>;
   /**
-   * Stop node, server and simulator; the store stays open (the caller owns it). With `reason` (e.g. "interrupted:
-   * SIGTERM") every RUNNING task is first cancelled on the server, so its unfinished sessions are recorded CANCELLED
-   * with that reason; the node then cancels what it holds and ends their process groups.
+   * Stop node, server and simulator; the store stays open (the caller owns it). The node interrupts what it runs (its
+   * process groups end; `reason`, e.g. "interrupted: SIGTERM", is logged) after the results of finished sessions went
+   * out, and the server queues the interrupted sessions again: nothing is cancelled because we stopped, and the next
+   * start on this store runs them as new attempts.
    */
   stop(opts?: { reason?: string }): Promise<void>;
 }
@@ -180,11 +181,6 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       server, node, sim, engine, engineHealth: health, registered,
       async stop(stopOpts: { reason?: string } = {}) {
         health.stop();
-        if (stopOpts.reason) {
-          for (const { task } of opts.store.tasks.list({ status: 'RUNNING' })) {
-            await server.cancelTask(task.task_id, { reason: stopOpts.reason }).catch((error: unknown) => opts.log?.(`cancelling ${task.task_id}: ${error instanceof Error ? error.message : String(error)}`));
-          }
-        }
         await node.stop(stopOpts.reason ? { reason: stopOpts.reason } : {});
         await server.stop();
         await sim?.stop();

@@ -59,8 +59,9 @@ export interface RunTasksOptions {
    */
   fresh?: boolean;
   /**
-   * Aborting it (SIGINT/SIGTERM in `polar run`) stops the run: unfinished tasks are cancelled with the abort reason,
-   * their harness process groups end with the node, and the report covers what finished.
+   * Aborting it (SIGINT/SIGTERM in `polar run`) stops the run: the node interrupts the unfinished sessions (their
+   * harness process groups end) and they stay queued in the database as new attempts, so a run on the same database
+   * resumes them; the report covers what finished. (The run deadline, `deadlineMs`, cancels them instead.)
    */
   signal?: AbortSignal;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
@@ -218,14 +219,21 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
         }
       }
       const deadline = opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs;
-      if (deadline || opts.signal?.aborted) {
-        const reason = deadline ? `run deadline of ${opts.deadlineMs} ms reached` : `interrupted: ${String(opts.signal?.reason ?? 'signal')}`;
+      if (deadline) {
+        const reason = `run deadline of ${opts.deadlineMs} ms reached`;
         opts.log?.(`${reason}: cancelling unfinished tasks`);
         for (const id of taskIds) if (opts.store.tasks.get(id)?.status === 'RUNNING') await stack.server.cancelTask(id, { reason });
         // Let the node end the cancelled sessions (process groups killed, results stored) before the summary; the
         // results it stored itself read CANCELLED like the task.
         await stack.node.stop();
         opts.store.results.relabelCancelled();
+        break;
+      }
+      if (opts.signal?.aborted) {
+        // Nothing is cancelled because we stopped: the node interrupts what runs and the server queues it again.
+        const reason = `interrupted: ${String(opts.signal.reason ?? 'signal')}`;
+        opts.log?.(`${reason}: stopping; unfinished sessions stay queued for the next run on this database`);
+        await stack.node.stop({ reason });
         break;
       }
       opts.onProgress?.(snapshot());

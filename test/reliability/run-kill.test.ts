@@ -3,8 +3,9 @@
  * - SIGKILL mid-run, then the same command again: the unfinished sessions resume (re-dispatched once), no task stays
  *   RUNNING, no work directory or harness process is left; the poison task fails alone.
  * - Another request into the same --out is refused with exit 2 saying what differs.
- * - SIGINT: the running sessions are cancelled with the reason, their process groups end, the summary so far is
- *   written and the exit code is 130.
+ * - SIGINT: the running sessions are interrupted (not cancelled: no result, queued again as attempt 1), their process
+ *   groups end, the summary so far is written and the exit code is 130; the same command again resumes and completes
+ *   them.
  */
 import { expect, test } from 'bun:test';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -68,7 +69,7 @@ test('SIGKILL of polar run, then the same command: unfinished sessions resume on
   expect(pidsMentioning(marker(name))).toEqual([]);
 }, 90_000);
 
-test('SIGINT on polar run: running sessions end CANCELLED with the reason, harness processes end, summary written, exit 130', async () => {
+test('SIGINT on polar run: running sessions are interrupted, not cancelled; harness processes end, summary written, exit 130; the same command resumes them', async () => {
   const name = 'sigint';
   const tasks = join(dir, name, 'tasks');
   const out = join(dir, name, 'out');
@@ -78,16 +79,25 @@ test('SIGINT on polar run: running sessions end CANCELLED with the reason, harne
   await waitFor('both sessions blocked mid-run', () => sessionsWithCompletions(db, ['i-alpha'], 2) === 2 && pidsMentioning(marker(name)).length >= 2);
   const blocked = pidsMentioning(marker(name));
   expect(blocked.length).toBeGreaterThanOrEqual(2);
+  const inFlight = openSessions(db, ['i-alpha']);
   run.kill('SIGINT');
   const [stderr, code] = await Promise.all([new Response(run.stderr).text(), run.exited]);
   expect(code).toBe(130);
   expect(stderr).toContain('SIGINT: stopping');
+  expect(stderr).toContain('run again with the same --out to resume them');
   expect(blocked.filter(alive)).toEqual([]);
-  expect(statuses(db)).toEqual({ 'i-alpha': 'CANCELLED' });
-  const results = readDb(db, (d) => d.query(`SELECT status, json_extract(result, '$.error') AS error FROM results`).all() as { status: string; error: string }[], []);
-  expect(results).toHaveLength(2);
-  expect(results).toEqual([{ status: 'CANCELLED', error: expect.stringContaining('interrupted: SIGINT') }, { status: 'CANCELLED', error: expect.stringContaining('interrupted: SIGINT') }]);
+  expect(statuses(db)).toEqual({ 'i-alpha': 'RUNNING' });
+  expect(readDb(db, (d) => d.query('SELECT COUNT(*) AS n FROM results').get() as { n: number }, { n: -1 }).n).toBe(0);
+  expect(readDb(db, (d) => d.query('SELECT status, attempt FROM sessions').all(), [])).toEqual([{ status: 'REGISTERED', attempt: 1 }, { status: 'REGISTERED', attempt: 1 }]);
   expect(existsSync(join(out, 'summary.json'))).toBe(true);
-  expect(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')).statuses).toEqual({ CANCELLED: 2 });
   expect(workDirs(join(out, 'work'))).toEqual([]);
-}, 60_000);
+
+  writeFileSync(marker(name), '');
+  const again = polarRun(tasks, out);
+  const [stdout2, stderr2, code2] = await Promise.all([new Response(again.stdout).text(), new Response(again.stderr).text(), again.exited]);
+  expect({ code: code2, resumed: /resuming 1 unfinished task/.test(stdout2 + stderr2) }).toEqual({ code: 0, resumed: true });
+  expect(statuses(db)).toEqual({ 'i-alpha': 'COMPLETED' });
+  const t = tally('SIGINT polar run, then the same command', db, ['i-alpha'], inFlight);
+  report(t);
+  expect(t).toMatchObject({ sessions: 2, completed: 2, lost: 0, duplicated: 0, resumed: 2, cancelled: 0 });
+}, 90_000);

@@ -135,6 +135,26 @@ test('transport failures count toward the node: three in a row take it out of ro
   expect(node.dispatched[1]!.session_id).toBe(later.session_id);
 });
 
+test('a node that leaves (stopping on a signal): its sessions are queued again with attempt + 1 at once and go to another node; 404 for an unknown node', async () => {
+  const { server, store, node } = setup();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t'));
+  await until(() => node.dispatched.length === 2);
+  const left = await post(`${server.url}/nodes/n1/leave`, {});
+  expect(left.body).toEqual({ node_id: 'n1', requeued: 2 });
+  expect(server.listNodes()[0]!.healthy).toBe(false);
+  expect(store.sessions.listByTask('t').map((s) => [s.status, s.attempt, s.node_id])).toEqual([['REGISTERED', 1, null], ['REGISTERED', 1, null]]);
+  expect(store.tasks.get('t')?.status).toBe('RUNNING');
+  // The node comes back (a restart: it holds nothing): the queued sessions go out again as attempt 1.
+  node.forget();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await until(() => node.dispatched.length === 4);
+  await Bun.sleep(100); // the re-registration's reconcile has answered: nothing is dispatched a third time
+  expect(node.dispatched).toHaveLength(4);
+  expect(node.dispatched.slice(2).map((d) => d.attempt)).toEqual([1, 1]);
+  expect((await post(`${server.url}/nodes/nope/leave`, {})).status).toBe(404);
+});
+
 test('a result of a stale attempt is ignored whichever arrives first', async () => {
   const { server, store, node } = setup();
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
@@ -144,6 +164,8 @@ test('a result of a stale attempt is ignored whichever arrives first', async () 
   node.forget();
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
   await until(() => node.dispatched.length === 4);
+  await Bun.sleep(100); // the re-registration's reconcile has answered: nothing is dispatched a third time
+  expect(node.dispatched).toHaveLength(4);
   const [a0, b0, a1, b1] = [node.dispatched[0]!, node.dispatched[1]!, ...node.dispatched.slice(2).sort((x, y) => (x.session_id === node.dispatched[0]!.session_id ? -1 : y.session_id === node.dispatched[0]!.session_id ? 1 : 0))];
   expect(a1!.session_id).toBe(a0.session_id);
   expect([a1!.attempt, b1!.attempt]).toEqual([1, 1]);
