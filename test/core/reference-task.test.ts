@@ -83,6 +83,7 @@ test.each([
   [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'upload_file', source: '/a', target: '/etc/passwd' }] } }, 'runtime.prepare[0].target: absolute upload target'],
   [{ ...minimal, runtime: { image: 'i', prepare: [{ type: 'exec' }] } }, 'runtime.prepare[0].command: exec requires command'],
   [{ ...minimal, runtime: { kind: 'docker', backend: 'apptainer', image: 'i' } }, 'runtime.backend: conflicts'],
+  [{ ...minimal, runtime: { backend: 'docker', image: null } }, 'runtime.image: required with runtime.backend "docker"'],
   [{ ...minimal, agent: { harness: 'pi', custom_shell: { command: 'x' } } }, "agent.custom_shell: only valid when agent.harness is 'shell'"],
   [{ ...minimal, num_samples: 2, early_stop_min_usable_sessions: 3 }, 'early_stop_min_usable_sessions: cannot exceed num_samples'],
   [{ ...minimal, builder: { strategy: 'router_policy' } }, 'builder.strategy'],

@@ -183,6 +183,10 @@ function toOurRuntime(runtime: NonNullable<WireTask['runtime']>, issues: Issue[]
   if (runtime.work_dir !== undefined && runtime.workdir != null && runtime.work_dir !== runtime.workdir) {
     issues.push({ path: 'runtime.workdir', message: 'conflicts with runtime.work_dir; give one' });
   }
+  if (runtime.kind === undefined && runtime.backend !== undefined && !runtime.image) {
+    // The reference's RuntimeSpec requires an image; without one the session could only fail in INIT on a node.
+    issues.push({ path: 'runtime.image', message: `required with runtime.backend ${JSON.stringify(runtime.backend)} (the reference RuntimeSpec requires it); leave runtime out to run on the gateway node's own runtime` });
+  }
   const workdir = runtime.work_dir ?? runtime.workdir ?? undefined;
   // The reference's backend defaults to docker; a runtime of ours names its kind (local when it names neither and no image).
   const kind = runtime.kind ?? runtime.backend ?? (runtime.image ? REFERENCE_DEFAULTS.backend : 'local');
