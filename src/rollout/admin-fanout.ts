@@ -82,7 +82,12 @@ export function adminFanoutRoutes<R extends Request>(
   readBody: (req: Request) => Promise<unknown>,
 ) {
   const defaultTimeout = opts.defaultTimeoutS ?? 60;
-  const bodyOf = async (req: Request) => (req.headers.get('content-length') === '0' ? null : await readBody(req));
+  // The body is optional: none at all (no content-length, e.g. `curl -X POST`) or an empty one means the defaults.
+  const bodyOf = async (req: Request) => {
+    if (req.headers.get('content-length') === '0') return null;
+    const text = await req.clone().text();
+    return text.trim() === '' ? null : await readBody(req);
+  };
   return {
     '/rollout/admin/inference/pause': {
       POST: guard(async (req) => {

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminFanoutRoutes, fanOut } from '../../src/rollout/admin-fanout.ts';
@@ -33,6 +34,17 @@ const call = (path: string, body: unknown, token: string | null = TOKEN) =>
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: JSON.stringify(body),
   });
+/** A POST with headers only, no body and no content-length, over a plain socket; resolves with the raw response. */
+function rawPost(url: string, header: string): Promise<string> {
+  const { hostname, port, pathname } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const socket = connect(Number(port), hostname, () => socket.write(`POST ${pathname} HTTP/1.1\r\nHost: ${hostname}\r\n${header}\r\nConnection: close\r\n\r\n`));
+    socket.on('data', (d) => (out += d.toString()));
+    socket.on('end', () => resolve(out));
+    socket.on('error', reject);
+  });
+}
 const gatewayAdmin = async (path: string) =>
   (await (await fetch(`${stack.node.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { paused: boolean; policy_version: string | null };
 
@@ -49,7 +61,10 @@ test('pause, policy_version and resume reach every gateway', async () => {
   expect(((await version.json()) as any).nodes[0].body).toEqual({ policy_version: '7', paused: true });
   expect(pausedBody.nodes[0].body).toMatchObject({ inflight: 0, engine: 'sim' }); // the Python Polar's generation status too
 
-  const resumed = (await (await call('/rollout/admin/inference/resume', {})).json()) as any;
+  // A POST with no body and no content-length (as `curl -X POST` sends it; fetch would add content-length: 0): the
+  // defaults, as with {}.
+  const raw = await rawPost(`${stack.server.url}/rollout/admin/inference/resume`, `Authorization: Bearer ${TOKEN}`);
+  const resumed = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as any;
   expect(resumed.nodes[0].body).toMatchObject({ paused: false, policy_version: '7' });
   // The gateway's own state says the same: pausing it again directly reports the version the fan-out set.
   expect(await gatewayAdmin('/admin/inference/resume')).toMatchObject({ paused: false, policy_version: '7' });
@@ -64,6 +79,8 @@ test('bad bodies are 400s naming the field', async () => {
   expect(((await noVersion.json()) as any).error).toContain('policy_version must be a string or a number');
   const badTimeout = await call('/rollout/admin/inference/resume', { timeout_s: -1 });
   expect(badTimeout.status).toBe(400);
+  const notJson = await fetch(`${stack.server.url}/rollout/admin/inference/pause`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: 'timeout=5' });
+  expect(notJson.status).toBe(400);
 });
 
 test('an unreachable node makes the fan-out 502 and is named; the reachable one still answers', async () => {
