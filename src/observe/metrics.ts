@@ -33,7 +33,7 @@ export function createRolloutMetrics(): RolloutMetrics {
     staleResults: new Counter({ name: 'polar_rollout_stale_results_total', help: 'Session results of a dispatch attempt that is no longer current, recorded and ignored', registers }),
     refusedDispatches: new Counter({ name: 'polar_rollout_refused_dispatches_total', help: 'Sessions a gateway refused at dispatch (4xx); each fails alone', registers }),
     trainerCallbacks: new Counter({ name: 'polar_rollout_trainer_callbacks_total', help: 'Trainer callback POSTs by outcome: delivered, retry (failed, tried again later), failed (given up)', labelNames: ['outcome'], registers }),
-    sessionsByStatus: new Gauge({ name: 'polar_rollout_sessions', help: 'Sessions by status', labelNames: ['status'], registers }),
+    sessionsByStatus: new Gauge({ name: 'polar_rollout_sessions', help: 'Unfinished sessions by status (REGISTERED, then the live statuses the nodes report: INITIALIZING, READY, RUNNING, POST_RUN, BUILDING, EVALUATING)', labelNames: ['status'], registers }),
     nodes: new Gauge({ name: 'polar_rollout_nodes', help: 'Gateway nodes by state (healthy, unhealthy, draining)', labelNames: ['state'], registers }),
     groupsReady: new Gauge({ name: 'polar_rollout_groups_ready', help: 'Evaluated groups not yet acknowledged by a trainer', registers }),
   };

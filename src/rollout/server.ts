@@ -11,7 +11,7 @@
 import { uploadSourceProblems, evaluatorSourceProblems } from '../core/upload-roots.ts';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
-import { formatProblems, parseWireTaskRequest, resultAttempt, runnableProblems } from '../core/contracts/index.ts';
+import { formatProblems, LIVE_SESSION_STATUSES, parseWireTaskRequest, resultAttempt, runnableProblems } from '../core/contracts/index.ts';
 import { newSessionSecret } from '../core/ids.ts';
 import { EventHub } from '../observe/events.ts';
 import { createRolloutMetrics, type RolloutMetrics } from '../observe/metrics.ts';
@@ -382,7 +382,8 @@ export class RolloutServer {
     const m = this.metrics;
     m.sessionsByStatus.reset();
     // Counts, not rows: this runs every tick, with the whole queue in REGISTERED (bench/scale-out.ts).
-    for (const status of ['REGISTERED', 'INITIALIZING']) m.sessionsByStatus.set({ status }, this.store.sessions.countByStatus(status));
+    // Unfinished ones only (each an indexed count); the live statuses come from the nodes' heartbeats.
+    for (const status of ['REGISTERED', ...LIVE_SESSION_STATUSES]) m.sessionsByStatus.set({ status }, this.store.sessions.countByStatus(status));
     const nodes = this.#nodes.counts();
     m.nodes.set({ state: 'healthy' }, nodes.healthy);
     m.nodes.set({ state: 'unhealthy' }, nodes.unhealthy);

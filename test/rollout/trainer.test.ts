@@ -291,6 +291,11 @@ test('heartbeats carrying session statuses make RUNNING / POST_RUN visible; a de
   type TaskView = { sessions: { session_id: string; status: string }[] };
   const view = (await call<TaskView>(`${server.url}/rollout/task/live`)).body.sessions.map((s) => s.status);
   expect(view).toEqual(['RUNNING', 'POST_RUN']);
+  // The sessions gauge counts them by the same statuses.
+  const metrics = (await server.metricsText()).text;
+  expect(metrics).toContain('polar_rollout_sessions{status="RUNNING"} 1');
+  expect(metrics).toContain('polar_rollout_sessions{status="POST_RUN"} 1');
+  expect(metrics).toContain('polar_rollout_sessions{status="INITIALIZING"} 0');
   // A final status in a heartbeat is ignored: only the SessionResult ends a session.
   await call(`${server.url}/nodes/n1/heartbeat`, { body: { stages: running, sessions: { [a!.session_id]: 'COMPLETED' } } });
   expect((await call<TaskView>(`${server.url}/rollout/task/live`)).body.sessions[0]!.status).toBe('RUNNING');
