@@ -10,6 +10,7 @@ import { controlTokenFromEnv } from '../core/control-token.ts';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
+import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
@@ -73,11 +74,16 @@ export function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'ha
 /** Task statuses after which a task never changes again (the Python Polar's words; ours lowercased). */
 const FINAL_TASK = new Set(['completed', 'failed', 'cancelled']);
 
-/** The Python Polar CLI's summary of a finished TaskStatus (src/polar/cli.py `_handle_submit`), plus the mean reward. */
+/**
+ * The Python Polar CLI's summary of a finished TaskStatus (src/polar/cli.py `_handle_submit`), plus the mean reward.
+ * A session's reward is the server's `metadata.reward` (its outcome reward, also for a session with no traces, e.g. a
+ * shell harness that made no model call); a reference server's result has none, and its last trace's reward counts.
+ */
 export function taskSummary(status: Record<string, unknown>): string {
-  const results = (Array.isArray(status.results) ? status.results : []) as { status?: string; trajectory?: { traces?: { reward?: number | null }[] } }[];
+  type Result = { status?: string; metadata?: { reward?: number | null }; trajectory?: { traces?: { reward?: number | null }[] } };
+  const results = (Array.isArray(status.results) ? status.results : []) as Result[];
   const completed = results.filter((r) => r.status === 'COMPLETED').length;
-  const rewards = results.map((r) => r.trajectory?.traces?.at(-1)?.reward).filter((r): r is number => typeof r === 'number');
+  const rewards = results.map((r) => r.metadata?.reward ?? r.trajectory?.traces?.at(-1)?.reward).filter((r): r is number => typeof r === 'number');
   const mean = rewards.length > 0 ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0;
   return [
     `Task: ${String(status.task_id)}`,
@@ -96,7 +102,7 @@ export function register(program: Command): void {
     .option('--server <url>', 'rollout server base URL')
     .option('--rollout-url <url>', 'same as --server (the Python Polar CLI flag)')
     .option('-c, --config <file>', 'topology file (ours or the Python Polar\'s) naming the rollout server, when no URL is given')
-    .option('--harness <name>', 'agent harness for task files that name none (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell)')
+    .option('--harness <name>', `agent harness for task files that name none (${Object.keys(HARNESS_ADAPTERS).join(', ')})`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced); implies --harness shell')
     .option('--model <name>', 'model name the harness asks for', 'polar-sim')
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
