@@ -43,10 +43,12 @@ export interface ResultFilter {
 
 /** The evaluated outcome reward of a result, or null when it was never evaluated. */
 export function evaluatedReward(result: SessionResult): number | null {
+  if (result.status === 'CANCELLED') return null;
   const evaluation = result.trajectory?.metadata?.evaluation as { outcome_reward?: unknown; details?: Record<string, unknown> } | null | undefined;
   if (!evaluation || typeof evaluation.outcome_reward !== 'number') return null;
-  // A session that was never evaluated carries a 0 with `details.skipped` (src/gateway/postrun.ts): not a real 0.
-  if (evaluation.details && 'skipped' in evaluation.details) return null;
+  // A session that was never evaluated carries a 0 with `details.skipped`, and one cancelled in POSTRUN a 0 with
+  // `details.cancelled` (src/gateway/postrun.ts): neither is a real 0.
+  if (evaluation.details && ('skipped' in evaluation.details || 'cancelled' in evaluation.details)) return null;
   return evaluation.outcome_reward;
 }
 

@@ -5,6 +5,7 @@
  * Built from the rollout store on each call; pure apart from reading the `DashboardSource`.
  */
 import type { SessionResult, TaskRequest } from '../../core/records.ts';
+import { evaluatedReward } from '../results.ts';
 
 /** A reward at or above this counts as a pass for pass@1 (binary evaluators give 0 or 1). */
 export const PASS_REWARD = 1;
@@ -63,11 +64,8 @@ export interface DashboardState {
   errors: { at: number; task_id: string; session_id: string; sample_index: number; status: string; node_id: string | null; error: string }[];
 }
 
-function rewardOf(result: SessionResult): number | null {
-  const evaluation = result.trajectory?.metadata?.evaluation as { outcome_reward?: unknown } | null | undefined;
-  if (evaluation && typeof evaluation.outcome_reward === 'number') return evaluation.outcome_reward;
-  return null;
-}
+/** A finished session's reward; null when it was never evaluated (skipped, cancelled): shown as —, not a 0. */
+const rewardOf = evaluatedReward;
 
 const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
 
