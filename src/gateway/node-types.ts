@@ -4,7 +4,7 @@
  */
 import type { GatewayEndpoint, SandboxDescription } from './runtimes/index.ts';
 import type { Clock } from '../core/clock.ts';
-import type { DispatchSpec, NodeCapacity, StageCounts } from '../core/contracts/index.ts';
+import { cancelledText, type DispatchSpec, type NodeCapacity, type StageCounts } from '../core/contracts/index.ts';
 import type { CompletionRecord, SessionResult, SessionStatus, TaskRequest } from '../core/records.ts';
 import type { EngineHealth } from '../engines/health.ts';
 import type { SessionDirectory } from '../proxy/types.ts';
@@ -217,7 +217,7 @@ export class StageAborted extends Error {}
 
 /** The error text of a cancelled session: `cancelled`, with the canceller's reason when it gave one. */
 export function cancelledError(end: EndReason | null): string {
-  return end?.kind === 'cancelled' && end.reason ? `cancelled: ${end.reason}` : 'cancelled';
+  return cancelledText(end?.kind === 'cancelled' ? end.reason : undefined);
 }
 
 export function errorText(error: unknown): string {

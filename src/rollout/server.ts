@@ -227,7 +227,7 @@ export class RolloutServer {
       return { ...tombstoneStatus(taskId), cancelled: 0 };
     }
     if (row.status !== ACTIVE_TASK) return { ...this.taskStatus(taskId), cancelled: 0 };
-    const reason = opts.reason ?? 'cancelled by request';
+    const reason = opts.reason ?? 'by request';
     const cancelled = await this.#results.cancel(this.store.sessions.listByTask(taskId).filter((s) => !FINAL_SESSION.has(s.status)), reason);
     this.store.transaction(() => {
       this.store.tasks.setStatus(taskId, 'CANCELLED');

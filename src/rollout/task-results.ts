@@ -3,7 +3,7 @@
  * ignored), refusals and cancels recorded as results, and a task finished into its group (or FAILED) when its sessions
  * are final or early stop is reached.
  */
-import { resultAttempt, parseSessionResultOutline } from '../core/contracts/index.ts';
+import { cancelledText, resultAttempt, parseSessionResultOutline } from '../core/contracts/index.ts';
 import type { SessionResult } from '../core/records.ts';
 import { buildGroup, isUsable, rewardOf } from '../trace/groups.ts';
 import { ACTIVE_TASK, FINAL_SESSION, HttpError, type RolloutContext } from './context.ts';
@@ -172,7 +172,7 @@ export class TaskResults {
 /** A result for a session that ended without a trajectory (refused at dispatch, cancelled before it ran). */
 function placeholderResult(session: SessionRow, status: 'ERROR' | 'CANCELLED', nodeId: string, reason: string, attempt: number): SessionResult {
   return {
-    session_id: session.session_id, task_id: session.task_id, status, node_id: nodeId, error: reason, attempt,
+    session_id: session.session_id, task_id: session.task_id, status, node_id: nodeId, error: status === 'CANCELLED' ? cancelledText(reason) : reason, attempt,
     trajectory: {
       status: 'ERROR', traces: [],
       metadata: {

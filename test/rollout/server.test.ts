@@ -3,6 +3,8 @@
  * submit/expand, scheduler choice, idempotent callbacks, early stop, groups + advantages + ack (trainer side),
  * heartbeat timeout re-dispatch, control-plane token, restart from the same database.
  */
+import { cancelledText } from '../../src/core/contracts/index.ts';
+import { cancelledError } from '../../src/gateway/node-types.ts';
 import { afterAll, afterEach, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -340,6 +342,23 @@ test('a restarted server counts the heartbeat timeout from when it listens, so a
   clockNow += 6_000;
   await slow.tick();
   expect(store.sessions.listByTask('t-slow').every((s) => s.attempt === 1)).toBe(true);
+});
+
+test('a cancelled session reads "cancelled: by request" in the DELETE answer, in GET, and in the node\'s own result', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t-cancel', { num_samples: 1 }));
+  for (let i = 0; i < 200 && node.dispatched.length === 0; i++) await Bun.sleep(5);
+  type Status = { results: { error: string | null }[] };
+  const deleted = (await (await fetch(`${server.url}/rollout/task/t-cancel`, { method: 'DELETE' })).json()) as Status;
+  expect(deleted.results.map((r) => r.error)).toEqual(['cancelled: by request']);
+  expect(((await (await fetch(`${server.url}/rollout/task/t-cancel`)).json()) as Status).results.map((r) => r.error)).toEqual(['cancelled: by request']);
+  // The node writes the same text for the same reason (src/gateway/node-types.ts cancelledError).
+  expect(cancelledError({ kind: 'cancelled', reason: 'by request' })).toBe('cancelled: by request');
+  expect(cancelledText('cancelled by the trainer')).toBe('cancelled by the trainer');
 });
 
 test('bad input gives 4xx, never a crash', async () => {

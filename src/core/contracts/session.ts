@@ -59,3 +59,12 @@ export function resultAttempt(result: { attempt?: number; trajectory: { metadata
 export function parseSessionResultOutline(value: unknown): z.infer<typeof sessionResultSchema> {
   return parseOrThrow(sessionResultSchema, value, 'SessionResult');
 }
+
+/**
+ * The `error` of a cancelled session, wherever it is written (the rollout server's placeholder, the node's result):
+ * `cancelled`, or `cancelled: <reason>`, so a client can test `startswith("cancelled")` and reads the same text from both.
+ */
+export function cancelledText(reason: string | undefined): string {
+  if (!reason) return 'cancelled';
+  return reason.startsWith('cancelled') ? reason : `cancelled: ${reason}`;
+}
