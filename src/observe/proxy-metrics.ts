@@ -4,6 +4,8 @@
  * Names (prefix `polar_proxy_`, units in the name per https://prometheus.io/docs/practices/naming/):
  *   polar_proxy_requests_total{dialect,engine,status}      every answered model-API call (status = HTTP status)
  *   polar_proxy_errors_total{dialect,engine,status}        the subset with status ≥ 400
+ *   polar_proxy_stream_errors_total{dialect,engine,kind}   streams answered 200 that ended in an in-band error event
+ *                                                          (kind: upstream, timeout, aborted, …; GatewayError kinds)
  *   polar_proxy_added_latency_seconds{dialect,engine}      proxy time around the engine call (total − engine)
  *   polar_proxy_engine_latency_seconds{dialect,engine}     engine time of each captured completion
  *   polar_proxy_tokens_total{kind=prompt|sampled|trainable} tokens captured; trainable = sampled with ids + logprobs
@@ -33,6 +35,7 @@ export class ProxyMetrics {
   readonly registry = new Registry();
   readonly requests: Counter<'dialect' | 'engine' | 'status'>;
   readonly errors: Counter<'dialect' | 'engine' | 'status'>;
+  readonly streamErrors: Counter<'dialect' | 'engine' | 'kind'>;
   readonly addedLatency: Histogram<'dialect' | 'engine'>;
   readonly engineLatency: Histogram<'dialect' | 'engine'>;
   readonly tokens: Counter<'kind'>;
@@ -49,6 +52,7 @@ export class ProxyMetrics {
     const both = ['dialect', 'engine'] as const;
     this.requests = new Counter({ name: 'polar_proxy_requests_total', help: 'Model-API calls answered, by dialect, engine and HTTP status', labelNames: ['dialect', 'engine', 'status'], registers });
     this.errors = new Counter({ name: 'polar_proxy_errors_total', help: 'Model-API calls answered with status >= 400, by dialect, engine and status', labelNames: ['dialect', 'engine', 'status'], registers });
+    this.streamErrors = new Counter({ name: 'polar_proxy_stream_errors_total', help: 'Streamed calls answered 200 whose stream ended in an in-band error event, by dialect, engine and error kind', labelNames: ['dialect', 'engine', 'kind'], registers });
     this.addedLatency = new Histogram({ name: 'polar_proxy_added_latency_seconds', help: 'Latency the proxy adds around the engine call (total minus engine time)', labelNames: both, buckets: ADDED_BUCKETS, registers });
     this.engineLatency = new Histogram({ name: 'polar_proxy_engine_latency_seconds', help: 'Engine time of each captured completion', labelNames: both, buckets: ENGINE_BUCKETS, registers });
     this.tokens = new Counter({ name: 'polar_proxy_tokens_total', help: 'Tokens captured: prompt, sampled, trainable (sampled with ids and logprobs)', labelNames: ['kind'], registers });
@@ -101,6 +105,11 @@ export class ProxyMetrics {
     this.tokens.inc({ kind: 'trainable' }, trainableTokens(rec));
     this.engineLatency.observe(labels, rec.timings.engine_ms / 1000);
     this.addedLatency.observe(labels, Math.max(0, rec.timings.total_ms - rec.timings.engine_ms) / 1000);
+  }
+
+  /** A stream that had sent its 200 ended in the dialect's in-band error event instead of its answer. */
+  observeStreamError(dialect: string, kind: string): void {
+    this.streamErrors.inc({ dialect, engine: this.engine, kind });
   }
 
   /**

@@ -105,6 +105,7 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
   if (!route.statusBeforeBytes && !committed) beginKeepAlive();
   void done.then((error) => {
     if (!error) return;
+    rt.metrics.observeStreamError(route.dialect.name, error.kind);
     try {
       start(0);
       sink.write(encoder.push({ type: 'error', error }));

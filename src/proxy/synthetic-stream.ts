@@ -93,6 +93,7 @@ export async function syntheticStream(
   if (!committed) timer = setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), interval);
   void done.then((error) => {
     if (!error) return;
+    rt.metrics.observeStreamError(dialect.name, error.kind);
     try {
       sink.write(encoder.push({ type: 'error', error }));
       sink.write(encoder.end());

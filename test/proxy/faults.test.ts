@@ -171,7 +171,7 @@ function view(dialect: Dialect, status: number, body: string, stream: boolean, w
   return v;
 }
 
-interface Proxy { url: string; store: Store; stop(): Promise<void> }
+interface Proxy { url: string; store: Store; metrics: () => Promise<string>; stop(): Promise<void> }
 
 async function proxyFor(engineUrl: string, kind: 'vllm' | 'sim', mode: CaptureMode, sessions: string[]): Promise<Proxy> {
   const engine = createEngineClient({ kind, url: engineUrl, mode, timeoutMs: 30_000, log: () => {} });
@@ -179,7 +179,7 @@ async function proxyFor(engineUrl: string, kind: 'vllm' | 'sim', mode: CaptureMo
   const store = openStore(':memory:');
   const app = createProxyApp({ engine, store, sessions: staticSessions(Object.fromEntries(sessions.map((k) => [k, { session_id: k, task_id: 't' }]))) });
   const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: app.fetch, idleTimeout: 0 });
-  return { url: `http://127.0.0.1:${server.port}`, store, stop: async () => void (await server.stop(true)) };
+  return { url: `http://127.0.0.1:${server.port}`, store, metrics: () => app.metrics.text(), stop: async () => void (await server.stop(true)) };
 }
 
 async function call(proxy: Proxy, dialect: Dialect, key: string, body: Record<string, unknown>, stream: boolean): Promise<ClientView> {
@@ -330,6 +330,9 @@ describe('7 an engine stream that ends early', () => {
         expect(text).toContain('no finish_reason');
         expect(text).not.toMatch(/"(stop_reason|finish_reason|finishReason)":\s*"(end_turn|stop|STOP|OTHER)"|response\.completed/);
         expect(proxies[mode]!.store.completions.listBySession(k)).toEqual([]);
+        // Answered 200, so the request counter says 200: the stream error counter says what happened.
+        const name = { anthropic: 'anthropic-messages', chat: 'openai-chat', responses: 'openai-responses', gemini: 'gemini' }[dialect];
+        expect(await proxies[mode]!.metrics()).toContain(`polar_proxy_stream_errors_total{dialect="${name}",engine="sim",kind="upstream"} 1`);
       });
     }
   }
