@@ -100,7 +100,7 @@ export function register(program: Command): void {
     .command('verify')
     .description('check that every loss_mask=1 token is a sampled token with its recorded (and, under the simulator, re-scored) logprob')
     .requiredOption('--db <file>', 'SQLite store written by polar')
-    .option('--session <id>', 'verify one session')
+    .option('--session <id>', 'verify one session: its id or a unique prefix of it (polar results lists them)')
     .option('--all', 'verify every session in the store')
     .option('--builder <name>', `builder when no result is stored, or with --rebuild (${BUILDER_NAMES.join('|')}; default prefix_merging)`)
     .option('--rebuild', 'build from the records even when a SessionResult is stored')
@@ -125,6 +125,15 @@ export function register(program: Command): void {
       }
       const store = openExisting(opts.db);
       try {
+        if (opts.session) {
+          try {
+            opts.session = resolveSession(store, { session: opts.session });
+          } catch (error) {
+            // A session that is not there is a failed lookup (exit 1); an ambiguous prefix is usage (2).
+            const message = (error as Error).message;
+            throw /^no session id starts with/.test(message) ? error : new UsageError(message);
+          }
+        }
         const ids = opts.session
           ? [opts.session]
           : [...new Set([...store.completions.listSessionIds(), ...store.results.listAll().map((r) => r.session_id)])];

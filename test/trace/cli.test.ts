@@ -81,6 +81,11 @@ describe('polar trace verify', () => {
     expect(all.stdout).toContain('session sim-a [built now (prefix_merging)]: OK — 1 trace(s), 3 completion(s), 9 sampled token(s) checked, 9 re-scored');
     expect(all.stdout).toContain('session vllm-b [stored result (COMPLETED)]: OK');
     expect(all.stdout).toContain('2/2 session(s) verified clean');
+    // A unique prefix names the session, as in trace show; an unknown one exits 1, an ambiguous one 2.
+    const prefix = await polar('verify', '--db', db, '--session', 'sim');
+    expect(prefix.stdout).toContain('session sim-a [built now (prefix_merging)]: OK');
+    expect(prefix.code).toBe(0);
+    expect((await polar('verify', '--db', db, '--session', 'nope')).code).toBe(1);
     const perRequest = await polar('verify', '--db', db, '--session', 'sim-a', '--builder', 'per_request', '--json');
     expect(perRequest.code).toBe(0);
     expect(JSON.parse(perRequest.stdout)[0]).toMatchObject({ session_id: 'sim-a', ok: true, traces: 3, rescored_tokens: 9 });
