@@ -252,6 +252,8 @@ describe('stream', () => {
       expect(events.at(-1)?.data).toBe('[DONE]');
       const usageChunk = JSON.parse(events.at(-2)!.data);
       expect(usageChunk.choices).toEqual([]);
+      // Every other chunk carries usage: null, as the API documents for include_usage.
+      expect(events.slice(0, -2).map((e) => JSON.parse(e.data).usage)).toEqual(events.slice(0, -2).map(() => null));
       expect(reassembleOpenAIChat(events)).toEqual(openaiChat.encodeResponse(r, ctx()) as unknown as Record<string, unknown>);
     });
   }

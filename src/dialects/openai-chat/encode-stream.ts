@@ -34,8 +34,11 @@ export function createStreamEncoder(ctx: CodecContext): StreamEncoder {
     return chunk({ role: 'assistant', content: '' });
   }
 
+  // With include_usage, "all other chunks will also include a usage field, but with a null value"
+  // (https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options).
+  const nullUsage = includeUsage ? { usage: null } : {};
   function chunk(delta: Record<string, unknown>, finishReason: string | null = null): string {
-    return sseFrame({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] });
+    return sseFrame({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...nullUsage });
   }
 
   return {
