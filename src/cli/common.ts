@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { importReferenceTopology } from '../config/import-reference.ts';
-import { ConfigError, formatIssue, loadConfig } from '../config/load.ts';
+import { ConfigError, formatIssue, loadConfig, resolveConfig } from '../config/load.ts';
 import type { PolarConfig } from '../config/schema.ts';
 
 export class UsageError extends Error {
@@ -32,13 +32,32 @@ export function parsePort(value: string): number {
   return n;
 }
 
-/** Load a config file; ConfigError becomes a UsageError (exit 2) listing every issue. */
-export function loadConfigForCli(file: string): PolarConfig {
+/**
+ * Load a config file for a serving command (`serve`, `rollout`/`serve_rollout`, `gateway`/`serve_gateway`). A Python
+ * Polar topology file is read as `polar config import` converts it, with each of its notes on stderr, so the
+ * reference's own command lines work unchanged (`polar config check` stays strict and says how to convert).
+ * @throws UsageError (exit 2) listing every issue, of our schema or of the conversion.
+ */
+export function loadConfigForCli(file: string, log: (line: string) => void = (line) => console.error(line)): PolarConfig {
   try {
     return loadConfig(file);
   } catch (error) {
-    if (error instanceof ConfigError) throw new UsageError(`invalid config ${file}:\n  ${error.issues.map(formatIssue).join('\n  ')}${referenceHint(file)}`);
-    throw error;
+    if (!(error instanceof ConfigError)) throw error;
+    let imported: ReturnType<typeof importReferenceTopology> | null = null;
+    try {
+      imported = importReferenceTopology(parseYaml(readFileSync(file, 'utf8')));
+    } catch {
+      // not a reference topology either: report our schema's issues
+    }
+    if (imported === null) throw new UsageError(`invalid config ${file}:\n  ${error.issues.map(formatIssue).join('\n  ')}`);
+    log(`polar: ${file} is a Python Polar topology; reading it as \`polar config import ${file}\` converts it`);
+    for (const note of imported.notes) log(`polar: note: ${note}`);
+    try {
+      return resolveConfig(imported.config);
+    } catch (converted) {
+      if (converted instanceof ConfigError) throw new UsageError(`${file}: the converted config is invalid:\n  ${converted.issues.map(formatIssue).join('\n  ')}`);
+      throw converted;
+    }
   }
 }
 

@@ -38,6 +38,22 @@ test('`polar config check` accepts the converted file (it rejects the reference 
   expect(check.stderr).toContain('is a Python Polar topology: convert it with `polar config import');
 });
 
+test('the serving commands read a reference topology as converted (serve_rollout -c topology.yaml), notes on stderr', async () => {
+  // The fixture's rollout listens on 0.0.0.0 without a token: the converted config gets as far as our listen check.
+  const run = await runPolar(['serve_rollout', '-c', fixture]);
+  expect(run.code).toBe(2);
+  expect(run.stderr).toContain('is a Python Polar topology; reading it as `polar config import');
+  expect(run.stderr).toContain('note: rollout.save_dir');
+  expect(run.stderr).toContain('rollout.host');
+  expect(run.stderr).toMatch(/token/);
+  // A file that is neither ours nor the reference's is still exit 2 with our schema's issues.
+  const bad = join(scratch.dir, 'neither.yaml');
+  writeFileSync(bad, 'rollout: {prot: 1}\n');
+  const neither = await runPolar(['serve_rollout', '-c', bad]);
+  expect(neither.code).toBe(2);
+  expect(neither.stderr).toContain('rollout.prot');
+});
+
 test('an unknown key is exit 2 naming its path', async () => {
   const bad = join(scratch.dir, 'bad.yaml');
   writeFileSync(bad, 'gateway:\n  nodes:\n    - id: a\n      max_workers: 3\n');
