@@ -15,12 +15,11 @@
  *   `message_start.usage.input_tokens` is the real count, and pings are sent until then.
  * An error after the first byte is the dialect's in-band error event.
  */
-import { toGatewayError } from '../core/errors.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
 import type { EngineStreamEvent } from '../engines/types.ts';
 import type { ProxyRuntime } from './context.ts';
 import type { DialectRoute } from './dialect-table.ts';
-import { DEFAULT_KEEPALIVE_MS, holdStatus, SseSink, sseHeaders } from './synthetic-stream.ts';
+import { closeWith, DEFAULT_KEEPALIVE_MS, endInBand, holdStatus, SseSink, sseHeaders, streamFailure } from './synthetic-stream.ts';
 
 /** Runs the engine call: events go to `onEvent`; resolves with the committed response. */
 export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineStreamEvent) => void, client: { readonly gone: boolean }) => Promise<IRResponse>;
@@ -79,20 +78,12 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
       clearInterval(timer);
       answered();
       start(response.usage.inputTokens);
-      try {
-        sink.write(encoder.push({ type: 'finish', finishReason: response.finishReason, usage: response.usage, response }));
-        sink.write(encoder.end());
-      } catch (thrown) {
-        sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
-      }
-      sink.close();
+      closeWith(sink, encoder, [{ type: 'finish', finishReason: response.finishReason, usage: response.usage, response }]);
       return null;
     },
     (thrown) => {
       clearInterval(timer);
-      const error = toGatewayError(thrown);
-      if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
-      return error;
+      return streamFailure(thrown);
     },
   );
   // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status), or
@@ -103,17 +94,6 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
     throw early;
   }
   if (!route.statusBeforeBytes && !committed) beginKeepAlive();
-  void done.then((error) => {
-    if (!error) return;
-    rt.metrics.observeStreamError(route.dialect.name, error.kind);
-    try {
-      start(0);
-      sink.write(encoder.push({ type: 'error', error }));
-      sink.write(encoder.end());
-    } catch {
-      // an encoder that cannot render the error: close the stream, the client sees a truncated stream
-    }
-    sink.close();
-  });
+  endInBand(rt, route.dialect.name, sink, encoder, done, () => start(0));
   return new Response(stream, { status: 200, headers: sseHeaders(ir) });
 }

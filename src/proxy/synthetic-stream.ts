@@ -6,7 +6,7 @@
 import { type GatewayError, toGatewayError } from '../core/errors.ts';
 import type { Dialect } from '../core/dialect.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
-import { responseToStreamEvents } from '../core/stream.ts';
+import { type IRStreamEvent, responseToStreamEvents, type StreamEncoder } from '../core/stream.ts';
 import { warningHeader, type ProxyRuntime } from './context.ts';
 
 /** Default interval of keep-alive events while the engine works, ms. */
@@ -69,20 +69,12 @@ export async function syntheticStream(
     (response) => {
       committed = true;
       clearInterval(timer);
-      try {
-        for (const event of responseToStreamEvents(response)) sink.write(encoder.push(event));
-        sink.write(encoder.end());
-      } catch (thrown) {
-        sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
-      }
-      sink.close();
+      closeWith(sink, encoder, responseToStreamEvents(response));
       return null;
     },
     (thrown) => {
       clearInterval(timer);
-      const error = toGatewayError(thrown);
-      if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
-      return error;
+      return streamFailure(thrown);
     },
   );
   const early = await holdStatus(done, null, interval);
@@ -91,10 +83,38 @@ export async function syntheticStream(
     throw early;
   }
   if (!committed) timer = setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), interval);
+  endInBand(rt, dialect.name, sink, encoder, done);
+  return new Response(stream, { status: 200, headers: sseHeaders(ir) });
+}
+
+/** The last events of a committed answer, then the encoder's end (or its error event when encoding fails), then close. */
+export function closeWith(sink: SseSink, encoder: StreamEncoder, events: Iterable<IRStreamEvent>): void {
+  try {
+    for (const event of events) sink.write(encoder.push(event));
+    sink.write(encoder.end());
+  } catch (thrown) {
+    sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
+  }
+  sink.close();
+}
+
+/** A stream's failed engine call as the GatewayError to answer with (an internal one is logged with its stack). */
+export function streamFailure(thrown: unknown): GatewayError {
+  const error = toGatewayError(thrown);
+  if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
+  return error;
+}
+
+/**
+ * Once a stream's 200 went out: a call that then fails ends the stream with the dialect's in-band error event
+ * (after `beforeError`, e.g. the start event it still owes), counted in `polar_proxy_stream_errors_total`.
+ */
+export function endInBand(rt: ProxyRuntime, dialect: string, sink: SseSink, encoder: StreamEncoder, done: Promise<GatewayError | null>, beforeError: () => void = () => {}): void {
   void done.then((error) => {
     if (!error) return;
-    rt.metrics.observeStreamError(dialect.name, error.kind);
+    rt.metrics.observeStreamError(dialect, error.kind);
     try {
+      beforeError();
       sink.write(encoder.push({ type: 'error', error }));
       sink.write(encoder.end());
     } catch {
@@ -102,7 +122,6 @@ export async function syntheticStream(
     }
     sink.close();
   });
-  return new Response(stream, { status: 200, headers: sseHeaders(ir) });
 }
 
 /** SSE response headers (+ the decode warnings of the request). */
