@@ -18,6 +18,11 @@ export interface NodeState {
   dispatchedSinceHeartbeat: number;
   /** Dispatches in a row that failed in transport (network, 5xx); reset by a heartbeat or an answered dispatch. */
   transportFailures: number;
+  /**
+   * Loaded from the store after a restart and not heard from since (no heartbeat, no registration): its stage counts
+   * are what it reported before the restart, so they read as stale.
+   */
+  fromStore?: boolean;
 }
 
 export class NodeRegistry {
@@ -52,7 +57,7 @@ export class NodeRegistry {
   /** Known nodes from the store after a restart, each given a full heartbeat period before it is declared dead. */
   load(): void {
     for (const row of this.ctx.store.nodes.list()) {
-      this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0 });
+      this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0, fromStore: true });
     }
     this.restartHeartbeatClocks();
   }
@@ -101,6 +106,7 @@ export class NodeRegistry {
     if (!parsed.success) throw new HttpError(400, `invalid heartbeat: ${formatIssues(parsed.error)}`);
     const recovered = !state.row.healthy;
     state.row = { ...state.row, stages: parsed.data.stages, healthy: true, last_heartbeat: this.ctx.clock() };
+    state.fromStore = false;
     state.dispatchedSinceHeartbeat = 0;
     state.transportFailures = 0;
     const ended = this.ctx.store.transaction(() => {
@@ -176,10 +182,10 @@ export class NodeRegistry {
    */
   list() {
     const now = this.ctx.clock();
-    return this.states().map(({ row }) => ({
+    return this.states().map(({ row, fromStore }) => ({
       ...row,
-      stages: row.healthy ? row.stages : { ...NO_STAGES },
-      stages_stale: !row.healthy,
+      stages: row.healthy && !fromStore ? row.stages : { ...NO_STAGES },
+      stages_stale: !row.healthy || fromStore === true,
       last_reported_stages: row.stages,
       in_flight: this.inFlightCount(row.node_id),
       heartbeat_age_ms: now - row.last_heartbeat,

@@ -324,6 +324,21 @@ test('restart from the same database: dispatched sessions unknown to their node 
   expect(server.readyGroups()[0]?.rewards).toEqual([1, 1, 1]);
 });
 
+test('after a restart a node\'s stage counts read as stale until it is heard from again', async () => {
+  const path = join(scratch, 'stale-stages.db');
+  const running = { ...idle, running: 2 };
+  await dispatchedThenStopped(path, 't-stale', 2, (server) => post(`${server.url}/nodes/n1/heartbeat`, { stages: running }));
+  const store = openStore(path);
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  type NodeView = { stages: typeof idle; stages_stale: boolean; last_reported_stages: typeof idle; healthy: boolean };
+  const before = (await (await fetch(`${server.url}/nodes`)).json()) as NodeView[];
+  expect(before[0]).toMatchObject({ healthy: true, stages: idle, stages_stale: true, last_reported_stages: running });
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: { ...idle, running: 1 } });
+  const after = (await (await fetch(`${server.url}/nodes`)).json()) as NodeView[];
+  expect(after[0]).toMatchObject({ stages: { ...idle, running: 1 }, stages_stale: false });
+});
+
 test('a restarted server counts the heartbeat timeout from when it listens, so a slow start re-dispatches nothing', async () => {
   const path = join(scratch, 'slow-start.db');
   const node = await dispatchedThenStopped(path, 't-slow', 2);
