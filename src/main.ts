@@ -23,6 +23,7 @@ import * as serveCmd from './cli/serve.ts';
 import * as trainDemoCmd from './cli/train-demo.ts';
 import * as tunnelCmd from './cli/tunnel.ts';
 import * as resultsCmd from './cli/results.ts';
+import * as examplesCmd from './cli/examples.ts';
 
 const program = new Command();
 program
@@ -33,7 +34,7 @@ program
   .showHelpAfterError("(add --help for this command's usage)")
   .exitOverride();
 
-for (const command of [versionCmd, configCmd, traceCmd, resultsCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, doctorCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd]) command.register(program);
+for (const command of [versionCmd, configCmd, traceCmd, resultsCmd, simCmd, rolloutCmd, submitCmd, statusCmd, exportCmd, gatewayCmd, harnessCmd, doctorCmd, proxyCmd, runCmd, serveCmd, trainDemoCmd, tunnelCmd, examplesCmd]) command.register(program);
 
 try {
   await program.parseAsync(process.argv);
