@@ -130,16 +130,17 @@ export function buildPrefixMerged(
     }
     const prompt = rec.prompt_ids;
     // Of the chains this prompt extends, the one whose sampled answer it holds verbatim (a retried turn leaves two
-    // chains with the same tip: the harness continued one of the answers); else the longest, most recent tip. Tips
-    // are compared lazily, longest first, and the search stops at the first verbatim join.
+    // chains with the same tip: the harness continued one of the answers); of several at that tip, the longest answer
+    // (an empty or truncated retry is a prefix of the answer the conversation went on from); else the longest, most
+    // recent tip. Tips are compared lazily, longest first; the search stops below the tip of the first verbatim join.
     let join: Join | null = null;
     let extended = false;
     for (const candidate of shorterTips(open, prompt)) {
+      if (join?.verbatim && candidate.tip.length < join.chain.tip.length) break;
       if (!isStrictPrefix(candidate.tip, prompt)) continue;
       const found = joinOf(candidate, prompt, eotSet, singleEot);
-      if (!extended || (found !== null && found.verbatim)) join = found;
+      if (!extended || (found?.verbatim && !(join?.verbatim && join.chain.lastResponse.length >= found.chain.lastResponse.length))) join = found;
       extended = true;
-      if (found !== null && found.verbatim) break;
     }
     if (!extended) {
       openChain(rec, open.length === 0 ? 'first' : droppedMessageOf(open, rec) ? 'dropped_message' : 'prefix_break');

@@ -144,6 +144,18 @@ describe('prefix_merging details', () => {
     expect(verifyTraces([a, held], joined).ok).toBe(true);
   });
 
+  test('a retried turn whose newer answer is empty or a truncated prefix of the older one: the prompt joins the answer it holds whole', () => {
+    for (const short of [[], [10]]) {
+      const a = rec({ seq: 0, prompt: [1, 2, 3], response: [10, 11, EOT] });
+      const b = rec({ seq: 1, prompt: [1, 2, 3], response: short, finish: 'length' });
+      const c = rec({ seq: 2, prompt: [1, 2, 3, 10, 11, EOT, 50, 51], response: [20, EOT] });
+      const traj = buildTrajectory([a, b, c], { ...BASE, strategy: 'prefix_merging', eotIds: [EOT] });
+      const main = traj.traces.find((t) => t.metadata.completion_ids.includes('c2'))!;
+      expect({ short, ids: main.metadata.completion_ids, sampled: sampledOf(main) }).toEqual({ short, ids: ['c0', 'c2'], sampled: [10, 11, EOT, 20, EOT] });
+      expect(verifyTraces([a, b, c], traj).ok).toBe(true);
+    }
+  });
+
   test('an answer that ended on another stop id (Qwen <|endoftext|> where turns end with <|im_end|>) joins verbatim in both modes', () => {
     // The token-mode proxy appends no end-of-turn id after a sample a stop id closed, so the next prompt holds
     // [.., 10, STOP, 50, ..] and the first EOT after the tip is the one closing the next message. Detected EOT = 99.
