@@ -418,7 +418,7 @@ export class TokenModeEngine implements EngineClient {
     const { plan, settings, warnings } = turn;
     const result = this.backend.read(raw, plan.promptIds);
     const text = this.tokenizer!.decode(result.responseIds);
-    const parsed = this.family!.parse(text, { promptOpenedThinking: plan.promptOpenedThinking, tools: settings.tools });
+    const parsed = this.family!.parse(text, { promptOpenedThinking: plan.promptOpenedThinking, truncated: result.finish.unified === 'length', tools: settings.tools });
     const invalid = parsed.toolCalls.some((c) => c.parserInvalid);
     let content = trimNewlines(parsed.content);
     let matchedStop: string | undefined;

@@ -61,7 +61,7 @@ export interface ModelFamily {
    * Parse sampled text (special tokens kept) into content, reasoning and tool calls. Never throws.
    * @param tools the request's tools (the XML format types parameter values by their JSON schema).
    */
-  parse(text: string, options: { promptOpenedThinking: boolean; tools?: readonly ChatTool[] }): ParsedOutput;
+  parse(text: string, options: { promptOpenedThinking: boolean; truncated?: boolean; tools?: readonly ChatTool[] }): ParsedOutput;
   /** The text a model of this family samples for `parts` after a prompt in state `thinking` (without the final stop token). */
   formatSample(parts: SampleParts, thinking: PromptThinking): string;
   /** The token that ends the sample of `parts` (default: the tokenizer's first eos). */
@@ -100,7 +100,7 @@ export const MODEL_FAMILIES: Readonly<Record<ModelFamilyName, ModelFamily>> = {
     ...QWEN_COMMON,
     detect: (t) => isQwen(t) && t.chatTemplate.includes('<function='),
     toolCallFormat: 'qwen-xml',
-    parse: (text, { promptOpenedThinking, tools }) => parseQwen35Output(text, { promptOpenedThinking, tools }),
+    parse: (text, { promptOpenedThinking, truncated, tools }) => parseQwen35Output(text, { promptOpenedThinking, truncated, tools }),
     formatSample: (parts, thinking) => {
       const calls = parts.toolCalls.map((call) => {
         const params = Object.entries(call.arguments).map(([k, v]) => `<parameter=${k}>\n${typeof v === 'string' ? v : JSON.stringify(v)}\n</parameter>\n`).join('');
@@ -115,7 +115,7 @@ export const MODEL_FAMILIES: Readonly<Record<ModelFamilyName, ModelFamily>> = {
     ...QWEN_COMMON,
     detect: (t) => isQwen(t) && t.chatTemplate.includes('<tool_call>'),
     toolCallFormat: 'hermes-json',
-    parse: (text, { promptOpenedThinking }) => parseQwen3Output(text, { promptOpenedThinking }),
+    parse: (text, { promptOpenedThinking, truncated }) => parseQwen3Output(text, { promptOpenedThinking, truncated }),
     formatSample: (parts, thinking) => {
       const calls = parts.toolCalls.map((call) => `<tool_call>\n${pythonJsonDumps({ name: call.name, arguments: call.arguments })}\n</tool_call>`);
       return qwenThink(parts, thinking) + [parts.content, ...calls].filter((s) => s !== '').join('\n');
@@ -182,7 +182,7 @@ export const MODEL_FAMILIES: Readonly<Record<ModelFamilyName, ModelFamily>> = {
     singleToolCall: false,
     toolResultMarker: '<｜tool▁output▁begin｜>',
     toolCallFormat: 'deepseek',
-    parse: (text, { promptOpenedThinking }) => parseDeepSeekOutput(text, { promptOpenedThinking, stops: ['<｜end▁of▁sentence｜>'] }),
+    parse: (text, { promptOpenedThinking, truncated }) => parseDeepSeekOutput(text, { promptOpenedThinking, truncated, stops: ['<｜end▁of▁sentence｜>'] }),
     formatSample: (parts, thinking) => {
       const think = thinkBlock(parts.reasoning, thinking, '<think>', '</think>', { inner: '', after: '' });
       if (parts.toolCalls.length === 0) return think + parts.content;
@@ -204,7 +204,7 @@ export const MODEL_FAMILIES: Readonly<Record<ModelFamilyName, ModelFamily>> = {
     singleToolCall: false,
     toolResultMarker: '<｜tool▁output▁begin｜>',
     toolCallFormat: 'deepseek',
-    parse: (text, { promptOpenedThinking }) => parseDeepSeekOutput(text, { promptOpenedThinking, stops: ['<｜end▁of▁sentence｜>'] }),
+    parse: (text, { promptOpenedThinking, truncated }) => parseDeepSeekOutput(text, { promptOpenedThinking, truncated, stops: ['<｜end▁of▁sentence｜>'] }),
     formatSample: (parts, thinking) => {
       const think = thinkBlock(parts.reasoning, thinking, '<think>', '</think>', { inner: '\n', after: '\n\n' });
       if (parts.toolCalls.length === 0) return think + parts.content;

@@ -95,9 +95,9 @@ const DS_SEP = '<｜tool▁sep｜>';
  * `<｜tool▁calls▁begin｜>` calls: V3 `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n```<｜tool▁call▁end｜>`,
  * V3.1 `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>`; both forms are read.
  */
-export function parseDeepSeekOutput(text: string, options: { promptOpenedThinking: boolean; stops: readonly string[] }): ParsedOutput {
+export function parseDeepSeekOutput(text: string, options: { promptOpenedThinking: boolean; truncated?: boolean; stops: readonly string[] }): ParsedOutput {
   const trimmed = stripTrailing(text, options.stops);
-  const { reasoning, rest } = splitQwen3Reasoning(trimmed, { promptOpenedThinking: options.promptOpenedThinking });
+  const { reasoning, rest } = splitQwen3Reasoning(trimmed, { promptOpenedThinking: options.promptOpenedThinking, truncated: options.truncated === true });
   const first = rest.indexOf(DS_CALLS_BEGIN);
   const firstCall = rest.indexOf('<｜tool▁call▁begin｜>');
   const start = first >= 0 ? first : firstCall;

@@ -30,6 +30,11 @@ export interface ParseOptions {
    * with no `</think>` is then all reasoning (it was cut off while thinking). vLLM treats it as content.
    */
   promptOpenedThinking?: boolean;
+  /**
+   * The answer was cut off (finish `length`): a think block the text opened and never closed is then reasoning, as
+   * vLLM's streaming parser sends it (its whole-answer parser returns it as content, which it stays otherwise).
+   */
+  truncated?: boolean;
 }
 
 const THINK_START = '<think>';
@@ -38,17 +43,17 @@ const TOOL_START = '<tool_call>';
 const TOOL_CALL_RE = /<tool_call>([\s\S]*?)<\/tool_call>|<tool_call>([\s\S]*)/g;
 
 /**
- * Split reasoning from the rest, as vLLM's qwen3 reasoning parser does (opening tag optional). One difference: a think
- * block that is open at the end of the text (the answer was cut off while thinking) is reasoning, whether the prompt
- * or the text opened it, as vLLM's streaming parser sends it; vLLM's whole-answer parser returns it as content. So a
- * streamed reply (token-stream.ts) and the record agree.
+ * Split reasoning from the rest, as vLLM's qwen3 reasoning parser does (opening tag optional). Differences: a think
+ * block the prompt opened and the text never closed is reasoning, and so is one the text opened (at its start) when
+ * the answer was cut off (`truncated`), as vLLM's streaming parser sends them; vLLM's whole-answer parser returns
+ * both as content. So a streamed reply (token-stream.ts) and the record agree on an answer cut off while thinking.
  */
 export function splitQwen3Reasoning(text: string, options: ParseOptions = {}): { reasoning: string | null; rest: string } {
   const start = text.indexOf(THINK_START);
   const afterStart = start >= 0 ? text.slice(start + THINK_START.length) : text;
   const end = afterStart.indexOf(THINK_END);
   if (end < 0) {
-    const opened = start < 0 ? options.promptOpenedThinking === true : text.slice(0, start).trim() === '';
+    const opened = start < 0 ? options.promptOpenedThinking === true : options.truncated === true && text.slice(0, start).trim() === '';
     if (opened) return { reasoning: afterStart, rest: '' };
     return { reasoning: null, rest: afterStart };
   }

@@ -26,9 +26,13 @@ describe('Qwen3 (hermes JSON in <tool_call>)', () => {
     expect(cut).toEqual({ reasoning: 'still thinking when cut', content: '', toolCalls: [] });
   });
 
-  test('cut off inside a think block the text opened: reasoning, as the stream sent it; a <think> after other text is not an opening', () => {
-    expect(parseQwen3Output('\n<think>\nI should look')).toEqual({ reasoning: '\nI should look', content: '', toolCalls: [] });
-    expect(parseQwen3Output('Use <think> tags')).toMatchObject({ reasoning: null });
+  test('cut off (truncated) inside a think block the text opened: reasoning, as the stream sent it; otherwise content, as vLLM\'s whole-answer parser returns it', () => {
+    expect(parseQwen3Output('\n<think>\nI should look', { truncated: true })).toEqual({ reasoning: '\nI should look', content: '', toolCalls: [] });
+    expect(parseQwen3Output('Use <think> tags', { truncated: true })).toMatchObject({ reasoning: null });
+    // Not cut off: an unclosed block stays content, and a tool call in it is still a tool call.
+    const stopped = parseQwen3Output('<think>I will call <tool_call>{"name":"f","arguments":{}}</tool_call>');
+    expect(stopped).toMatchObject({ reasoning: null, content: 'I will call ' });
+    expect(stopped.toolCalls.map((c) => c.name)).toEqual(['f']);
   });
 
   test('a call inside reasoning stays reasoning', () => {
