@@ -30,7 +30,7 @@ export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineS
  * before that (rendered as a real status by the app).
  * One function (~90 lines) because the start / keep-alive / answered / commit state is shared by its closures.
  */
-export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, run: LiveRun): Promise<Response> {
+export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, clientSignal: AbortSignal, run: LiveRun): Promise<Response> {
   const { options, counters } = rt;
   const encoder = route.dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
   let committed = false;
@@ -47,14 +47,12 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
     startSent = true;
     sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens }));
   };
-  const stream = new ReadableStream<Uint8Array>({
-    start: (controller) => sink.attach(controller),
-    cancel() {
-      sink.cancelled();
-      clearInterval(timer);
-      if (options.abortOnClientDisconnect) abort.abort();
-    },
-  });
+  const clientGone = () => {
+    sink.cancelled();
+    clearInterval(timer);
+    if (options.abortOnClientDisconnect) abort.abort();
+  };
+  const stream = new ReadableStream<Uint8Array>({ start: (controller) => sink.attach(controller), cancel: clientGone });
   if (!route.startOnPrompt) start(0);
   const beginKeepAlive = () => {
     timer ??= setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
@@ -88,7 +86,7 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
   );
   // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status), or
   // (Anthropic, Responses) one keep-alive interval passed (headers and keep-alives from here).
-  const early = await holdStatus(done, answeredOnce, route.statusBeforeBytes ? null : options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
+  const early = await holdStatus(done, answeredOnce, route.statusBeforeBytes ? null : options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS, { signal: clientSignal, gone: clientGone });
   if (early) {
     sink.close();
     throw early;

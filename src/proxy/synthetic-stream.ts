@@ -21,15 +21,25 @@ export const DEFAULT_KEEPALIVE_MS = 5000;
  * @param done resolves with the call's error (null when it succeeded)
  * @returns the error to answer with as a status, or null to start streaming
  */
-export async function holdStatus(done: Promise<GatewayError | null>, proceed: Promise<void> | null, graceMs: number | null): Promise<GatewayError | null> {
+export async function holdStatus(
+  done: Promise<GatewayError | null>,
+  proceed: Promise<void> | null,
+  graceMs: number | null,
+  client: { signal: AbortSignal; gone: () => void },
+): Promise<GatewayError | null> {
   let grace: ReturnType<typeof setTimeout> | undefined;
   const waits: Promise<GatewayError | null>[] = [done];
   if (proceed) waits.push(proceed.then(() => null));
   if (graceMs !== null) waits.push(new Promise((resolve) => (grace = setTimeout(() => resolve(null), graceMs))));
+  // The Response is not returned yet, so its stream cannot be cancelled: the request's signal says the client left
+  // (the record is then flagged client-disconnected; with abortOnClientDisconnect the engine call is aborted).
+  if (client.signal.aborted) client.gone();
+  else client.signal.addEventListener('abort', client.gone, { once: true });
   try {
     return await Promise.race(waits);
   } finally {
     clearTimeout(grace);
+    client.signal.removeEventListener('abort', client.gone);
   }
 }
 
@@ -45,6 +55,7 @@ export async function syntheticStream(
   ir: IRRequest,
   completionId: string,
   createdAt: number,
+  clientSignal: AbortSignal,
   run: (signal: AbortSignal | undefined, client: { readonly gone: boolean }) => Promise<IRResponse>,
 ): Promise<Response> {
   const { options, counters } = rt;
@@ -56,14 +67,12 @@ export async function syntheticStream(
   let committed = false;
   let timer: ReturnType<typeof setInterval> | undefined;
   const interval = options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS;
-  const stream = new ReadableStream<Uint8Array>({
-    start: (controller) => sink.attach(controller),
-    cancel() {
-      sink.cancelled();
-      clearInterval(timer);
-      if (options.abortOnClientDisconnect) abort.abort();
-    },
-  });
+  const clientGone = () => {
+    sink.cancelled();
+    clearInterval(timer);
+    if (options.abortOnClientDisconnect) abort.abort();
+  };
+  const stream = new ReadableStream<Uint8Array>({ start: (controller) => sink.attach(controller), cancel: clientGone });
   sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 }));
   const done = run(options.abortOnClientDisconnect ? abort.signal : undefined, sink.client).then(
     (response) => {
@@ -77,7 +86,7 @@ export async function syntheticStream(
       return streamFailure(thrown);
     },
   );
-  const early = await holdStatus(done, null, interval);
+  const early = await holdStatus(done, null, interval, { signal: clientSignal, gone: clientGone });
   if (early) {
     sink.close();
     throw early;

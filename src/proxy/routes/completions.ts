@@ -93,11 +93,11 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     // streams() is decided by the engine's probe: make sure it ran (a failure surfaces again in the call itself).
     if (rt.deps.engine.stream) await rt.deps.engine.probe().catch(() => {});
     if (rt.deps.engine.stream && rt.deps.engine.streams?.()) {
-      return liveStream(rt, route, ir, completionId, startedAt, (signal, onEvent, client) =>
+      return liveStream(rt, route, ir, completionId, startedAt, c.req.raw.signal, (signal, onEvent, client) =>
         sample(rt, ir, session, completionId, signal, onEvent).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
       );
     }
-    return syntheticStream(rt, route.dialect, ir, completionId, startedAt, (signal, client) =>
+    return syntheticStream(rt, route.dialect, ir, completionId, startedAt, c.req.raw.signal, (signal, client) =>
       sample(rt, ir, session, completionId, signal).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
     );
   };
