@@ -77,13 +77,18 @@ const FINAL_TASK = new Set(['completed', 'failed', 'cancelled']);
 /**
  * The Python Polar CLI's summary of a finished TaskStatus (src/polar/cli.py `_handle_submit`), plus the mean reward.
  * A session's reward is the server's `metadata.reward` (its outcome reward, also for a session with no traces, e.g. a
- * shell harness that made no model call); a reference server's result has none, and its last trace's reward counts.
+ * shell harness that made no model call); a reference server's result has none, and its last trace's reward counts. A
+ * cancelled session has none.
  */
 export function taskSummary(status: Record<string, unknown>): string {
-  type Result = { status?: string; metadata?: { reward?: number | null }; trajectory?: { traces?: { reward?: number | null }[] } };
+  type Result = { status?: string; metadata?: { reward?: number | null; polar_status?: string }; trajectory?: { traces?: { reward?: number | null }[] } };
   const results = (Array.isArray(status.results) ? status.results : []) as Result[];
   const completed = results.filter((r) => r.status === 'COMPLETED').length;
-  const rewards = results.map((r) => r.metadata?.reward ?? r.trajectory?.traces?.at(-1)?.reward).filter((r): r is number => typeof r === 'number');
+  // A cancelled session (reference shape: ERROR with metadata.polar_status CANCELLED) was never evaluated: no reward.
+  const rewards = results
+    .filter((r) => r.status !== 'CANCELLED' && r.metadata?.polar_status !== 'CANCELLED')
+    .map((r) => r.metadata?.reward ?? r.trajectory?.traces?.at(-1)?.reward)
+    .filter((r): r is number => typeof r === 'number');
   const mean = rewards.length > 0 ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0;
   return [
     `Task: ${String(status.task_id)}`,
