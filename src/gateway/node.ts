@@ -23,7 +23,7 @@ import {
   type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type Session, type SessionEvent, type SessionListFilter, type SessionView,
 } from './node-types.ts';
 import { postrun } from './postrun.ts';
-import { announceLeaving, startRegistration } from './registration.ts';
+import { announceDraining, announceLeaving, startRegistration } from './registration.ts';
 import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
 import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-roots.ts';
@@ -181,29 +181,36 @@ export class GatewayNode {
   }
 
   /**
-   * Stop taking sessions and interrupt every unfinished one (their process groups end; `reason`, e.g. "interrupted:
-   * SIGTERM", is logged on the node's own view). Nothing is cancelled because a node stopped: an interrupted session's
-   * result is neither stored nor sent, and the rollout server runs it again as a new attempt (told at once by
-   * `POST /nodes/{id}/leave`, else by the missed heartbeats, or by this node's re-registration). Waits up to `graceMs`
-   * (default 30000) for the teardowns and for the result callbacks of sessions that had finished, then aborts what is
-   * left and stops the server. Callbacks already on their way get that grace, so a finished run does not log
-   * "callback … failed: gateway stopping" for a result the rollout server was storing.
+   * Stop taking sessions (the rollout server is told to drain this node, `DELETE /nodes/{id}`) and interrupt every
+   * unfinished one whose harness still runs (process groups end; `reason`, e.g. "interrupted: SIGTERM", is logged on the
+   * node's own view). Sessions in POSTRUN get up to `graceMs` (default 30000) to be evaluated and sent; after it they are
+   * interrupted too. Nothing is cancelled because a node stopped: an interrupted session's result is neither stored nor
+   * sent, and the rollout server runs it again as a new attempt (told at once by `POST /nodes/{id}/leave`, else by the
+   * missed heartbeats, or by this node's re-registration). Then aborts what is left and stops the server. Callbacks
+   * already on their way get the grace, so a finished run does not log "callback … failed: gateway stopping" for a
+   * result the rollout server was storing.
    */
   async stop(opts: { reason?: string; graceMs?: number } = {}): Promise<void> {
     this.draining = true;
     this.stopHeartbeats?.();
     this.stopHeartbeats = null;
+    const membership = this.opts.rollout ? { server: this.opts.rollout.url, nodeId: this.nodeId, token: this.opts.controlPlaneToken, fetch: this.opts.fetch, log: this.opts.log } : null;
+    // No more dispatches here while the grace runs (each would be refused with 503 and count against the node).
+    if (membership) await announceDraining(membership);
+    const reason = opts.reason ?? 'gateway stopping';
     const pending = [...this.sessions.values()].filter((s) => s.stage !== 'done');
-    for (const s of pending) this.cancel(s.id, opts.reason ?? 'gateway stopping', { interrupted: true });
+    // A session whose harness has finished (POSTRUN, or waiting for a POSTRUN slot) gets the grace to be evaluated and
+    // sent; the others are interrupted at once.
+    for (const s of pending) if (s.stage !== 'postrun' && s.stage !== 'postrun_queued') this.cancel(s.id, reason, { interrupted: true });
     // Callbacks retry under the `stopping` signal: abort it only after the grace period, so the results get through.
     const settled = Promise.allSettled(pending.map((s) => s.done)).then(() => Promise.allSettled([...this.background]));
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([settled, new Promise<void>((resolve) => { timer = setTimeout(resolve, opts.graceMs ?? 30_000); })]);
     clearTimeout(timer);
+    for (const s of pending) if (s.stage !== 'done') this.cancel(s.id, reason, { interrupted: true });
+    await Promise.allSettled(pending.map((s) => s.done));
     // The finished sessions' results went out above; the interrupted ones run again as new attempts.
-    if (this.opts.rollout) {
-      await announceLeaving({ server: this.opts.rollout.url, nodeId: this.nodeId, token: this.opts.controlPlaneToken, fetch: this.opts.fetch, log: this.opts.log });
-    }
+    if (membership) await announceLeaving(membership);
     this.stopping.abort(new Error('gateway stopping'));
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);

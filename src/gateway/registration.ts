@@ -52,20 +52,35 @@ export function startRegistration(o: RegistrationOptions): () => void {
   return () => clearInterval(timer);
 }
 
+type Membership = Pick<RegistrationOptions, 'server' | 'nodeId' | 'token' | 'fetch' | 'log'> & { timeoutMs?: number };
+
+/** One best-effort call about this node to the rollout server; never throws (a 404, an unknown node, is fine). */
+async function tellServer(o: Membership, method: 'POST' | 'DELETE', path: string, what: string): Promise<void> {
+  const base = o.server.replace(/\/+$/, '');
+  try {
+    const response = await (o.fetch ?? fetch)(`${base}/nodes/${encodeURIComponent(o.nodeId)}${path}`, {
+      method, headers: controlPlaneHeaders(o.token), ...(method === 'POST' ? { body: '{}' } : {}), signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
+    });
+    await response.body?.cancel();
+    if (!response.ok && response.status !== 404) o.log?.(`${what} to ${base}: HTTP ${response.status}`);
+  } catch (error) {
+    o.log?.(`${what} to ${base} failed: ${errorText(error)}`);
+  }
+}
+
+/**
+ * Tell the rollout server to send this stopping node no more sessions (`DELETE /nodes/{id}`, the drain). Best effort:
+ * without an answer within `timeoutMs` (default 2000) a dispatch meanwhile is refused with 503 and queued again.
+ */
+export function announceDraining(o: Membership): Promise<void> {
+  return tellServer(o, 'DELETE', '', 'drain notice');
+}
+
 /**
  * Tell the rollout server this node is stopping (`POST /nodes/{id}/leave`), so it queues the sessions the node still
  * had again at once instead of after the heartbeat timeout. Best effort: never throws; without an answer within
  * `timeoutMs` (default 2000) the heartbeat timeout does the same later.
  */
-export async function announceLeaving(o: Pick<RegistrationOptions, 'server' | 'nodeId' | 'token' | 'fetch' | 'log'> & { timeoutMs?: number }): Promise<void> {
-  const base = o.server.replace(/\/+$/, '');
-  try {
-    const response = await (o.fetch ?? fetch)(`${base}/nodes/${encodeURIComponent(o.nodeId)}/leave`, {
-      method: 'POST', headers: controlPlaneHeaders(o.token), body: '{}', signal: AbortSignal.timeout(o.timeoutMs ?? 2000),
-    });
-    await response.body?.cancel();
-    if (!response.ok && response.status !== 404) o.log?.(`leave notice to ${base}: HTTP ${response.status}`);
-  } catch (error) {
-    o.log?.(`leave notice to ${base} failed: ${errorText(error)}`);
-  }
+export function announceLeaving(o: Membership): Promise<void> {
+  return tellServer(o, 'POST', '/leave', 'leave notice');
 }
