@@ -49,12 +49,18 @@ const TOOL_CALL_RE = /<tool_call>([\s\S]*?)<\/tool_call>|<tool_call>([\s\S]*)/g;
  * both as content. So a streamed reply (token-stream.ts) and the record agree on an answer cut off while thinking.
  */
 export function splitQwen3Reasoning(text: string, options: ParseOptions = {}): { reasoning: string | null; rest: string } {
+  if (options.promptOpenedThinking) {
+    // The text starts inside the block: a `<think>` in it is literal (one right at the start, re-opening, is dropped).
+    const lead = text.indexOf(THINK_START);
+    const body = lead >= 0 && text.slice(0, lead).trim() === '' ? text.slice(lead + THINK_START.length) : text;
+    const close = body.indexOf(THINK_END);
+    return close < 0 ? { reasoning: body, rest: '' } : { reasoning: body.slice(0, close), rest: body.slice(close + THINK_END.length) };
+  }
   const start = text.indexOf(THINK_START);
   const afterStart = start >= 0 ? text.slice(start + THINK_START.length) : text;
   const end = afterStart.indexOf(THINK_END);
   if (end < 0) {
-    const opened = start < 0 ? options.promptOpenedThinking === true : options.truncated === true && text.slice(0, start).trim() === '';
-    if (opened) return { reasoning: afterStart, rest: '' };
+    if (start >= 0 && options.truncated === true && text.slice(0, start).trim() === '') return { reasoning: afterStart, rest: '' };
     return { reasoning: null, rest: afterStart };
   }
   return { reasoning: afterStart.slice(0, end), rest: afterStart.slice(end + THINK_END.length) };

@@ -24,6 +24,11 @@ describe('Qwen3 (hermes JSON in <tool_call>)', () => {
     expect(out.content).toBe('\n\nhello');
     const cut = parseQwen3Output('still thinking when cut', { promptOpenedThinking: true });
     expect(cut).toEqual({ reasoning: 'still thinking when cut', content: '', toolCalls: [] });
+    // Inside the block a `<think>` is literal text of the reasoning (the stream sent it so); one right at the start is
+    // the model opening the block again, and dropped.
+    expect(parseQwen3Output('the <think> tag, cut off', { promptOpenedThinking: true })).toEqual({ reasoning: 'the <think> tag, cut off', content: '', toolCalls: [] });
+    expect(parseQwen3Output('a <think> b</think>\n\nok', { promptOpenedThinking: true })).toMatchObject({ reasoning: 'a <think> b', content: '\n\nok' });
+    expect(parseQwen3Output('\n<think>again</think>ok', { promptOpenedThinking: true })).toMatchObject({ reasoning: 'again', content: 'ok' });
   });
 
   test('cut off (truncated) inside a think block the text opened: reasoning, as the stream sent it; otherwise content, as vLLM\'s whole-answer parser returns it', () => {
