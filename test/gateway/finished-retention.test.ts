@@ -22,7 +22,8 @@ const rollout = Bun.serve({
   hostname: '127.0.0.1', port: 0,
   fetch: async (req) => {
     const path = new URL(req.url).pathname;
-    const body = (await req.json()) as Record<string, unknown>;
+    const text = await req.text(); // the node's drain notice on stop has no body
+    const body = (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>;
     if (path.endsWith('/heartbeat')) heartbeats.push(body.sessions as Record<string, string>);
     if (path === '/callbacks/session_result') delivered.push(body.session_id as string);
     // A callback the server refuses (400 is not retried): its session must stay whole on the node.

@@ -10,11 +10,12 @@ import { GatewayNode } from '../../src/gateway/node.ts';
 import { openStore } from '../../src/store/index.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'polar-gw-heartbeat-'));
-const seen: { path: string; auth: string | null; body: Record<string, unknown> }[] = [];
+const seen: { method: string; path: string; auth: string | null; body: Record<string, unknown> }[] = [];
 const rollout = Bun.serve({
   hostname: '127.0.0.1', port: 0,
   fetch: async (req) => {
-    seen.push({ path: new URL(req.url).pathname, auth: req.headers.get('authorization'), body: (await req.json()) as Record<string, unknown> });
+    const text = await req.text();
+    seen.push({ method: req.method, path: new URL(req.url).pathname, auth: req.headers.get('authorization'), body: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown> });
     return Response.json({ ok: true });
   },
 });
@@ -46,4 +47,10 @@ test('registration, then heartbeats with stage counts and per-session statuses, 
   expect(beat?.body).toMatchObject({ stages: { running: 1 }, sessions: { 'hb-s1': 'RUNNING' } });
   expect(seen.every((s) => s.auth === 'Bearer tok')).toBe(true);
   await node.wait('hb-s1');
+});
+
+test('stopping: the node asks to be drained, then says it is leaving, both with the token', async () => {
+  await node.stop({ reason: 'interrupted: SIGTERM', graceMs: 1000 });
+  const calls = seen.filter((s) => s.path.startsWith('/nodes/hb') && !s.path.endsWith('/heartbeat')).map((s) => [s.method, s.path, s.auth]);
+  expect(calls).toEqual([['DELETE', '/nodes/hb', 'Bearer tok'], ['POST', '/nodes/hb/leave', 'Bearer tok']]);
 });
