@@ -41,13 +41,13 @@ export interface ExportRow {
   response_messages: Record<string, unknown>[];
   /** Tools offered to the model, OpenAI Chat `{type: 'function', function: {name, description?, parameters}}`. */
   tools: Record<string, unknown>[];
-  /** The evaluated reward; null for an unevaluated session. */
+  /** The evaluated reward; null for an unevaluated or cancelled session. */
   reward: number | null;
   /** The session's sample index within its task (0..num_samples-1); null for a capture without a task. */
   sample_index: number | null;
   /**
    * The session's GRPO advantage within its group; 0 when an evaluated session is not in an evaluated group, null
-   * for an unevaluated session.
+   * for an unevaluated or cancelled session.
    */
   advantage: number | null;
   /**
@@ -70,7 +70,7 @@ export interface ExportOptions {
 /** Trainer rows plus how many sessions of each kind they come from. */
 export interface ExportResult {
   rows: ExportRow[];
-  /** Sessions with a stored SessionResult. */
+  /** Sessions with a stored SessionResult, cancelled ones left out (never judged). */
   evaluatedSessions: number;
   /** Sessions with records but no SessionResult, built now (0 with `onlyEvaluated`). */
   unevaluatedSessions: number;
@@ -101,21 +101,23 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
   for (const result of results) {
     const adv = advantageBySession.get(result.session_id);
     const meta = result.trajectory.metadata;
+    // A cancelled session was never judged: its rows (traces of a session cancelled in POSTRUN) carry no reward.
+    const evaluated = result.status !== 'CANCELLED';
     result.trajectory.traces.forEach((trace, t) => {
       rows.push({
         ...traceFields(trace, `session ${result.session_id} trace ${t}`),
-        reward: trace.reward,
+        reward: evaluated ? trace.reward : null,
         sample_index: store.sessions.get(result.session_id)?.sample_index ?? null,
-        advantage: adv?.grpo ?? 0,
+        advantage: evaluated ? adv?.grpo ?? 0 : null,
         metadata: {
-          ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated: true,
+          ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated,
           trajectory_status: result.trajectory.status, training_filter: meta?.training_filter ?? null,
           reconstruction_stats: meta?.reconstruction_stats ?? null, evaluation: meta?.evaluation ?? null,
         },
       });
     });
   }
-  const evaluatedSessions = results.length;
+  const evaluatedSessions = results.filter((r) => r.status !== 'CANCELLED').length;
   const unevaluated = unevaluatedSessionIds(store, results);
   if (opts.onlyEvaluated) return { rows, evaluatedSessions, unevaluatedSessions: 0, skippedUnevaluated: unevaluated.length };
   const strategy = opts.builder ?? 'prefix_merging';

@@ -92,6 +92,24 @@ describe('hand-made records: one evaluated session, one unevaluated two-turn ses
     }
   });
 
+  test('a cancelled session (cancelled in POSTRUN, so it has traces) is not counted as evaluated; its rows have no reward or advantage', () => {
+    const path = join(scratch, 'cancelled.db');
+    const store = openStore(path);
+    try {
+      store.completions.insert(record('stopped', 0, [5, 6], [7, EOT]));
+      const source = openStore(db);
+      const base = source.results.get('judged')!;
+      source.close();
+      const trace = { ...base.trajectory.traces[0]!, reward: 0, metadata: { ...base.trajectory.traces[0]!.metadata, session_id: 'stopped', completion_ids: ['stopped-c0'] } };
+      store.results.put({ ...base, session_id: 'stopped', status: 'CANCELLED', error: 'cancelled: by request', trajectory: { ...base.trajectory, traces: [trace] } });
+      const result = exportTraces(store);
+      expect(result.evaluatedSessions).toBe(0);
+      expect(result.rows.map((r) => [r.metadata.session_id, r.metadata.evaluated, r.reward, r.advantage, r.metadata.usable])).toEqual([['stopped', false, null, null, false]]);
+    } finally {
+      store.close();
+    }
+  });
+
   test('per_request: one trace per record; onlyEvaluated: the old behaviour', () => {
     const store = openStore(db);
     try {
