@@ -284,6 +284,7 @@ describe('encodeResponse', () => {
     const body = openaiResponses.encodeResponse(irResponse({ content: [{ type: 'text', text: 'cut' }], finishReason: { unified: 'length', raw: 'length' } }), ctx());
     expect(body.status).toBe('incomplete');
     expect(body.incomplete_details).toEqual({ reason: 'max_output_tokens' });
+    expect(body.output.map((item) => (item as { status?: string }).status)).toEqual(['incomplete']);
     expect(openaiResponses.decodeResponse(body, ctx()).finishReason).toEqual({ unified: 'length', raw: 'max_output_tokens' });
   });
 

@@ -295,6 +295,12 @@ export class ResponseAssembler {
   private finish(reason: FinishReason, usage: IRUsage, out: WireEvent[]): void {
     this.closeAll(out);
     const { status, incomplete_details } = encodeFinishReason(reason);
+    if (status === 'incomplete') {
+      // The item the limit cut short is incomplete, as the API reports it. Its `output_item.done` already went out as
+      // completed (a streamed item closes before the finish reason is known); the final response object is exact.
+      const last = this.output.at(-1);
+      if (last && 'status' in last) last.status = 'incomplete';
+    }
     const error = status === 'failed' ? { code: 'server_error', message: `generation failed (${reason.raw ?? 'error'})` } : null;
     this.final = this.envelope(status, error, incomplete_details, encodeUsage(usage));
     const type = status === 'completed' ? 'response.completed' : status === 'incomplete' ? 'response.incomplete' : 'response.failed';
