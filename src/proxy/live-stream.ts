@@ -19,7 +19,7 @@ import type { IRRequest, IRResponse } from '../core/ir.ts';
 import type { EngineStreamEvent } from '../engines/types.ts';
 import type { ProxyRuntime } from './context.ts';
 import type { DialectRoute } from './dialect-table.ts';
-import { closeWith, DEFAULT_KEEPALIVE_MS, endInBand, holdStatus, SseSink, sseHeaders, streamFailure } from './synthetic-stream.ts';
+import { ProxyStream } from './synthetic-stream.ts';
 
 /** Runs the engine call: events go to `onEvent`; resolves with the committed response. */
 export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineStreamEvent) => void, client: { readonly gone: boolean }) => Promise<IRResponse>;
@@ -27,40 +27,25 @@ export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineS
 /**
  * The streamed response for one call; resolves once the engine has answered (Chat, Gemini), or then or after one
  * keep-alive interval, whichever comes first (Anthropic, Responses), and throws the engine's error when it failed
- * before that (rendered as a real status by the app).
- * One function (~90 lines) because the start / keep-alive / answered / commit state is shared by its closures.
+ * before that (rendered as a real status by the app). The body, keep-alives, disconnects and the commit are
+ * ProxyStream's (synthetic-stream.ts); here only the start event (which may wait for the prompt length) and the
+ * engine's `answered` signal.
  */
 export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, clientSignal: AbortSignal, run: LiveRun): Promise<Response> {
-  const { options, counters } = rt;
-  const encoder = route.dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
-  let committed = false;
-  const sink = new SseSink(() => {
-    if (committed) counters.disconnectsAfterCommit++;
-  });
-  const abort = new AbortController();
+  const stream = new ProxyStream(rt, route.dialect.createStreamEncoder({ ...rt.codecCtx, request: ir }), route.dialect.name);
   let startSent = false;
-  let timer: ReturnType<typeof setInterval> | undefined;
   let answered!: () => void;
   const answeredOnce = new Promise<void>((resolve) => (answered = resolve));
   const start = (inputTokens: number) => {
     if (startSent) return;
     startSent = true;
-    sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens }));
+    stream.write({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens });
   };
-  const clientGone = () => {
-    sink.cancelled();
-    clearInterval(timer);
-    if (options.abortOnClientDisconnect) abort.abort();
-  };
-  const stream = new ReadableStream<Uint8Array>({ start: (controller) => sink.attach(controller), cancel: clientGone });
   if (!route.startOnPrompt) start(0);
-  const beginKeepAlive = () => {
-    timer ??= setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS);
-  };
   const onEvent = (event: EngineStreamEvent) => {
     if (event.type === 'answered') {
       answered();
-      beginKeepAlive();
+      stream.keepAlive();
       return;
     }
     if (event.type === 'prompt') {
@@ -68,30 +53,14 @@ export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRe
       return;
     }
     start(0);
-    sink.write(encoder.push(event));
+    stream.write(event);
   };
-  const done = run(options.abortOnClientDisconnect ? abort.signal : undefined, onEvent, sink.client).then(
-    (response) => {
-      committed = true;
-      clearInterval(timer);
-      answered();
-      start(response.usage.inputTokens);
-      closeWith(sink, encoder, [{ type: 'finish', finishReason: response.finishReason, usage: response.usage, response }]);
-      return null;
-    },
-    (thrown) => {
-      clearInterval(timer);
-      return streamFailure(thrown);
-    },
-  );
+  const done = stream.settle(run(stream.engineSignal, onEvent, stream.sink.client), (response) => {
+    answered();
+    start(response.usage.inputTokens);
+    return [{ type: 'finish', finishReason: response.finishReason, usage: response.usage, response }];
+  });
   // Whichever comes first: the engine answered (stream from here), or the call failed before it did (real status), or
   // (Anthropic, Responses) one keep-alive interval passed (headers and keep-alives from here).
-  const early = await holdStatus(done, answeredOnce, route.statusBeforeBytes ? null : options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS, { signal: clientSignal, gone: clientGone });
-  if (early) {
-    sink.close();
-    throw early;
-  }
-  if (!route.statusBeforeBytes && !committed) beginKeepAlive();
-  endInBand(rt, route.dialect.name, sink, encoder, done, () => start(0));
-  return new Response(stream, { status: 200, headers: sseHeaders(ir) });
+  return stream.respond(ir, done, answeredOnce, route.statusBeforeBytes ? null : stream.intervalMs, clientSignal, () => start(0));
 }

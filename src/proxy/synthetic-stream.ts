@@ -44,9 +44,115 @@ export async function holdStatus(
 }
 
 /**
+ * What both stream paths (this one and live-stream.ts) share: the SSE body and its writer, keep-alives, the client's
+ * disconnect (the body's cancel, or the request's signal while the status is held: the record is then flagged
+ * client-disconnected, and with `abortOnClientDisconnect` the engine call is aborted), the commit of the answer and
+ * the in-band error after the 200.
+ */
+export class ProxyStream {
+  readonly sink: SseSink;
+  readonly body: ReadableStream<Uint8Array>;
+  /** The signal for the engine call: it aborts when the client leaves, with `abortOnClientDisconnect`; else none. */
+  readonly engineSignal: AbortSignal | undefined;
+  readonly #abort = new AbortController();
+  readonly #intervalMs: number;
+  #committed = false;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    private readonly rt: ProxyRuntime,
+    private readonly encoder: StreamEncoder,
+    private readonly dialect: string,
+  ) {
+    this.sink = new SseSink(() => {
+      if (this.#committed) rt.counters.disconnectsAfterCommit++;
+    });
+    this.body = new ReadableStream<Uint8Array>({ start: (controller) => this.sink.attach(controller), cancel: this.clientGone });
+    this.engineSignal = rt.options.abortOnClientDisconnect ? this.#abort.signal : undefined;
+    this.#intervalMs = rt.options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS;
+  }
+
+  /** Keep-alive interval (and the longest status hold of a stream that waits for no engine answer), ms. */
+  get intervalMs(): number {
+    return this.#intervalMs;
+  }
+
+  write(event: IRStreamEvent): void {
+    this.sink.write(this.encoder.push(event));
+  }
+
+  /** Start the keep-alives (once). */
+  keepAlive(): void {
+    this.#timer ??= setInterval(() => this.write({ type: 'keep-alive' }), this.#intervalMs);
+  }
+
+  readonly clientGone = (): void => {
+    this.sink.cancelled();
+    clearInterval(this.#timer);
+    if (this.rt.options.abortOnClientDisconnect) this.#abort.abort();
+  };
+
+  /**
+   * The engine call's outcome: on success the answer is committed, `closing(response)`'s events, then the encoder's
+   * end (or its error event when encoding fails) are written and the body closes (null); on failure its GatewayError
+   * (an internal one is logged with its stack).
+   */
+  settle(call: Promise<IRResponse>, closing: (response: IRResponse) => Iterable<IRStreamEvent>): Promise<GatewayError | null> {
+    return call.then(
+      (response) => {
+        this.#committed = true;
+        clearInterval(this.#timer);
+        try {
+          for (const event of closing(response)) this.write(event);
+          this.sink.write(this.encoder.end());
+        } catch (thrown) {
+          this.write({ type: 'error', error: toGatewayError(thrown) });
+        }
+        this.sink.close();
+        return null;
+      },
+      (thrown) => {
+        clearInterval(this.#timer);
+        const error = toGatewayError(thrown);
+        if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
+        return error;
+      },
+    );
+  }
+
+  /**
+   * The response once the status may go out ({@link holdStatus}); throws the call's error when it failed before that.
+   * After the 200, keep-alives run until the answer is committed, and a failure ends the stream with the dialect's
+   * in-band error event (after `beforeError`, e.g. the start event it still owes), counted in
+   * `polar_proxy_stream_errors_total`.
+   */
+  async respond(ir: IRRequest, done: Promise<GatewayError | null>, proceed: Promise<void> | null, graceMs: number | null, clientSignal: AbortSignal, beforeError: () => void = () => {}): Promise<Response> {
+    const early = await holdStatus(done, proceed, graceMs, { signal: clientSignal, gone: this.clientGone });
+    if (early) {
+      this.sink.close();
+      throw early;
+    }
+    if (!this.#committed) this.keepAlive();
+    void done.then((error) => {
+      if (!error) return;
+      this.rt.metrics.observeStreamError(this.dialect, error.kind);
+      try {
+        beforeError();
+        this.write({ type: 'error', error });
+        this.sink.write(this.encoder.end());
+      } catch {
+        // an encoder that cannot render the error: close the stream, the client sees a truncated stream
+      }
+      this.sink.close();
+    });
+    return new Response(this.body, { status: 200, headers: sseHeaders(ir) });
+  }
+}
+
+/**
  * An SSE response whose body is written as `run` resolves. `client.gone` turns true when the client disconnects (the
- * stream is cancelled, or a write fails); `run` reads it when it commits. With `options.abortOnClientDisconnect` the
- * signal passed to `run` aborts on disconnect.
+ * stream is cancelled, a write fails, or the request's signal aborts while the status is held); `run` reads it when it
+ * commits. With `options.abortOnClientDisconnect` the signal passed to `run` aborts on disconnect.
  * @throws GatewayError the call's error when it failed within one keep-alive interval (rendered as a real status)
  */
 export async function syntheticStream(
@@ -58,79 +164,10 @@ export async function syntheticStream(
   clientSignal: AbortSignal,
   run: (signal: AbortSignal | undefined, client: { readonly gone: boolean }) => Promise<IRResponse>,
 ): Promise<Response> {
-  const { options, counters } = rt;
-  const encoder = dialect.createStreamEncoder({ ...rt.codecCtx, request: ir });
-  const sink = new SseSink(() => {
-    if (committed) counters.disconnectsAfterCommit++;
-  });
-  const abort = new AbortController();
-  let committed = false;
-  let timer: ReturnType<typeof setInterval> | undefined;
-  const interval = options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_MS;
-  const clientGone = () => {
-    sink.cancelled();
-    clearInterval(timer);
-    if (options.abortOnClientDisconnect) abort.abort();
-  };
-  const stream = new ReadableStream<Uint8Array>({ start: (controller) => sink.attach(controller), cancel: clientGone });
-  sink.write(encoder.push({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 }));
-  const done = run(options.abortOnClientDisconnect ? abort.signal : undefined, sink.client).then(
-    (response) => {
-      committed = true;
-      clearInterval(timer);
-      closeWith(sink, encoder, responseToStreamEvents(response));
-      return null;
-    },
-    (thrown) => {
-      clearInterval(timer);
-      return streamFailure(thrown);
-    },
-  );
-  const early = await holdStatus(done, null, interval, { signal: clientSignal, gone: clientGone });
-  if (early) {
-    sink.close();
-    throw early;
-  }
-  if (!committed) timer = setInterval(() => sink.write(encoder.push({ type: 'keep-alive' })), interval);
-  endInBand(rt, dialect.name, sink, encoder, done);
-  return new Response(stream, { status: 200, headers: sseHeaders(ir) });
-}
-
-/** The last events of a committed answer, then the encoder's end (or its error event when encoding fails), then close. */
-export function closeWith(sink: SseSink, encoder: StreamEncoder, events: Iterable<IRStreamEvent>): void {
-  try {
-    for (const event of events) sink.write(encoder.push(event));
-    sink.write(encoder.end());
-  } catch (thrown) {
-    sink.write(encoder.push({ type: 'error', error: toGatewayError(thrown) }));
-  }
-  sink.close();
-}
-
-/** A stream's failed engine call as the GatewayError to answer with (an internal one is logged with its stack). */
-export function streamFailure(thrown: unknown): GatewayError {
-  const error = toGatewayError(thrown);
-  if (error.kind === 'internal') console.error('polar proxy: internal error during a stream', thrown);
-  return error;
-}
-
-/**
- * Once a stream's 200 went out: a call that then fails ends the stream with the dialect's in-band error event
- * (after `beforeError`, e.g. the start event it still owes), counted in `polar_proxy_stream_errors_total`.
- */
-export function endInBand(rt: ProxyRuntime, dialect: string, sink: SseSink, encoder: StreamEncoder, done: Promise<GatewayError | null>, beforeError: () => void = () => {}): void {
-  void done.then((error) => {
-    if (!error) return;
-    rt.metrics.observeStreamError(dialect, error.kind);
-    try {
-      beforeError();
-      sink.write(encoder.push({ type: 'error', error }));
-      sink.write(encoder.end());
-    } catch {
-      // an encoder that cannot render the error: close the stream, the client sees a truncated stream
-    }
-    sink.close();
-  });
+  const stream = new ProxyStream(rt, dialect.createStreamEncoder({ ...rt.codecCtx, request: ir }), dialect.name);
+  stream.write({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 });
+  const done = stream.settle(run(stream.engineSignal, stream.sink.client), responseToStreamEvents);
+  return stream.respond(ir, done, null, stream.intervalMs, clientSignal);
 }
 
 /** SSE response headers (+ the decode warnings of the request). */
