@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { importReferenceTopology } from '../config/import-reference.ts';
+import { importReferenceTopology, type ImportedTopology } from '../config/import-reference.ts';
 import { ConfigError, formatIssue, loadConfig, resolveConfig } from '../config/load.ts';
 import type { PolarConfig } from '../config/schema.ts';
 
@@ -43,12 +43,7 @@ export function loadConfigForCli(file: string, log: (line: string) => void = (li
     return loadConfig(file);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    let imported: ReturnType<typeof importReferenceTopology> | null = null;
-    try {
-      imported = importReferenceTopology(parseYaml(readFileSync(file, 'utf8')));
-    } catch {
-      // not a reference topology either: report our schema's issues
-    }
+    const imported = readReferenceTopology(file);
     if (imported === null) throw new UsageError(`invalid config ${file}:\n  ${error.issues.map(formatIssue).join('\n  ')}`);
     log(`polar: ${file} is a Python Polar topology; reading it as \`polar config import ${file}\` converts it`);
     for (const note of imported.notes) log(`polar: note: ${note}`);
@@ -61,14 +56,18 @@ export function loadConfigForCli(file: string, log: (line: string) => void = (li
   }
 }
 
+/** The file converted as `polar config import` does, or null when it is not a Python Polar topology (or unreadable). */
+function readReferenceTopology(file: string): ImportedTopology | null {
+  try {
+    return importReferenceTopology(parseYaml(readFileSync(file, 'utf8')));
+  } catch {
+    return null;
+  }
+}
+
 /** A hint to convert the file when it is a Python Polar topology (`polar config import`), else ''. */
 export function referenceHint(file: string): string {
-  try {
-    importReferenceTopology(parseYaml(readFileSync(file, 'utf8')));
-    return `\n${file} is a Python Polar topology: convert it with \`polar config import ${file} -o polar.yaml\` and pass polar.yaml`;
-  } catch {
-    return '';
-  }
+  return readReferenceTopology(file) === null ? '' : `\n${file} is a Python Polar topology: convert it with \`polar config import ${file} -o polar.yaml\` and pass polar.yaml`;
 }
 
 /** True for addresses only this machine can reach: 127.0.0.0/8, ::1 (with or without brackets) and `localhost`. */

@@ -88,10 +88,11 @@ export async function postrun(ctx: NodeContext, s: Session): Promise<void> {
   // we restarted. Its result is neither stored nor sent: the rollout server runs the session again as a new attempt
   // (the node's leave notice, a missed heartbeat, or this node's re-registration after a restart tells it). The
   // completions it captured stay stored under this attempt.
-  const interrupted = s.end?.kind === 'cancelled' && s.end.interrupted === true;
+  const end = s.end;
+  const interrupted = end?.kind === 'cancelled' && end.interrupted === true;
   if (interrupted) {
     status = 'CANCELLED';
-    error = s.end?.kind === 'cancelled' ? s.end.reason ?? 'interrupted' : 'interrupted';
+    error = end.reason ?? 'interrupted';
   }
   const now = ctx.clock();
   const result: SessionResult = {

@@ -79,14 +79,14 @@ export async function fanOut(opts: FanoutOptions, path: string, payload: unknown
 export function adminFanoutRoutes<R extends Request>(
   opts: FanoutOptions,
   guard: (handler: (req: R) => unknown | Promise<unknown>) => (req: R) => Promise<Response>,
-  readBody: (req: Request) => Promise<unknown>,
+  readBody: (body: { json(): Promise<unknown> }) => Promise<unknown>,
 ) {
   const defaultTimeout = opts.defaultTimeoutS ?? 60;
   // The body is optional: none at all (no content-length, e.g. `curl -X POST`) or an empty one means the defaults.
+  // Read once; what is there is parsed by the server's own reader (bad JSON answers as on every route).
   const bodyOf = async (req: Request) => {
-    if (req.headers.get('content-length') === '0') return null;
-    const text = await req.clone().text();
-    return text.trim() === '' ? null : await readBody(req);
+    const text = await req.text();
+    return text.trim() === '' ? null : await readBody(new Response(text));
   };
   return {
     '/rollout/admin/inference/pause': {

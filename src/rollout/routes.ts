@@ -59,7 +59,7 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
         return json({ error: error instanceof Error ? error.message : String(error) }, 500);
       }
     };
-  const body = async (req: Request): Promise<unknown> => {
+  const body = async (req: { json(): Promise<unknown> }): Promise<unknown> => {
     try {
       return await req.json();
     } catch {
