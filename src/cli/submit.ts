@@ -84,9 +84,9 @@ export function taskSummary(status: Record<string, unknown>): string {
   type Result = { status?: string; metadata?: { reward?: number | null; polar_status?: string }; trajectory?: { traces?: { reward?: number | null }[] } };
   const results = (Array.isArray(status.results) ? status.results : []) as Result[];
   const completed = results.filter((r) => r.status === 'COMPLETED').length;
-  // A cancelled session (reference shape: ERROR with metadata.polar_status CANCELLED) was never evaluated: no reward.
+  // A cancelled session (the reference shape has no CANCELLED: ERROR with metadata.polar_status) has no reward.
   const rewards = results
-    .filter((r) => r.status !== 'CANCELLED' && r.metadata?.polar_status !== 'CANCELLED')
+    .filter((r) => r.metadata?.polar_status !== 'CANCELLED')
     .map((r) => r.metadata?.reward ?? r.trajectory?.traces?.at(-1)?.reward)
     .filter((r): r is number => typeof r === 'number');
   const mean = rewards.length > 0 ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0;

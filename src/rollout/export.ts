@@ -83,6 +83,9 @@ export function exportRows(store: Store, opts: ExportOptions = {}): ExportRow[] 
   return exportTraces(store, opts).rows;
 }
 
+/** A cancelled session was never judged: its rows (traces of a session cancelled in POSTRUN) carry no reward. */
+const judged = (result: SessionResult): boolean => result.status !== 'CANCELLED';
+
 /**
  * Every trace of every stored session result, in task then sample order; then (unless `onlyEvaluated`) the traces of
  * every session that has records but no result, built with `opts.builder`, in order of their first record.
@@ -101,8 +104,7 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
   for (const result of results) {
     const adv = advantageBySession.get(result.session_id);
     const meta = result.trajectory.metadata;
-    // A cancelled session was never judged: its rows (traces of a session cancelled in POSTRUN) carry no reward.
-    const evaluated = result.status !== 'CANCELLED';
+    const evaluated = judged(result);
     result.trajectory.traces.forEach((trace, t) => {
       rows.push({
         ...traceFields(trace, `session ${result.session_id} trace ${t}`),
@@ -117,7 +119,7 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
       });
     });
   }
-  const evaluatedSessions = results.filter((r) => r.status !== 'CANCELLED').length;
+  const evaluatedSessions = results.filter(judged).length;
   const unevaluated = unevaluatedSessionIds(store, results);
   if (opts.onlyEvaluated) return { rows, evaluatedSessions, unevaluatedSessions: 0, skippedUnevaluated: unevaluated.length };
   const strategy = opts.builder ?? 'prefix_merging';
