@@ -366,7 +366,7 @@ test('a cancelled session reads "cancelled: by request" in the DELETE answer, in
   const node = fakeNode();
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
   await post(`${server.url}/rollout/task/submit`, task('t-cancel', { num_samples: 1 }));
-  for (let i = 0; i < 200 && node.dispatched.length === 0; i++) await Bun.sleep(5);
+  await until(() => node.dispatched.length === 1);
   type Status = { results: { error: string | null }[] };
   const deleted = (await (await fetch(`${server.url}/rollout/task/t-cancel`, { method: 'DELETE' })).json()) as Status;
   expect(deleted.results.map((r) => r.error)).toEqual(['cancelled: by request']);
