@@ -7,10 +7,11 @@
  * helpers). The warm-up is 1,000 calls: after 100 the JIT threads still spend ~0.2 ms per 100 KB call compiling,
  * after 3,000 ~0.04 ms, and a proxy in service is past both.
  * The `-c64` variants keep 64 calls in flight for 10 s (autocannon, bench/lib/load.mjs) instead: what concurrency adds
- * (garbage collection over a larger heap, queueing). The `floor-` variants run bench/lib/floor-proxy.ts instead of
+ * (garbage collection over a larger heap, queueing), with the RSS at the end of the load and again `--idle` seconds
+ * later (default 15; 0 skips the wait). The `floor-` variants run bench/lib/floor-proxy.ts instead of
  * polar: a bare Bun server that only decodes and parses the request and the engine's answer (no translation,
  * capture or store), the floor under any Bun proxy that reads both documents.
- * Run: bun bench/proxy-cpu.ts [--quick] [--calls=N] [--warmup=N] [small-json|large-json|small-json-c64|large-json-c64|floor-large-json|...]
+ * Run: bun bench/proxy-cpu.ts [--quick] [--calls=N] [--warmup=N] [--idle=S] [small-json|large-json|small-json-c64|large-json-c64|floor-large-json|...]
  * (`--calls`: sequential calls measured, default 400; `--warmup`: calls before, default 1,000; --quick: 100 and 20).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -43,6 +44,7 @@ await defineBench({
     const count = { ok: (value: number) => Number.isInteger(value) && value >= 0, what: 'a non-negative integer' };
     const calls = numberOption(ctx.args, 'calls', ctx.quick ? 100 : 400, count);
     const warmup = numberOption(ctx.args, 'warmup', ctx.quick ? 20 : 1000, count);
+    const idleS = numberOption(ctx.args, 'idle', 15, count);
     const dir = mkdtempSync(join(tmpdir(), 'polar-proxy-cpu-'));
     const servers: ServerProcess[] = [];
     try {
@@ -62,12 +64,18 @@ await defineBench({
         const threads0 = threadCpuMs(proxy.pid);
         const load = await runLoad(dir, 'c64', { url: `${proxy.url}/v1/messages`, headers: { 'content-type': 'application/json', 'x-api-key': 'bench' }, body, connections: 64, durationS });
         if (load.requests === 0 || load.non2xx + load.errors > 0) throw new Error(`load failed: ${JSON.stringify(load)}`);
+        const cpuPerCall = (treeCpuMs(proxy.pid) - cpu0) / load.requests;
+        const faultsPerCall = (treeMinorFaults(proxy.pid) - faults0) / load.requests;
+        const split = perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), load.requests);
+        const rssMB = treeRssBytes(proxy.pid) / 2 ** 20;
+        if (idleS > 0) await Bun.sleep(idleS * 1000);
+        const rssLater: number | string = idleS > 0 ? treeRssBytes(proxy.pid) / 2 ** 20 : 'n/a';
         return {
           title: 'Proxy CPU per call at 64 connections (polar proxy → instant mock, capture + SQLite commit included; floor = bare Bun parse-and-forward)',
-          columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'page faults/call', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB'],
+          columns: ['proxy', 'request', 'mode', 'calls', 'CPU ms/call', 'main ms', 'JIT ms', 'other ms', 'page faults/call', 'req/s', 'latency p50 ms', 'latency p99 ms', 'RSS MB', `RSS MB ${idleS} s later`],
           keyColumns: 3,
-          rows: [[who, size === 'large' ? '100 KB' : 'small', `${mode.toUpperCase()} ×64`, load.requests, (treeCpuMs(proxy.pid) - cpu0) / load.requests, ...perCall(splitThreads(threads0, threadCpuMs(proxy.pid)), load.requests), (treeMinorFaults(proxy.pid) - faults0) / load.requests, load.rps, load.latencyP50Ms, load.latencyP99Ms, treeRssBytes(proxy.pid) / 2 ** 20]],
-          notes: [`body ${(body.length / 1024).toFixed(0)} KiB; ${durationS} s at 64 connections (autocannon) after the sequential warm-up; CPU from /proc over the load window`],
+          rows: [[who, size === 'large' ? '100 KB' : 'small', `${mode.toUpperCase()} ×64`, load.requests, cpuPerCall, ...split, faultsPerCall, load.rps, load.latencyP50Ms, load.latencyP99Ms, rssMB, rssLater]],
+          notes: [`body ${(body.length / 1024).toFixed(0)} KiB; ${durationS} s at 64 connections (autocannon) after the sequential warm-up; CPU from /proc over the load window; RSS at the end of the load and ${idleS} s later, without calls`],
         };
       }
       const latencies: number[] = [];

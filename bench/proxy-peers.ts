@@ -12,12 +12,14 @@
  * the answer as SSE (synthetic streaming); the peers stream from the mock.
  * Per variant (dialect × size × json|sse): added latency p50/p99 over the direct call at low load (sequential
  * requests, contenders alternating in batches), requests/s and CPU ms per request at 64 connections (autocannon),
- * RSS of the contender after load, and ours/peer ratios. Run: bun bench/proxy-peers.ts [--quick] [variant...]
+ * RSS of the contender at the end of its load and again `--idle` seconds later (default 15; 0 skips the wait: how much
+ * of the load's peak each process hands back to the OS once idle), and ours/peer ratios.
+ * Run: bun bench/proxy-peers.ts [--quick] [--idle=S] [variant...]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defineBench } from './lib/bench.ts';
+import { defineBench, numberOption } from './lib/bench.ts';
 import { treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { chatBodies, messagesBodies, type Json } from './lib/requests.ts';
 import { runLoad, type LoadResult } from './lib/load.ts';
@@ -68,11 +70,14 @@ async function timedCall(c: Contender): Promise<number> {
   return ms;
 }
 
-async function load(c: Contender, dir: string, connections: number, durationS: number): Promise<LoadResult & { cpuMsPerRequest: number; rssMB: number }> {
+/** One contender under `connections` for `durationS`; RSS at the end and, when `idleS` > 0, after `idleS` s without calls. */
+async function load(c: Contender, dir: string, connections: number, durationS: number, idleS: number): Promise<LoadResult & { cpuMsPerRequest: number; rssMB: number; rssLaterMB: number }> {
   const cpu0 = treeCpuMs(c.server.pid);
   const result = await runLoad(dir, c.name, { url: `${c.server.url}${c.path}`, headers: c.headers, body: c.body, connections, durationS });
   const cpu1 = treeCpuMs(c.server.pid);
-  return { ...result, cpuMsPerRequest: result.requests > 0 ? (cpu1 - cpu0) / result.requests : Number.NaN, rssMB: treeRssBytes(c.server.pid) / 2 ** 20 };
+  const rssMB = treeRssBytes(c.server.pid) / 2 ** 20;
+  if (idleS > 0) await Bun.sleep(idleS * 1000);
+  return { ...result, cpuMsPerRequest: result.requests > 0 ? (cpu1 - cpu0) / result.requests : Number.NaN, rssMB, rssLaterMB: idleS > 0 ? treeRssBytes(c.server.pid) / 2 ** 20 : Number.NaN };
 }
 
 await defineBench({
@@ -80,6 +85,7 @@ await defineBench({
   variants: () => ['messages', 'chat'].flatMap((d) => ['small', '100k'].flatMap((s) => ['json', 'sse'].map((m) => `${d}-${s}-${m}`))),
   async run(variant, ctx) {
     const { dialect, size, mode } = parseVariant(variant);
+    const idleS = numberOption(ctx.args, 'idle', 15, { ok: (value) => Number.isFinite(value) && value >= 0, what: 'seconds, 0 or more' });
     await ensurePeers();
     const dir = mkdtempSync(join(tmpdir(), 'polar-bench-peers-'));
     const servers: ServerProcess[] = [];
@@ -148,7 +154,7 @@ await defineBench({
       // 100 KB calls take a peer ~100 ms of CPU each, so 64 queued calls need seconds before the first completes.
       const durationS = size === '100k' ? (ctx.quick ? 8 : 15) : ctx.quick ? 3 : 10;
       const loads = new Map<Contender, Awaited<ReturnType<typeof load>>>();
-      for (const c of contenders) loads.set(c, await load(c, dir, 64, durationS));
+      for (const c of contenders) loads.set(c, await load(c, dir, 64, durationS, idleS));
 
       const direct = contenders[0]!;
       const d50 = percentile(samples.get(direct)!, 50);
@@ -167,19 +173,20 @@ await defineBench({
           rps: l.rps,
           cpu: l.cpuMsPerRequest,
           rss: l.rssMB,
+          rssLater: l.rssLaterMB,
           errors: l.errors + l.timeouts + l.non2xx,
         };
       });
       const finite = (x: number): Cell => (Number.isFinite(x) ? x : 'n/a'); // e.g. CPU per request when none completed
-      const rows: Cell[][] = figures.map((f) => [f.name, f.p50, f.p99, f.added50, f.added99, f.rps, finite(f.cpu), f.rss, f.errors]);
+      const rows: Cell[][] = figures.map((f) => [f.name, f.p50, f.p99, f.added50, f.added99, f.rps, finite(f.cpu), f.rss, finite(f.rssLater), f.errors]);
       const [, o, p] = figures as [unknown, (typeof figures)[number], (typeof figures)[number]];
       // A peer that answered nothing under load (0 req/s) has no ratio; NaN would reach the table as null.
       const ratio = (a: number, b: number): Cell => (b > 0 && Number.isFinite(a / b) ? a / b : 'n/a');
-      rows.push([`ratio ours/peer`, ratio(o.p50, p.p50), ratio(o.p99, p.p99), ratio(o.added50, p.added50), ratio(o.added99, p.added99), ratio(o.rps, p.rps), ratio(o.cpu, p.cpu), ratio(o.rss, p.rss), '']);
+      rows.push([`ratio ours/peer`, ratio(o.p50, p.p50), ratio(o.p99, p.p99), ratio(o.added50, p.added50), ratio(o.added99, p.added99), ratio(o.rps, p.rps), ratio(o.cpu, p.cpu), ratio(o.rss, p.rss), ratio(o.rssLater, p.rssLater), '']);
       const sizeText = size === 'small' ? 'small request' : '100 KB Claude-Code-shaped request';
       return {
         title: `proxy overhead · ${dialect === 'messages' ? 'Anthropic Messages → OpenAI Chat' : 'OpenAI Chat → OpenAI Chat'} · ${size === 'small' ? 'small' : '100 KB'} · ${stream ? 'streaming' : 'non-streaming'}`,
-        columns: ['contender', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'req/s @64 conn', 'CPU ms/req', 'RSS MB after load', 'errors'],
+        columns: ['contender', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'req/s @64 conn', 'CPU ms/req', 'RSS MB after load', `RSS MB ${idleS} s later`, 'errors'],
         rows,
         keyColumns: 1,
         notes: [
@@ -189,6 +196,7 @@ await defineBench({
           ...(dialect === 'chat' ? ['Portkey 1.15.2 cannot translate Anthropic Messages to an OpenAI upstream, so it is compared on Chat → Chat.'] : []),
           ...(dialect === 'chat' && stream ? ['Portkey sleeps ~25 ms before the first chunk of every stream (visible in its streaming latency).'] : []),
           'CPU ms/req and RSS are of the contender process tree only (not the mock, not the load generator).',
+          ...(idleS > 0 ? [`RSS ${idleS} s later: the same process after ${idleS} s without calls, sampled before the next contender's load starts.`] : []),
           ...(floor === null ? [] : ['floor = bench/lib/floor-proxy.ts: a bare Bun server that parses the request and the engine\'s answer and nothing else (no translation, capture or store); the ratio row is still ours/peer.']),
         ],
       };
