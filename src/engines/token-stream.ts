@@ -2,7 +2,8 @@
  * Token mode's streaming side: sampled ids → text as they arrive (a token that ends inside a UTF-8 sequence waits for
  * the next), and that text split into reasoning and content for the client while the model writes. The split follows
  * the Qwen3 / Qwen3.5 output shape (tokenization/parsers.ts): `<think>…</think>` is reasoning (or everything until
- * `</think>` when the prompt opened the think block), what follows is content until the first `<tool_call>` or the
+ * `</think>` when the prompt opened the think block; a `<think>` the text starts with then re-opens it and is
+ * dropped, as splitQwen3Reasoning drops it), what follows is content until the first `<tool_call>` or the
  * end-of-turn token. Tool calls are not streamed: they are parsed from the whole text at the end (their syntax must be
  * complete to be parsed), and DeltaEmitter.finish sends them then.
  */
@@ -47,12 +48,15 @@ function tagPrefixLength(text: string, tags: readonly string[]): number {
 export class TaggedTextSplitter {
   private state: 'start' | 'reasoning' | 'content' | 'done';
   private buffer = '';
+  /** The prompt opened the think block: the text starts as reasoning whether or not it re-opens it. */
+  private readonly promptOpened: boolean;
 
   constructor(
     private readonly emitter: DeltaEmitter,
     promptOpenedThinking: boolean,
   ) {
-    this.state = promptOpenedThinking ? 'reasoning' : 'start';
+    this.state = 'start';
+    this.promptOpened = promptOpenedThinking;
   }
 
   push(text: string): void {
@@ -68,7 +72,7 @@ export class TaggedTextSplitter {
         if (lead.startsWith(THINK_OPEN)) {
           this.buffer = lead.slice(THINK_OPEN.length);
           this.state = 'reasoning';
-        } else this.state = 'content';
+        } else this.state = this.promptOpened ? 'reasoning' : 'content';
         continue;
       }
       const ends = this.state === 'reasoning' ? [THINK_CLOSE, ...END_TAGS] : [TOOL_OPEN, ...END_TAGS];
