@@ -45,14 +45,49 @@ test('reference runtime: backend/workdir renamed, prepare actions converted, abs
       gpus: 0, allow_internet: true, internet_volumes: [], kwargs: {}, import_path: null, env: {}, cpus: null,
     },
   });
+  // network "host" is the reference RuntimeSpec's default: the node's own network here (no network key).
   expect(task.runtime).toEqual({
-    kind: 'apptainer', image: 'img.sif', network: 'host', work_dir: '/polar/session/workspace',
+    kind: 'apptainer', image: 'img.sif', work_dir: '/polar/session/workspace',
     prepare: [
       { exec: { command: "cd '/w d' && export A='it'\\''s'; make", retries: 2, backoff_ms: 500 } },
       { upload_file: { src: '/host/t.py', dest: 'sub/t.py' } },
       { upload_dir: { src: '/host/repo', dest: 'repo' } },
     ],
   });
+});
+
+test("a pydantic model_dump() of the reference RuntimeSpec (network \"host\" and every default) is accepted and runs on the node's network", () => {
+  const dumped = {
+    backend: 'docker', image: 'python:3.11', prepare: [], eval_prepare: null, env: {}, network: 'host', workdir: null, direct_exec_init_command: null,
+    cpus: null, memory_mb: null, storage_mb: null, gpus: 0, allow_internet: true, internet_volumes: [], import_path: null, kwargs: {},
+  };
+  expect(parseWireTaskRequest({ ...minimal, runtime: dumped }).runtime).toEqual({ kind: 'docker', image: 'python:3.11', prepare: [] });
+  // Our spelling (a runtime that names its kind) keeps an explicit host network; the node decides whether it may.
+  expect(parseWireTaskRequest({ ...minimal, runtime: { kind: 'podman', image: 'i', network: 'host' } }).runtime).toMatchObject({ network: 'host' });
+  expect(parseWireTaskRequest({ ...minimal, runtime: { ...dumped, network: 'none' } }).runtime).toMatchObject({ network: 'none' });
+});
+
+test('an upload target equal to the workdir (with or without a trailing slash) is the work directory itself', () => {
+  for (const target of ['/app', '/app/', '/app//']) {
+    const task = parseWireTaskRequest({ ...minimal, runtime: { image: 'i', workdir: '/app', prepare: [{ type: 'upload_dir', source: '/host/repo', target }] } });
+    expect(task.runtime?.prepare).toEqual([{ upload_dir: { src: '/host/repo', dest: '.' } }]);
+  }
+  const sub = parseWireTaskRequest({ ...minimal, runtime: { image: 'i', workdir: '/app/', prepare: [{ type: 'upload_dir', source: '/h', target: '/app/src/' }] } });
+  expect(sub.runtime?.prepare).toEqual([{ upload_dir: { src: '/h', dest: 'src' } }]);
+  expect(() => parseWireTaskRequest({ ...minimal, runtime: { image: 'i', workdir: '/app', prepare: [{ type: 'upload_dir', source: '/h', target: '/application' }] } })).toThrow('runtime.prepare[0].target: absolute upload target');
+});
+
+test("the reference's harbor config becomes ours: verifier_timeout → timeout_s, Harbor's layout defaults accepted", () => {
+  const clawbench = { tests_dir: '/data/task/tests', tests_target: '/tests/', verifier_dir: '/logs/verifier', test_command: 'bash /tests/test.sh', verifier_timeout: 180, upload_attempts: 3, upload_retry_backoff_seconds: 0.1 };
+  const task = parseWireTaskRequest({ ...minimal, evaluator: { strategy: 'harbor', config: clawbench, env: {}, refresh_runtime: false } });
+  expect(task.evaluator).toEqual({ strategy: 'harbor', config: { tests_dir: '/data/task/tests', timeout_s: 180 }, refresh_runtime: false });
+  let message = '';
+  try {
+    parseWireTaskRequest({ ...minimal, evaluator: { strategy: 'harbor', config: { tests_dir: '/t', tests_target: '/verifier', test_command: 'pytest', verifier_timeout: 5, timeout_s: 5 } } });
+  } catch (error) {
+    message = (error as Error).message;
+  }
+  for (const path of ['evaluator.config.tests_target: only the reference default "/tests"', 'evaluator.config.test_command', 'evaluator.config.verifier_timeout: conflicts']) expect(message).toContain(path);
 });
 
 test('a reference runtime that names no backend is docker, as in the reference', () => {
@@ -87,6 +122,8 @@ test.each([
   [{ ...minimal, agent: { harness: 'pi', custom_shell: { command: 'x' } } }, "agent.custom_shell: only valid when agent.harness is 'shell'"],
   [{ ...minimal, num_samples: 2, early_stop_min_usable_sessions: 3 }, 'early_stop_min_usable_sessions: cannot exceed num_samples'],
   [{ ...minimal, builder: { strategy: 'router_policy' } }, 'builder.strategy'],
+  [{ ...minimal, dispatch_priority: 101 }, 'dispatch_priority'],
+  [{ ...minimal, dispatch_priority: -5 }, 'dispatch_priority'],
 ])('rejected with the path named: %#', (input, message) => {
   expect(() => parseWireTaskRequest(input)).toThrow(message);
 });

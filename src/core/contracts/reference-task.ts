@@ -90,7 +90,7 @@ const wireTaskSchema = z.strictObject({
   runtime: runtimeSchema.nullish(),
   evaluator: z.strictObject({ strategy: z.string().min(1), config: freeMap.optional(), env: unsupported, refresh_runtime: z.boolean().optional() }).nullish(),
   callback_url: z.string().nullish(),
-  dispatch_priority: z.number().int().optional(),
+  dispatch_priority: z.number().int().min(0).max(100).optional(),
   early_stop_min_usable_sessions: z.number().int().min(1).nullish(),
   metadata: freeMap.nullish(),
 });
@@ -144,13 +144,16 @@ function withCwdEnv(command: string, cwd: string | null | undefined, env: Record
 }
 
 /**
- * A reference upload target made relative to the work directory: `/w/x.py` with workdir `/w` → `x.py`; a relative
- * target stays. @throws Error for an absolute target outside the work directory (uploads never leave it here).
+ * A reference upload target made relative to the work directory: `/w/x.py` with workdir `/w` → `x.py`, `/w` or `/w/`
+ * itself → `.`; a relative target stays. @throws Error for an absolute target outside the work directory (uploads
+ * never leave it here).
  */
-function relativeTarget(target: string, workdir: string | null | undefined): string {
+export function relativeTarget(target: string, workdir: string | null | undefined): string {
   if (!target.startsWith('/')) return target;
   const base = workdir ? workdir.replace(/\/+$/, '') : null;
-  if (base && target.startsWith(`${base}/`)) return target.slice(base.length + 1);
+  const path = target.length > 1 ? target.replace(/\/+$/, '') : target;
+  if (base !== null && path === (base === '' ? '/' : base)) return '.';
+  if (base !== null && path.startsWith(`${base}/`)) return path.slice(base.length + 1);
   throw new Error(`absolute upload target ${JSON.stringify(target)} is outside ${base ? `runtime.workdir ${JSON.stringify(base)}` : 'the work directory (no runtime.workdir set)'}; give it relative to the work directory`);
 }
 
@@ -171,6 +174,33 @@ function testOnOutputConfig(config: Record<string, unknown>): Record<string, unk
   const expected = config.expected_output_json;
   if (expected && typeof expected === 'object' && !Array.isArray(expected) && Object.keys(expected).length > 0) {
     out.expect_output_regex = Object.entries(expected).map(([name, status]) => `(?=[\\s\\S]*^${escapeRegex(String(status))} ${escapeRegex(name)}\\s*$)`).join('');
+  }
+  return out;
+}
+
+/** The reference harbor evaluator's defaults (trajectory/evaluator/harbor.py) for the keys accepted only at them. */
+const HARBOR_REFERENCE_DEFAULTS: Record<string, unknown> = {
+  tests_target: '/tests', verifier_dir: '/logs/verifier', test_command: 'bash /tests/test.sh', upload_attempts: 3, upload_retry_backoff_seconds: 0.1,
+};
+
+/**
+ * The reference's harbor config (`tests_dir`, `verifier_timeout`, `tests_target`, `verifier_dir`, `test_command`,
+ * `upload_attempts`, `upload_retry_backoff_seconds`) in ours: `verifier_timeout` → `timeout_s`; the others are accepted
+ * only at the reference's defaults, which are what this evaluator does (tests at /tests, `bash /tests/test.sh`, the
+ * reward under /logs/verifier; uploads are local copies with nothing to retry), and dropped. Pushes issues for others.
+ */
+function harborConfig(config: Record<string, unknown>, issues: Issue[]): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...config };
+  if (out.verifier_timeout !== undefined) {
+    if (out.timeout_s !== undefined) issues.push({ path: 'evaluator.config.verifier_timeout', message: 'conflicts with evaluator.config.timeout_s; give one' });
+    else out.timeout_s = out.verifier_timeout;
+    delete out.verifier_timeout;
+  }
+  for (const [key, value] of Object.entries(HARBOR_REFERENCE_DEFAULTS)) {
+    if (!(key in out)) continue;
+    const given = typeof out[key] === 'string' && key !== 'test_command' ? (out[key] as string).replace(/(.)\/+$/, '$1') : out[key];
+    if (given !== value && out[key] !== null) issues.push({ path: `evaluator.config.${key}`, message: `only the reference default ${JSON.stringify(value)} is supported (this evaluator runs Harbor's own layout)` });
+    delete out[key];
   }
   return out;
 }
@@ -229,7 +259,10 @@ function toOurRuntime(runtime: NonNullable<WireTask['runtime']>, issues: Issue[]
   });
   const out: Record<string, unknown> = { kind, prepare };
   if (runtime.image) out.image = runtime.image;
-  if (runtime.network) out.network = runtime.network;
+  // The reference's RuntimeSpec.network defaults to "host" (its containers share the host's network), which a pydantic
+  // model_dump() always sends; here it means the node's own network, as a runtime that names no network does. Ours
+  // (a runtime that names its kind) keeps it, and a node refuses a task that loosens its network.
+  if (runtime.network && !(runtime.network === 'host' && runtime.kind === undefined)) out.network = runtime.network;
   if (runtime.isolation) out.isolation = runtime.isolation;
   if (workdir) out.work_dir = workdir;
   if (runtime.run_args) out.run_args = runtime.run_args;
@@ -287,8 +320,11 @@ export function parseWireTaskRequest(input: unknown): TaskRequest {
   if (runtime) ours.runtime = runtime;
   if (wire.evaluator) {
     const { env: _env, ...evaluator } = wire.evaluator;
-    ours.evaluator = evaluator.strategy === 'test_on_output' && evaluator.config ? { ...evaluator, config: testOnOutputConfig(evaluator.config) } : evaluator;
+    if (evaluator.strategy === 'test_on_output' && evaluator.config) ours.evaluator = { ...evaluator, config: testOnOutputConfig(evaluator.config) };
+    else if (evaluator.strategy === 'harbor' && evaluator.config) ours.evaluator = { ...evaluator, config: harborConfig(evaluator.config, issues) };
+    else ours.evaluator = evaluator;
   }
+  if (issues.length > 0) throw new Error(`invalid TaskRequest: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
   if (wire.callback_url != null) ours.callback_url = wire.callback_url;
   if (wire.dispatch_priority !== undefined) ours.dispatch_priority = wire.dispatch_priority;
   if (wire.early_stop_min_usable_sessions != null) ours.early_stop_min_usable_sessions = wire.early_stop_min_usable_sessions;

@@ -71,7 +71,7 @@ export const taskRequestSchema = z.strictObject({
   runtime: taskRuntimeSchema.optional(),
   evaluator: evaluatorSpecSchema.optional(),
   callback_url: z.url().optional(),
-  dispatch_priority: z.number().int().optional(),
+  dispatch_priority: z.number().int().min(0).max(100).optional(),
   early_stop_min_usable_sessions: z.number().int().min(1).optional(),
   metadata: taskMetadataSchema.optional(),
 });
