@@ -152,7 +152,8 @@ export function register(program: Command): void {
             if (FINAL_TASK.has(String(status.status).toLowerCase())) break;
           }
           console.log(opts.json ? JSON.stringify(status, null, 2) : taskSummary(status));
-          if (String(status.status).toLowerCase() !== 'completed') failed++;
+          // Our polar_status tells a task with no usable session (FAILED) from a completed one; the reference word does not.
+          if (String(status.polar_status ?? status.status).toLowerCase() !== 'completed') failed++;
         }
       }
       if (failed > 0) process.exitCode = 1;

@@ -15,9 +15,14 @@ import { encodeMessage } from '../dialects/openai-chat/encode-request.ts';
 import { encodeFinishReason } from '../dialects/openai-chat/finish-reason.ts';
 import type { NodeRow } from './store-port.ts';
 
-/** Task status words of the reference (lowercase): running, completed, failed, cancelling, cancelled. */
+/**
+ * Task status words of the reference (lowercase): running, completed, failed, cancelling, cancelled. Our FAILED (every
+ * session finished, none usable) is `completed` there: the reference's manager completes a batch whose sessions all
+ * ended ERROR or TIMEOUT, with those results, and reports `failed` only when the batch itself raised
+ * (ProRL-Agent-Server src/polar/rollout/manager.py `_execute_task`). Our word stays in `polar_status`.
+ */
 export function referenceTaskStatusWord(status: string): string {
-  return status.toLowerCase();
+  return status === 'FAILED' ? 'completed' : status.toLowerCase();
 }
 
 /** The reference's SessionStatus values (no CANCELLED). */

@@ -80,10 +80,14 @@ export function rewardOf(result: SessionResult): number {
   return result.trajectory.traces[0]?.reward ?? 0;
 }
 
-/** A result enters the group when COMPLETED, or a TIMEOUT whose traces stayed trainable (agent budget). */
+/**
+ * A result enters the group when COMPLETED, or a TIMEOUT whose traces stayed trainable (agent budget) and that has at
+ * least one trace: a session that ran out of its agent budget before any completion came back holds nothing the
+ * policy sampled, so its reward 0 would only shift the group's mean (and count towards early stop).
+ */
 export function isUsable(result: SessionResult): boolean {
   if (result.status === 'COMPLETED') return true;
-  return result.status === 'TIMEOUT' && result.trajectory.metadata.training_filter?.trainable === true;
+  return result.status === 'TIMEOUT' && result.trajectory.metadata.training_filter?.trainable === true && result.trajectory.traces.length > 0;
 }
 
 /**

@@ -88,6 +88,12 @@ test('a reference-style Python client, the SSE names and the reference CLI loop 
   expect(submitted.stderr).toBe('');
   expect(submitted.code).toBe(0);
   expect(submitted.stdout).toContain('Task: compat-cli\nStatus: completed\nCompleted sessions: 2/2\nReward=1.0 sessions: 2');
+  // A task none of whose sessions is usable: "completed" in the reference's words, FAILED in ours, and --wait exits 1.
+  const failingFile = join(scratch, 'failing.json');
+  writeFileSync(failingFile, JSON.stringify({ task_id: 'compat-fail', instruction: 'x', num_samples: 1, agent: { harness: 'shell', custom_shell: { command: 'exit 3' } } }));
+  const failing = await polarWithEnv(['submit', failingFile, '--rollout-url', server!, '--wait', '--poll-interval', '0.3', '--json'], env as Record<string, string>);
+  expect(failing.code).toBe(1);
+  expect(JSON.parse(failing.stdout)).toMatchObject({ task_id: 'compat-fail', status: 'completed', polar_status: 'FAILED' });
 
   serve.kill('SIGTERM');
   expect(await serve.exited).toBe(0);

@@ -234,5 +234,7 @@ test('a task whose sessions all failed is FAILED with the reasons, and no empty 
   for (const spec of node.dispatched) await post(`${server.url}/callbacks/session_result`, resultFor(spec, 0, 'ERROR'));
   expect(store.tasks.get('t')?.status).toBe('FAILED');
   expect(server.taskStatus('t')!.error).toContain('boom');
+  // The reference's word for a batch whose sessions all ended in errors is "completed" (with those results).
+  expect(server.taskStatus('t')).toMatchObject({ status: 'completed', polar_status: 'FAILED', completed_sessions: 2 });
   expect(server.readyGroups()).toEqual([]);
 });
