@@ -18,7 +18,7 @@ import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineReplicasLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
-import { defaultRunDir, runTasks } from '../stack/run-tasks.ts';
+import { defaultRunDir, RunRequestError, runTasks } from '../stack/run-tasks.ts';
 import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { printTaskNotes } from './harbor-flags.ts';
 import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
@@ -30,7 +30,7 @@ import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 interface RunFlags extends DatasetFlags {
   harness?: string;
   command?: string;
-  samples: number;
+  samples?: number;
   fresh?: boolean;
   engine?: string;
   engineUrl?: string[];
@@ -42,7 +42,7 @@ interface RunFlags extends DatasetFlags {
   allowGoldenMismatch?: boolean;
   db?: string;
   out?: string;
-  builder: string;
+  builder?: string;
   concurrency: number;
   model: string;
   piApi?: string;
@@ -100,7 +100,7 @@ export function register(program: Command): void {
     .argument('<tasks>', 'task.yaml, a task directory (ours or Harbor\'s), a directory of them (e.g. examples/tasks), or a dataset file with --dataset-format')
     .option('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')} (default: each task file's agent block; with it, the file's agent.env and agent.settings are kept)`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
-    .option('--samples <n>', 'num_samples: sessions per task', parsePositiveInt('--samples'), 1)
+    .option('--samples <n>', "num_samples: sessions per task (default: the task file's num_samples, else 1)", parsePositiveInt('--samples'))
     .option('--engine <kind>', `inference engine: ${ENGINE_KINDS.join(', ')} (default: start the simulator in-process)`)
     .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine); repeat it or separate URLs with commas for replicas of one engine (session affinity, least outstanding requests)', collectEngineUrls)
     .option('--engine-api-key <key>', 'bearer token for the engine (default: $POLAR_ENGINE_API_KEY)')
@@ -113,7 +113,7 @@ export function register(program: Command): void {
     .option('--restore-reasoning', "chat mode: restore reasoning a harness dropped from its history (from the session's own answers) before the engine renders it")
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
-    .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')}`, 'prefix_merging')
+    .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')} (default: the task file's builder, else prefix_merging)`)
     .option('--concurrency <n>', 'harness runs at once (gateway max_run_workers)', parsePositiveInt('--concurrency'), 8)
     .option('--agent-settings <json>', 'agent.settings as a JSON object (e.g. the custom harness: {"api_key_env": ["MY_KEY"], …})', parseJsonObject('--agent-settings'))
     .option('--pi-api <api>', 'pi harness: provider API (anthropic-messages, openai-completions, openai-responses, google-generative-ai)')
@@ -133,7 +133,7 @@ export function register(program: Command): void {
     .option('--ro-path <path>', 'host path every sandbox sees read-only (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags) => {
-      if (!(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
+      if (flags.builder !== undefined && !(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (flags.harness !== undefined && !HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'custom' && !flags.command && typeof flags.agentSettings?.command !== 'string') {
         throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
@@ -199,7 +199,7 @@ export function register(program: Command): void {
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
       checkRunRequest(outDir, {
-        harness: flags.harness ?? null, command: flags.command ?? null, samples: flags.samples, builder: flags.builder, model: flags.model,
+        harness: flags.harness ?? null, command: flags.command ?? null, samples: flags.samples ?? null, builder: flags.builder ?? null, model: flags.model,
         tasks: tasks.map((t) => t.task.task_id).sort(),
       }, flags.fresh === true);
       // SIGINT/SIGTERM: stop dispatching, interrupt what runs (its process groups end with the node; the sessions stay
@@ -225,39 +225,47 @@ export function register(program: Command): void {
         viewStopped = true;
       };
       try {
-        console.log(`polar run: ${tasks.length} task(s) × ${flags.samples} sample(s) with harness ${flags.harness ?? 'from each task file'} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl!.join(', ')}` : 'the built-in simulator'}; results → ${dbPath}`);
+        const sampleCounts = new Set(tasks.map((t) => flags.samples ?? t.task.num_samples ?? 1));
+        const samplesText = sampleCounts.size === 1 ? `${[...sampleCounts][0]} sample(s)` : `${[...sampleCounts].sort((a, b) => a - b).join('–')} sample(s) (each task file's num_samples)`;
+        console.log(`polar run: ${tasks.length} task(s) × ${samplesText} with harness ${flags.harness ?? 'from each task file'} on ${flags.engine ? `${flags.engine} at ${flags.engineUrl!.join(', ')}` : 'the built-in simulator'}; results → ${dbPath}`);
         console.log(`polar run: sandbox: ${sandboxLine(sandbox)}`);
-        const report = await runTasks({
-          tasks,
-          harness: flags.harness,
-          command: flags.command,
-          samples: flags.samples,
-          modelName: flags.model,
-          builder: flags.builder as BuilderName,
-          settings: flags.piApi || flags.agentSettings ? { ...flags.agentSettings, ...(flags.piApi ? { api: flags.piApi } : {}) } : undefined,
-          store,
-          engine,
-          engineWaitMs: flags.engineWaitS * 1000,
-          sim: {
-            ...(flags.tokenizer !== undefined ? { tokenizerDir: flags.tokenizer } : {}),
-            ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
-            ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
-          },
-          mode: flags.mode,
-          ...(flags.restoreReasoning ? { restoreReasoning: true } : {}),
-          concurrency: flags.concurrency,
-          workRoot: join(outDir, 'work'),
-          onProgress: (s) => {
-            last = s;
-            view?.update(s);
-          },
-          deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
-          fresh: flags.fresh === true,
-          signal: interrupt.signal,
-          log: (line) => (isProblem(line) ? console.error : console.log)(`polar run: ${line}`),
-          maxRetries: flags.maxRetries,
-          ...(runtime ? { runtime } : {}),
-        });
+        let report: Awaited<ReturnType<typeof runTasks>>;
+        try {
+          report = await runTasks({
+            tasks,
+            harness: flags.harness,
+            command: flags.command,
+            ...(flags.samples !== undefined ? { samples: flags.samples } : {}),
+            modelName: flags.model,
+            ...(flags.builder !== undefined ? { builder: flags.builder as BuilderName } : {}),
+            settings: flags.piApi || flags.agentSettings ? { ...flags.agentSettings, ...(flags.piApi ? { api: flags.piApi } : {}) } : undefined,
+            store,
+            engine,
+            engineWaitMs: flags.engineWaitS * 1000,
+            sim: {
+              ...(flags.tokenizer !== undefined ? { tokenizerDir: flags.tokenizer } : {}),
+              ...(flags.decodeTps !== undefined ? { decodeTps: flags.decodeTps } : {}),
+              ...(flags.prefillTps !== undefined ? { prefillTps: flags.prefillTps } : {}),
+            },
+            mode: flags.mode,
+            ...(flags.restoreReasoning ? { restoreReasoning: true } : {}),
+            concurrency: flags.concurrency,
+            workRoot: join(outDir, 'work'),
+            onProgress: (s) => {
+              last = s;
+              view?.update(s);
+            },
+            deadlineMs: flags.timeoutS !== undefined ? flags.timeoutS * 1000 : undefined,
+            fresh: flags.fresh === true,
+            signal: interrupt.signal,
+            log: (line) => (isProblem(line) ? console.error : console.log)(`polar run: ${line}`),
+            maxRetries: flags.maxRetries,
+            ...(runtime ? { runtime } : {}),
+          });
+        } catch (error) {
+          if (error instanceof RunRequestError) throw new UsageError(error.message);
+          throw error;
+        }
         stopView();
         console.log('');
         console.log(formatSummaryTable(report.summary));
@@ -312,7 +320,8 @@ function runtimeOverride(flags: RunFlags): Partial<Omit<RuntimeSpec, 'prepare'>>
   };
   if (Object.keys(raw).length === 0) return undefined;
   if (raw.kind !== undefined && raw.kind !== 'local' && raw.isolation === 'none') throw new Error('--no-sandbox applies to the local runtime only');
-  if (raw.kind !== undefined && raw.kind !== 'local' && raw.image === undefined) throw new Error(`--runtime ${String(raw.kind)} needs --image`);
+  // Without --image, each task's own image (Harbor `docker_image`, a dataset row's image) is used; a task without one
+  // is refused before anything runs (runTasks checks every task as the server would).
   const { prepare: _prepare, ...spec } = parseRuntimeSpec(undefined, { kind: 'local', ...raw } as Partial<RuntimeSpec>);
   return Object.fromEntries(Object.entries(spec).filter(([k]) => k in raw)) as Partial<Omit<RuntimeSpec, 'prepare'>>;
 }
@@ -330,8 +339,10 @@ interface RunRequest {
   /** null: each task file's own agent block. */
   harness: string | null;
   command: string | null;
-  samples: number;
-  builder: string;
+  /** null: each task file's own (else 1). */
+  samples: number | null;
+  /** null: each task file's own (else prefix_merging). */
+  builder: string | null;
   model: string;
   tasks: string[];
 }

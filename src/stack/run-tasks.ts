@@ -4,12 +4,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { BuilderName } from '../core/records.ts';
+import type { BuilderName, TaskRequest } from '../core/records.ts';
 import { promptIdsLength } from '../core/int32-twin.ts';
 import type { CaptureMode } from '../engines/index.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
+import { formatProblems, runnableProblems } from '../core/contracts/index.ts';
 import { toTaskRequest, type LoadedTask } from '../rollout/task-file.ts';
 import type { SimServerOptions } from '../sim/server.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
@@ -29,11 +30,12 @@ export interface RunTasksOptions {
   harness?: string;
   /** Shell harness: the command line (`{{INSTRUCTION}}` is replaced). */
   command?: string;
-  /** num_samples per task. */
-  samples: number;
+  /** num_samples per task (absent: each task file's own, else 1). */
+  samples?: number;
   /** Model name the harness asks for. */
   modelName: string;
-  builder: BuilderName;
+  /** Trajectory builder (absent: each task file's own, else prefix_merging). */
+  builder?: BuilderName;
   /** Agent settings passed to the adapter (e.g. pi's `api`). */
   settings?: Record<string, unknown>;
   store: Store;
@@ -103,7 +105,10 @@ export interface RunReport {
 export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
   const startedAt = Date.now();
   const adapter = opts.harness === undefined ? null : getHarnessAdapter(opts.harness);
-  const requests = opts.tasks.map((loaded) => {
+  // Every task is checked as the rollout server's submit checks it before anything starts, so one bad task file is
+  // a usage error naming its file instead of a run that stops half-submitted.
+  const problems: string[] = [];
+  const requests = opts.tasks.flatMap((loaded): TaskRequest[] => {
     const file = loaded.task.agent;
     const settings = { ...file?.settings, ...opts.settings };
     const agent = adapter === null
@@ -114,11 +119,30 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
           ...(opts.command !== undefined ? { command: opts.command } : file?.command !== undefined && adapter.name === 'shell' ? { command: file.command } : {}),
           ...(Object.keys(settings).length > 0 ? { settings } : {}),
         };
-    return toTaskRequest(loaded, { num_samples: opts.samples, ...(agent ? { agent } : {}), builder: { strategy: opts.builder } });
-  }).map((request) => {
+    let request: TaskRequest;
+    try {
+      request = toTaskRequest(loaded, { ...(opts.samples !== undefined ? { num_samples: opts.samples } : {}), ...(agent ? { agent } : {}), ...(opts.builder !== undefined ? { builder: { strategy: opts.builder } } : {}) });
+    } catch (error) {
+      problems.push(`${loaded.file}: ${(error as Error).message.replace(/^invalid TaskRequest: /, '')}`);
+      return [];
+    }
     const own = opts.runtime ? Object.fromEntries(Object.entries(opts.runtime).filter(([k]) => k === 'kind' || k === 'image' || k === 'run_args')) : {};
-    return Object.keys(own).length > 0 ? { ...request, runtime: { ...(request.runtime ?? { kind: 'local' as const }), ...own } } : request;
+    if (Object.keys(own).length > 0) request = { ...request, runtime: { ...(request.runtime ?? { kind: 'local' as const }), ...own } };
+    const unrunnable = runnableProblems(request);
+    const kind = request.runtime?.kind ?? 'local';
+    if (kind !== 'local' && !request.runtime?.image && !opts.runtime?.image) {
+      unrunnable.push({ path: 'runtime.image', message: `the ${kind} runtime needs an image: give --image, or tasks with their own (a Harbor task's [environment].docker_image, a dataset row's image)` });
+    }
+    if (unrunnable.length > 0) problems.push(`${loaded.file}: ${formatProblems(unrunnable)}`);
+    return [request];
   });
+  if (problems.length > 0) throw new RunRequestError(`${problems.length === 1 ? 'a task cannot run' : `${problems.length} tasks cannot run`}; nothing was run: ${problems.join('; ')}`);
+  if (!opts.fresh) {
+    const conflicts = storedRunConflicts(opts.store, requests);
+    if (conflicts.length > 0) {
+      throw new RunRequestError(`the database already holds ${conflicts.length === 1 ? 'task' : 'tasks'} run differently (${conflicts.join('; ')}); use another --db / --out, or --fresh to run them again as new runs`);
+    }
+  }
   if (opts.engine) {
     await waitForEngine(engineLivenessCheck(opts.engine), { describe: `engine ${opts.engine.kind} at ${opts.engine.url}`, timeoutMs: opts.engineWaitMs });
   }
@@ -203,6 +227,8 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     let round = 0;
     let latest = requests;
     let retriedSessions = 0;
+    /** Tasks whose infrastructure failures (harness crashes included) were all run again in a later round. */
+    const retriedTasks = new Set<string>();
     for (;;) {
       if (finished()) {
         const again = round < (opts.maxRetries ?? 0) && !opts.signal?.aborted ? retryRequests(opts.store, latest, round + 1) : [];
@@ -210,6 +236,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
         round++;
         latest = again;
         for (const r of again) {
+          retriedTasks.add(String(r.metadata?.retry_of));
           opts.log?.(`retry ${round}: ${r.num_samples} session(s) of ${r.metadata?.retry_of} failed for infrastructure reasons; running them as ${r.task_id}`);
           stack.server.submit(r);
           taskIds.push(r.task_id);
@@ -247,12 +274,48 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     const statuses: Record<string, number> = {};
     for (const h of summary.harnesses) for (const [k, v] of Object.entries(h.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
     const sessions = summary.harnesses.reduce((sum, h) => sum + h.sessions, 0);
-    const harnessFailures = summary.harnesses.reduce((sum, h) => sum + h.harness_failures, 0);
-    // A session that failed for infrastructure reasons and was run again counts by its retry's outcome.
+    // A session that failed for infrastructure reasons and was run again counts by its retry's outcome, so a harness
+    // failure counts only where no retry followed it (in the last round, or without --max-retries).
+    const harnessFailures = taskIds.filter((id) => !retriedTasks.has(id)).reduce((sum, id) => sum + harnessFailuresOf(opts.store, id), 0);
     return { summary, taskIds, retriedSessions, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) + retriedSessions === sessions && harnessFailures === 0, final };
   } finally {
     await stack.stop();
   }
+}
+
+/** Sessions of `taskId` whose harness reported failure (trajectory.metadata.harness_outcome.success false). */
+function harnessFailuresOf(store: Store, taskId: string): number {
+  return store.results.listByTask(taskId).filter((r) => (r.trajectory.metadata.harness_outcome as { success?: unknown } | null | undefined)?.success === false).length;
+}
+
+/**
+ * What runTasks throws, before anything starts, for a request that cannot run as asked (a task file the server would
+ * refuse, or tasks the database holds under another request): `polar run` exits 2 with it.
+ */
+export class RunRequestError extends Error {}
+
+/** What makes two runs of a task the same experiment: samples, builder and agent (harness, command, model, settings). */
+function runIdentity(task: TaskRequest): Record<string, unknown> {
+  const { harness, command, model_name, settings } = task.agent;
+  return { num_samples: task.num_samples, builder: task.builder.strategy, harness: harness ?? null, command: command ?? null, model: model_name, settings: settings ?? {} };
+}
+
+/**
+ * Tasks of `requests` that the store already holds (finished, or left running by a run that died, which would be
+ * resumed) under a different samples / builder / agent request: reporting those results as this run's, or resuming
+ * them with another request, would mix two experiments. One line per difference.
+ */
+export function storedRunConflicts(store: Store, requests: readonly TaskRequest[]): string[] {
+  const out: string[] = [];
+  for (const request of requests) {
+    const stored = store.tasks.get(request.task_id);
+    if (!stored) continue;
+    const before = runIdentity(stored.task);
+    const now = runIdentity(request);
+    const differs = Object.keys(now).filter((k) => JSON.stringify(before[k]) !== JSON.stringify(now[k]));
+    if (differs.length > 0) out.push(`${request.task_id}: ${differs.map((k) => `${k} ${JSON.stringify(before[k])} there, ${JSON.stringify(now[k])} now`).join(', ')}`);
+  }
+  return out;
 }
 
 /** Default output directory of a run: `out/polar-run-<UTC timestamp>` under `cwd`. */

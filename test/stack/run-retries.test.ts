@@ -103,3 +103,26 @@ test('polar run on a dataset: --accept writes only accepted traces; the summary 
   expect([bad.code, bad.stderr.includes('--accept')]).toEqual([2, true]);
   expect(existsSync(join(scratch, 'bad', 'results.db'))).toBe(false);
 }, 150_000);
+
+test('runTasks --max-retries 1: a harness that crashed once and succeeded on its retry leaves the run all completed', async () => {
+  const dir = join(scratch, 'crashy');
+  const marker = join(dir, 'crashed-once');
+  mkdirSync(join(dir, 'crashy'), { recursive: true });
+  writeFileSync(join(dir, 'crashy', 'task.yaml'), [
+    'task_id: crashy', 'instruction: Create the file out.txt containing ok.', 'timeout_seconds: 60',
+    'evaluator: {strategy: test_on_output, config: {command: "grep -q ok out.txt"}}', 'sim_script: sim.yaml', '',
+  ].join('\n'));
+  writeFileSync(join(dir, 'crashy', 'sim.yaml'), 'variants:\n  solve: {steps: [{shell: "echo ok > out.txt"}, {say: "done"}]}\n');
+  const store = openStore(join(scratch, 'crashy.db'));
+  try {
+    const report = await runTasks({
+      tasks: loadTaskDir(dir), harness: 'shell', command: `if [ -f ${marker} ]; then ${SHELL_AGENT_COMMAND}; else touch ${marker}; exit 3; fi`,
+      runtime: { isolation: 'none' }, modelName: 'polar-sim', store, concurrency: 1, workRoot: join(scratch, 'crashy-work'), progressIntervalMs: 100, maxRetries: 1,
+    });
+    const [first] = store.sessions.listByTask('crashy');
+    expect(store.results.get(first!.session_id)!.trajectory.metadata.harness_outcome).toMatchObject({ success: false });
+    expect([report.retriedSessions, report.harnessFailures, report.allCompleted]).toEqual([1, 0, true]);
+  } finally {
+    store.close();
+  }
+}, 90_000);

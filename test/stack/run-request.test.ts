@@ -1,0 +1,78 @@
+/**
+ * What `polar run` checks before anything starts (src/stack/run-tasks.ts): every task as the rollout server's submit
+ * would check it (a bad task file is exit 2 naming the file, and no task of the run is submitted), a container
+ * runtime without an image, and tasks the database already holds under another request; a task file's own
+ * num_samples and builder apply when the flags leave them out.
+ */
+import { afterAll, expect, test } from 'bun:test';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadTaskDir } from '../../src/rollout/task-file.ts';
+import { RunRequestError, runTasks } from '../../src/stack/run-tasks.ts';
+import { openStore } from '../../src/store/index.ts';
+import { runPolar } from '../support/polar-cli.ts';
+
+const scratch = mkdtempSync(join(tmpdir(), 'polar-run-request-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function writeTask(dir: string, id: string, lines: string[]): void {
+  mkdirSync(join(dir, id), { recursive: true });
+  writeFileSync(join(dir, id, 'task.yaml'), [`task_id: ${id}`, 'instruction: create got.txt', 'timeout_seconds: 60', ...lines, ''].join('\n'));
+}
+
+test('a task file the server would refuse stops the run before anything is submitted, naming the file', async () => {
+  const dir = join(scratch, 'typo');
+  writeTask(dir, 'a-ok', ['evaluator: {strategy: test_on_output, config: {command: "test -f got.txt", expect_exit_code: 0}}']);
+  writeTask(dir, 'b-typo', ['evaluator: {strategy: test_on_output, config: {command: "test -f got.txt", expect_exit_cod: 0}}']);
+  const store = openStore(join(scratch, 'typo.db'));
+  try {
+    const run = runTasks({ tasks: loadTaskDir(dir), harness: 'shell', command: 'true', modelName: 'm', store, concurrency: 1, workRoot: join(scratch, 'typo-work') });
+    await expect(run).rejects.toThrow(RunRequestError);
+    await expect(run).rejects.toThrow(/b-typo\/task\.yaml: evaluator\.config\.expect_exit_cod: unknown key/);
+    expect(store.tasks.get('a-ok')).toBeNull();
+  } finally {
+    store.close();
+  }
+  const cli = await runPolar(['run', dir, '--harness', 'shell', '--command', 'true', '--out', join(scratch, 'typo-out'), '--quiet']);
+  expect(cli.code).toBe(2);
+  expect(cli.stderr).toContain('b-typo/task.yaml: evaluator.config.expect_exit_cod: unknown key');
+});
+
+test('--runtime docker without --image: tasks without an image of their own are refused, naming runtime.image', async () => {
+  const dir = join(scratch, 'noimage');
+  writeTask(dir, 'plain', []);
+  const cli = await runPolar(['run', dir, '--harness', 'shell', '--command', 'true', '--runtime', 'docker', '--out', join(scratch, 'noimage-out'), '--quiet']);
+  expect(cli.code).toBe(2);
+  expect(cli.stderr).toContain('runtime.image: the docker runtime needs an image');
+  expect(cli.stderr).not.toContain('needs --image');
+});
+
+test('a task file\'s num_samples and builder apply unless --samples / --builder say otherwise', async () => {
+  const dir = join(scratch, 'own');
+  writeTask(dir, 'own', ['num_samples: 3', 'builder: {strategy: per_request}']);
+  const store = openStore(join(scratch, 'own.db'));
+  try {
+    const report = await runTasks({ tasks: loadTaskDir(dir), harness: 'shell', command: 'true', modelName: 'm', store, concurrency: 3, workRoot: join(scratch, 'own-work'), progressIntervalMs: 100 });
+    expect(store.tasks.get('own')?.task).toMatchObject({ num_samples: 3, builder: { strategy: 'per_request' } });
+    expect(store.sessions.listByTask('own')).toHaveLength(3);
+    expect(report.final.total).toBe(3);
+    // The flags win, and a different request for a stored task is a conflict, not a silent reuse.
+    const flagged = runTasks({ tasks: loadTaskDir(dir), harness: 'shell', command: 'true', samples: 1, builder: 'prefix_merging', modelName: 'm', store, concurrency: 1, workRoot: join(scratch, 'own-work2') });
+    await expect(flagged).rejects.toThrow('own: num_samples 3 there, 1 now, builder "per_request" there, "prefix_merging" now');
+  } finally {
+    store.close();
+  }
+}, 60_000);
+
+test('a database that holds a task under another request is not reported as this run (exit 2 unless --fresh)', async () => {
+  const dir = join(scratch, 'shared');
+  writeTask(dir, 'shared', []);
+  const db = join(scratch, 'shared.db');
+  const store = openStore(db);
+  store.tasks.upsert({ task_id: 'shared', instruction: 'create got.txt', timeout_seconds: 60, num_samples: 1, agent: { harness: 'shell', command: 'true', model_name: 'polar-sim' }, builder: { strategy: 'prefix_merging' } }, 'COMPLETED');
+  store.close();
+  const cli = await runPolar(['run', dir, '--samples', '3', '--harness', 'shell', '--command', 'exit 1', '--db', db, '--out', join(scratch, 'shared-out'), '--quiet']);
+  expect(cli.code).toBe(2);
+  expect(cli.stderr).toContain('shared: num_samples 1 there, 3 now, command "true" there, "exit 1" now');
+});
