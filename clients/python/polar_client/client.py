@@ -2,13 +2,20 @@
 
 Speaks both wire shapes a trainer meets:
 
-* Polar's own (this repository's ``src/rollout/server.ts``): ``GET /rollout/task/{id}`` →
-  ``{task_id, status: "RUNNING"|"COMPLETED"|"CANCELLED", num_samples, sessions: [...], results: <count>, group}``;
-  trainer extensions ``GET /rollout/groups?ready=1``, ``GET /rollout/groups/{task_id}/trajectories``,
-  ``POST /rollout/groups/{task_id}/ack``; callbacks ``{task_id, status, group}``; auth ``Authorization: Bearer``.
+* Polar's own (this repository's ``src/rollout/``): ``GET /rollout/task/{id}`` is the reference's TaskStatus
+  ``{task_id, status: "running"|"completed"|"failed"|"cancelled", total_sessions, completed_sessions,
+  results: [SessionResult], result_paths: []}`` plus Polar's keys ``polar_status`` ("RUNNING", "COMPLETED", …),
+  ``num_samples``, ``created_at``, ``updated_at``, ``sessions: [{session_id, sample_index, status, node_id, attempt,
+  reward, error}]``, ``group`` (the evaluated group without token data, or null), ``callback`` and ``error``. Each
+  SessionResult's ``metadata`` carries ``sample_index``, ``reward``, ``attempt`` and the task's ``group_id`` /
+  ``policy_version`` / ``rollout_step``. Trainer extensions: ``GET /rollout/groups?ready=1``,
+  ``GET /rollout/groups/{task_id}/trajectories`` (token data and server-side advantages),
+  ``POST /rollout/groups/{task_id}/ack`` → ``{task_id, group_id, acked}``; callbacks ``TaskResult`` plus ``group``;
+  auth ``Authorization: Bearer``.
 * The reference Polar's: ``GET /rollout/task/{id}`` → ``{task_id, status: "running"|"completed"|"failed"|
-  "cancelling"|"cancelled", total_sessions, completed_sessions, results: [SessionResult], result_paths}``;
-  callbacks ``TaskResult {task_id, status, results, result_paths}``; auth ``x-polar-control-token``.
+  "cancelling"|"cancelled", total_sessions, completed_sessions, results: [SessionResult], result_paths}`` (no
+  ``polar_status``, no ``group``, no group endpoints); callbacks ``TaskResult {task_id, status, results,
+  result_paths}``; auth ``x-polar-control-token``.
 
 Every request carries the token in both headers, and :class:`TaskStatus` normalises both status shapes.
 Source: README.md "Trainer API" of this repository.
@@ -65,9 +72,9 @@ class TaskStatus:
     """A task's status in one shape, from either server.
 
     ``status`` is lower-case (running, completed, failed, cancelling, cancelled); ``total_sessions`` is num_samples;
-    ``completed_sessions`` counts sessions in a terminal state; ``results`` is the list of SessionResult dicts when
-    the server sent them (the reference does; Polar sends a count and serves them through groups); ``raw`` is the
-    body as received.
+    ``completed_sessions`` counts finished sessions; ``results`` is the list of SessionResult dicts (both servers send
+    them); ``polar_status`` and ``group`` are Polar's extra keys (None from the reference server, and ``group`` None
+    until the task's group is evaluated); ``raw`` is the body as received.
     """
 
     task_id: str
@@ -76,6 +83,15 @@ class TaskStatus:
     completed_sessions: int
     results: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    polar_status: str | None = None
+    group: dict[str, Any] | None = None
+
+    @property
+    def from_polar(self) -> bool:
+        """True when the body came from this repository's server (it has ``polar_status`` or ``group``), whose
+        groups are served, with the server's advantages, by ``GET /rollout/groups/{task_id}/trajectories`` and must
+        be acknowledged; False for the reference Polar, whose ``results`` are all there is."""
+        return "polar_status" in self.raw or "group" in self.raw
 
     @property
     def done(self) -> bool:
@@ -100,7 +116,10 @@ class TaskStatus:
             sessions = body.get("sessions") or []
             total = int(body.get("num_samples") or len(sessions))
             completed = sum(1 for s in sessions if str(s.get("status", "")).upper() in {"COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"})
-        return cls(task_id=str(body["task_id"]), status=status, total_sessions=total, completed_sessions=completed, results=results_list, raw=dict(body))
+        group = body.get("group")
+        polar_status = body.get("polar_status")
+        return cls(task_id=str(body["task_id"]), status=status, total_sessions=total, completed_sessions=completed, results=results_list, raw=dict(body),
+                   polar_status=None if polar_status is None else str(polar_status), group=dict(group) if isinstance(group, Mapping) else None)
 
 
 class PolarClient:
@@ -151,7 +170,8 @@ class PolarClient:
     # ------------------------------------------------------------------ tasks
 
     def submit(self, task: Mapping[str, Any]) -> dict[str, Any]:
-        """``POST /rollout/task/submit`` with a TaskRequest dict; returns the answer (``{task_id, status, ...}``).
+        """``POST /rollout/task/submit`` with a TaskRequest dict; returns the answer (Polar: ``{task_id, status:
+        "running", sessions: <count>, previous_run}``; the reference: ``{task_id, status}``).
 
         :raises PolarError: 400/422 for an invalid TaskRequest (the message names the field), 409 on a duplicate.
         """
@@ -230,7 +250,8 @@ class PolarClient:
         return self.request("GET", f"/rollout/groups/{urllib.parse.quote(task_id, safe='')}/trajectories", query={"std": std} if std else None)
 
     def ack(self, task_id: str) -> bool:
-        """``POST /rollout/groups/{task_id}/ack``; False when it was already acknowledged or does not exist."""
+        """``POST /rollout/groups/{task_id}/ack`` (answer ``{task_id, group_id, acked}``); False when it was already
+        acknowledged or does not exist."""
         return bool(self.request("POST", f"/rollout/groups/{urllib.parse.quote(task_id, safe='')}/ack", {})["acked"])
 
     # ------------------------------------------------------------------ weight sync fan-out
@@ -263,8 +284,8 @@ def _parse(text: str) -> Any:
 class CallbackServer:
     """A ``callback_url`` listener on 127.0.0.1 (a thread running ``http.server``).
 
-    Accepts both callback shapes (Polar's ``{task_id, status, group}`` and the reference's
-    ``TaskResult {task_id, status, results, result_paths}``), answers 200, and keeps the latest payload per task.
+    Accepts both callback shapes (Polar's ``TaskResult {task_id, status, results, result_paths}`` plus ``group``, and
+    the reference's plain ``TaskResult``), answers 200, and keeps the latest payload per task.
     Use as a context manager; ``url`` is what to put in TaskRequest.callback_url.
 
     :param token: when set, a callback must carry ``Authorization: Bearer <token>`` (Polar sends

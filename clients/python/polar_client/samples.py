@@ -136,11 +136,29 @@ def _finish(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _sample_index(result: Mapping[str, Any], position: int) -> int:
+    """A SessionResult's sample index: ``metadata.sample_index`` (both servers fill it), else a top-level
+    ``sample_index``, else its position in the task's results (which are in sample order)."""
+    for value in ((result.get("metadata") or {}).get("sample_index"), result.get("sample_index")):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return position
+
+
+def _group_id(result: Mapping[str, Any], default: str) -> str:
+    """A session's group label: its SessionResult's ``metadata.group_id`` (the task's ``metadata.group_id``, which the
+    server copies there), else ``default`` (the group's label, else the task_id)."""
+    value = (result.get("metadata") or {}).get("group_id")
+    return default if value is None or value == "" else str(value)
+
+
 def to_samples(group: Mapping[str, Any], *, std: str = "population", eps: float = 1e-6, per_session_weight: bool = False) -> list[Sample]:
     """Samples of one group, one per trace, in sample order then trace order.
 
     :param group: a Polar group with ``trajectories`` (``GET /rollout/groups/{task_id}/trajectories``), or a
-        reference ``TaskResult``/``TaskStatus`` with ``results: [SessionResult]``.
+        ``TaskResult``/``TaskStatus`` with ``results: [SessionResult]`` (the reference's, or Polar's, whose
+        advantages are then computed here: prefer the group endpoint). ``group_id`` and ``sample_index`` come from
+        each SessionResult's ``metadata`` when it has them, else the task_id and the position in ``results``.
     :param std: GRPO std for groups whose advantages are computed here (reference shape); Polar groups carry the
         server's (ask the server with ``std=``).
     :param per_session_weight: ``weight`` = 1/num_traces, so each session weighs 1 in total.
@@ -150,23 +168,26 @@ def to_samples(group: Mapping[str, Any], *, std: str = "population", eps: float 
     task_id = str(group.get("task_id", ""))
     if "trajectories" in group:
         entries = list(group["trajectories"])
-        group_id = str(group.get("group_id") or task_id)
+        default_group_id = str(group.get("group_id") or task_id)
         sessions = []
         for e in entries:
             sessions.append((e, float(e["reward"]), float(e["grpo_advantage"]), float(e["loo_advantage"]), int(e.get("sample_index", len(sessions)))))
     elif isinstance(group.get("results"), list):
         usable = []
-        for r in group["results"]:
+        for position, r in enumerate(group["results"]):
             trajectory = r.get("trajectory") or {}
             trainable = ((trajectory.get("metadata") or {}).get("training_filter") or {}).get("trainable", True)
             reward = session_reward(r)
             if str(r.get("status", "")).upper() in USABLE_STATUSES and trajectory.get("traces") and trainable is not False and reward is not None:
-                usable.append((r, reward))
-        rewards = [rw for _, rw in usable]
+                usable.append((r, reward, _sample_index(r, position)))
+        rewards = [rw for _, rw, _ in usable]
         grpo = grpo_advantages(rewards, eps=eps, std=std)
         loo = loo_advantages(rewards)
-        group_id = str(((group.get("metadata") or {}).get("group_id")) or task_id)
-        sessions = [(r, rw, grpo[i], loo[i], int(r.get("sample_index", i))) for i, (r, rw) in enumerate(usable)]
+        # Polar's TaskStatus carries its evaluated group (whose group_id is the task's label) next to the results.
+        evaluated = group.get("group")
+        label = evaluated.get("group_id") if isinstance(evaluated, Mapping) else None
+        default_group_id = str(label or task_id)
+        sessions = [(r, rw, grpo[i], loo[i], index) for i, (r, rw, index) in enumerate(usable)]
     elif "sessions" in group:
         raise ValueError(f"group {task_id} has no token data: list groups with include=trajectories or fetch GET /rollout/groups/{{task_id}}/trajectories")
     else:
@@ -186,7 +207,7 @@ def to_samples(group: Mapping[str, Any], *, std: str = "population", eps: float 
             out.append(
                 Sample(
                     task_id=str(result.get("task_id") or task_id),
-                    group_id=group_id,
+                    group_id=_group_id(result, default_group_id),
                     session_id=str(result.get("session_id")),
                     sample_index=sample_index,
                     trace_index=t,

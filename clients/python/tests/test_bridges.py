@@ -4,6 +4,7 @@ bridges stand-ins with the frameworks' public field names (slime ``Sample`` with
 rollout server."""
 
 import asyncio
+import copy
 import enum
 import os
 import types
@@ -66,6 +67,19 @@ class SlimeBridgeTest(unittest.TestCase):
         self.assertIs(empty.status, SlimeSample.Status.ABORTED)
         self.assertEqual(empty.reward, 0.0)
 
+    def test_generate_labels_group_index_zero(self):
+        group = load_fixture("polar-group.json")
+        with FakeRollout(polls_until_done=1) as server:
+            server.add_group(group)
+            for index, label in ((0, "0"), (None, None)):
+                sample = SlimeSample("fix the bug", index=3, group_index=index)
+                sample.metadata = {"polar_task": {"task_id": "bug", "instruction": "fix the bug", "agent": {"harness": "pi"}}}
+                out = asyncio.run(slime.generate(types.SimpleNamespace(polar_url=server.url, polar_timeout=10), sample, {}))
+                submitted = [r["body"] for r in server.requests if r["path"] == "/rollout/task/submit"][-1]
+                self.assertEqual(submitted["metadata"].get("group_id"), label)
+                if label is not None:
+                    self.assertEqual(out.metadata["polar"]["task_id"], submitted["task_id"])
+
     def test_instruction_of_chat_prompt(self):
         self.assertEqual(slime.instruction_of([{"role": "system", "content": "s"}, {"role": "user", "content": "fix the bug"}]), "fix the bug")
         with self.assertRaises(ValueError):
@@ -123,6 +137,28 @@ class VerlBridgeTest(unittest.TestCase):
         self.assertEqual(len(fields["extra_fields"]["polar_extra_traces"]), len(samples) - 1)
         with self.assertRaises(ValueError):
             verl.to_agent_loop_fields([])
+
+    def test_num_turns_counts_as_verl_does(self):
+        # verl: num_turns = user_turns + assistant_turns + 1 (ToolAgentLoop), 2 for a single turn (SingleTurnAgentLoop).
+        def turns(sample):
+            return verl.to_agent_loop_fields([sample])["num_turns"]
+
+        traces = to_samples(load_fixture("polar-group.json"))  # assistant,tool,assistant and 4 assistant turns
+        self.assertEqual([len(s.metadata["completion_ids"]) for s in traces], [2, 4])
+        self.assertEqual([turns(s) for s in traces], [4, 8])
+        single = to_samples(load_fixture("polar-task-group.json"))[0]
+        self.assertEqual(turns(single), 2)
+        # A trace the training filter masked whole still has its turns (its completions).
+        masked = copy.deepcopy(traces[0])
+        masked.loss_mask = [0] * len(masked.loss_mask)
+        self.assertEqual(turns(masked), 4)
+        # Without completion ids (another server), from the mask: a leading masked span is template, not a turn; a
+        # trailing one is a tool/user turn.
+        bare = copy.deepcopy(traces[0])
+        bare.metadata = {}
+        for mask, expected in (([1, 1, 0, 1], 4), ([0, 0, 1, 1], 2), ([1, 1], 2), ([1, 0, 1, 0], 5), ([], 2)):
+            bare.loss_mask = mask
+            self.assertEqual(turns(bare), expected, mask)
 
     def test_agent_loop_run(self):
         group = load_fixture("polar-group.json")

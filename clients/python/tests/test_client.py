@@ -9,7 +9,7 @@ import urllib.request
 
 from polar_client import CallbackServer, PolarClient, PolarError, PolarTimeout, TaskStatus
 
-from .fake_server import FakeRollout, load_fixture, to_reference_task_result
+from .fake_server import FakeRollout, load_fixture, to_polar_task_view, to_reference_task_result
 
 
 def post(url: str, body: object, headers: dict | None = None) -> tuple[int, dict]:
@@ -55,18 +55,41 @@ class ClientTest(unittest.TestCase):
         self.assertIn("cannot reach", str(ctx.exception))
 
     def test_task_status_in_both_shapes(self):
-        ours = TaskStatus.parse({"task_id": "a", "status": "RUNNING", "num_samples": 3, "sessions": [{"status": "COMPLETED"}, {"status": "RUNNING"}, {"status": "ERROR"}], "results": 2})
-        self.assertEqual((ours.status, ours.total_sessions, ours.completed_sessions, ours.done, ours.results), ("running", 3, 2, False, []))
+        task = {"task_id": "a", "num_samples": 3}
+        ours = TaskStatus.parse(to_polar_task_view(task, None, done=False))
+        self.assertEqual((ours.status, ours.polar_status, ours.total_sessions, ours.completed_sessions, ours.done, ours.results, ours.group), ("running", "RUNNING", 3, 0, False, [], None))
+        self.assertTrue(ours.from_polar)
         ref = TaskStatus.parse(to_reference_task_result(load_fixture("polar-group.json")))
         self.assertEqual(ref.status, "completed")
         self.assertTrue(ref.done)
+        self.assertFalse(ref.from_polar)
+        self.assertIsNone(ref.polar_status)
         self.assertEqual(len(ref.results), ref.total_sessions)
         self.assertEqual(TaskStatus.parse({"task_id": "b", "status": "cancelled", "total_sessions": 2, "completed_sessions": 1}).done, True)
         with self.assertRaises(PolarError):
             TaskStatus.parse({"status": "running"})
 
+    def test_task_status_recorded_from_this_server(self):
+        # GET /rollout/task/{id} of `polar serve --with-sim`, 3 samples of a shell task, sample 0 failed: the
+        # reference TaskStatus with its SessionResults *and* Polar's polar_status / sessions / group.
+        body = load_fixture("polar-task-status.json")
+        status = TaskStatus.parse(body)
+        self.assertEqual((status.status, status.polar_status, status.total_sessions, status.completed_sessions, status.done), ("completed", "COMPLETED", 3, 3, True))
+        self.assertTrue(status.from_polar)
+        self.assertEqual([r["status"] for r in status.results], ["ERROR", "COMPLETED", "COMPLETED"])
+        self.assertEqual(status.group["group_id"], "step-3")
+        self.assertEqual([s["sample_index"] for s in status.group["sessions"]], [1, 2])
+        # The fake server answers in the same shape, key for key.
+        fake = to_polar_task_view({"task_id": "x", "num_samples": 2, "metadata": {"group_id": "g"}}, load_fixture("polar-group.json"), done=True)
+        self.assertEqual(set(fake), set(body))
+        self.assertEqual(set(fake["results"][0]), set(body["results"][0]))
+        self.assertEqual(set(fake["results"][0]["metadata"]), set(body["results"][1]["metadata"]))
+        self.assertEqual(set(fake["sessions"][0]), set(body["sessions"][0]))
+        self.assertEqual(set(fake["group"]), set(body["group"]))
+
     def test_wait_polls_until_done_and_times_out(self):
         with FakeRollout(polls_until_done=3) as server:
+            server.add_group(load_fixture("polar-group.json"))
             client = PolarClient(server.url)
             client.submit({"task_id": "t", "num_samples": 2})
             status = client.wait("t", poll_interval=0.01)
@@ -93,13 +116,15 @@ class ClientTest(unittest.TestCase):
 
     def test_wait_by_callback(self):
         with FakeRollout(polls_until_done=10**6) as server, CallbackServer(token="cb") as callback:
+            server.add_group(load_fixture("polar-group.json"))
             client = PolarClient(server.url)
             client.submit({"task_id": "t", "num_samples": 1, "callback_url": callback.url})
 
             def finish():
                 time.sleep(0.2)
                 server.polls_until_done = 0
-                self.assertEqual(post(callback.url, {"task_id": "t", "status": "COMPLETED", "group": None}, {"authorization": "Bearer cb"})[0], 200)
+                result = {"task_id": "t", "status": "completed", "results": [], "result_paths": [], "group": None}
+                self.assertEqual(post(callback.url, result, {"authorization": "Bearer cb"})[0], 200)
 
             threading.Thread(target=finish).start()
             status = client.wait("t", timeout=10, poll_interval=5, callback=callback)
@@ -131,9 +156,11 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(client.group(group["task_id"])["rewards"], group["rewards"])
             self.assertTrue(client.ack(group["task_id"]))
             self.assertFalse(client.ack(group["task_id"]))
+            self.assertFalse(client.ack("no-such-task"))
             self.assertEqual(client.ready_groups(), [])
             client.submit({"task_id": "c", "num_samples": 1})
-            self.assertEqual(client.cancel("c")["status"], "CANCELLED")
+            cancelled = client.cancel("c")
+            self.assertEqual((cancelled["status"], cancelled["polar_status"], cancelled["cancelled"]), ("cancelled", "CANCELLED", 1))
             self.assertEqual(client.task("c").status, "cancelled")
             self.assertIn("groups_ready", client.status())
 

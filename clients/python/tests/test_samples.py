@@ -78,6 +78,28 @@ class ToSamplesTest(unittest.TestCase):
         self.assertEqual(len(to_samples(ref)), len(samples) - 1)
         self.assertEqual(session_reward(ref["results"][1]), self.group["rewards"][1])
 
+    def test_task_status_of_this_server_keeps_group_id_and_sample_index(self):
+        # Recorded GET /rollout/task/{id}: sample 0 ERROR, samples 1 and 2 usable, task metadata.group_id "step-3".
+        status = load_fixture("polar-task-status.json")
+        samples = to_samples(status)
+        self.assertEqual([s.session_id for s in samples], [r["session_id"] for r in status["results"][1:]])
+        self.assertEqual([s.sample_index for s in samples], [1, 2])
+        self.assertEqual({s.group_id for s in samples}, {"step-3"})
+        self.assertEqual({s.task_id for s in samples}, {"rec6"})
+        # The same sessions from the group endpoint give the same ids.
+        grouped = to_samples(load_fixture("polar-task-group.json"))
+        self.assertEqual([(s.session_id, s.sample_index, s.group_id, s.reward, s.response_ids) for s in grouped],
+                         [(s.session_id, s.sample_index, s.group_id, s.reward, s.response_ids) for s in samples])
+
+    def test_group_id_and_sample_index_fallbacks(self):
+        ref = to_reference_task_result(self.group)  # no metadata: the task_id, and the position in results
+        ref["results"][0]["status"] = "ERROR"
+        samples = to_samples(ref)
+        self.assertEqual([(s.group_id, s.sample_index) for s in samples], [(self.group["task_id"], 1)])
+        for i, r in enumerate(ref["results"]):  # metadata wins over the position
+            r["metadata"] = {"group_id": 12, "sample_index": 5 + i}
+        self.assertEqual([(s.group_id, s.sample_index) for s in to_samples(ref)], [("12", 6)])
+
     def test_group_without_token_data_is_an_error(self):
         listed = {k: v for k, v in self.group.items() if k != "trajectories"}
         with self.assertRaisesRegex(ValueError, "include=trajectories"):

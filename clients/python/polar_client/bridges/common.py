@@ -52,18 +52,25 @@ def task_request(template: Mapping[str, Any] | None, *, instruction: str | None 
 def run_task(client: PolarClient, task: Mapping[str, Any], *, timeout: float | None = None, ack: bool = True) -> list[Sample]:
     """Submit, wait, fetch the group's token data, acknowledge; the samples (empty when no session was usable).
 
+    Against this repository's server (its task status has ``polar_status`` / ``group``) the samples always come from
+    ``GET /rollout/groups/{task_id}/trajectories`` (the server's rewards and advantages), and the group is then
+    acknowledged when ``ack`` is true, so it leaves ``GET /rollout/groups?ready=1`` and a trainer that also pulls ready
+    groups does not train on it twice. Only the reference Polar, which has no group endpoints, is read from the
+    ``results`` of its task status (advantages computed here).
+
     :raises PolarTimeout: past ``timeout``. :raises PolarError: when the server refuses the task.
     """
     client.submit(task)
-    status = client.wait(str(task["task_id"]), timeout=timeout)
-    if status.results:  # the reference server sends the SessionResults with the status
+    task_id = str(task["task_id"])
+    status = client.wait(task_id, timeout=timeout)
+    if not status.from_polar and status.results:  # the reference server: its SessionResults are all there is
         return to_samples(status.raw)
     try:
-        group = client.group(str(task["task_id"]))
+        group = client.group(task_id)
     except PolarError as err:
-        if err.status == 404:
+        if err.status == 404:  # no usable session: no group (a failed or cancelled task)
             return []
         raise
     if ack:
-        client.ack(str(task["task_id"]))
+        client.ack(task_id)
     return to_samples(group)

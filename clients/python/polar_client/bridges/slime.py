@@ -88,8 +88,11 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> A
     client = client_from_env(getattr(args, "polar_url", None))
     metadata = getattr(sample, "metadata", None) or {}
     task = metadata.get("polar_task")
-    request = task_request(None, task=task, instruction=None if task else instruction_of(sample.prompt),
-                           metadata={"group_id": str(getattr(sample, "group_index", "") or ""), "slime_index": getattr(sample, "index", None)})
+    group_index = getattr(sample, "group_index", None)
+    labels: dict[str, Any] = {"slime_index": getattr(sample, "index", None)}
+    if group_index is not None:  # 0 is a group index like any other
+        labels["group_id"] = str(group_index)
+    request = task_request(None, task=task, instruction=None if task else instruction_of(sample.prompt), metadata=labels)
     request.setdefault("agent", {}).setdefault("settings", {})["sampling_params"] = dict(sampling_params or {})
     timeout = getattr(args, "polar_timeout", None)
     samples = await asyncio.get_running_loop().run_in_executor(None, lambda: run_task(client, request, timeout=timeout))

@@ -22,7 +22,30 @@ from typing import Any
 from ..samples import Sample
 from .common import client_from_env, run_task, task_request
 
-__all__ = ["to_agent_loop_fields", "make_agent_loop"]
+__all__ = ["to_agent_loop_fields", "make_agent_loop", "num_turns"]
+
+
+def num_turns(sample: Sample) -> int:
+    """verl's ``AgentLoopOutput.num_turns`` for one trace: chat turns including user, assistant and tool, counted as
+    verl's own loops do (``ToolAgentLoop``: ``user_turns + assistant_turns + 1``, the 1 being the prompt;
+    ``SingleTurnAgentLoop``: 2).
+
+    Assistant turns are the trace's completions (``metadata.completion_ids``, which Polar fills; this also holds for a
+    trace the training filter masked whole, or a completion that sampled no token), with one user/tool turn between
+    each two. Without completion ids: the runs of sampled (mask 1) tokens, and the masked spans that follow one (tool
+    results and user messages; a masked span before the first sampled token is template, not a turn). So a
+    single-completion trace has 2 turns and assistant, tool, assistant has 4.
+    """
+    completions = (sample.metadata or {}).get("completion_ids")
+    if isinstance(completions, list) and completions:
+        assistant = len(completions)
+        user = assistant - 1  # a Polar trace is completion, interstitial, completion, …: it ends on a completion
+    else:
+        mask = sample.loss_mask
+        runs = [value for i, value in enumerate(mask) if i == 0 or mask[i - 1] != value]
+        assistant = max(1, runs.count(1))
+        user = runs[1:].count(0) if runs and runs[0] == 0 else runs.count(0)
+    return 1 + assistant + user
 
 
 def to_agent_loop_fields(samples: list[Sample]) -> dict[str, Any]:
@@ -33,14 +56,13 @@ def to_agent_loop_fields(samples: list[Sample]) -> dict[str, Any]:
     if not samples:
         raise ValueError("the Polar session produced no usable trace")
     first = samples[0]
-    turns = 1 + 2 * sum(1 for i in range(1, len(first.loss_mask)) if first.loss_mask[i] == 1 and first.loss_mask[i - 1] == 0)
     return {
         "prompt_ids": first.prompt_ids,
         "response_ids": first.response_ids,
         "response_mask": first.loss_mask,
         "response_logprobs": first.rollout_logprobs,
         "reward_score": first.reward,
-        "num_turns": turns + 1,
+        "num_turns": num_turns(first),
         "extra_fields": {
             "polar_session_id": first.session_id,
             "polar_task_id": first.task_id,
