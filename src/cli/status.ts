@@ -72,7 +72,7 @@ export function register(program: Command): void {
       const nodes = (Array.isArray(listed) ? listed : listed?.nodes) ?? [];
       console.log(`nodes: ${nodes.length}`);
       for (const n of nodes) {
-        const state = n.draining ? 'draining' : n.healthy ? 'healthy' : 'UNHEALTHY';
+        const state = !n.healthy ? 'UNHEALTHY' : n.draining ? 'draining' : 'healthy';
         // An unhealthy node's last stage counts say nothing about now; the server reports them as stale.
         const stages = n.stages_stale ? 'stages=stale' : counts(n.stages);
         console.log(`  ${n.node_id.padEnd(16)} ${state.padEnd(9)} in_flight=${n.in_flight ?? 0} ${stages} ${n.gateway_url ?? n.url ?? ''}`);

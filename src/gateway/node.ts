@@ -174,7 +174,7 @@ export class GatewayNode {
       this.stopHeartbeats = startRegistration({
         server: this.opts.rollout.url, nodeId: this.nodeId, url: this.opts.publicUrl ?? this.url, capacity: this.capacity,
         intervalMs: this.opts.rollout.heartbeatIntervalMs ?? 5000, token: this.opts.controlPlaneToken, signal: this.stopping.signal,
-        stages: () => this.stageCounts(), sessions: () => this.heartbeatStatuses(),
+        stages: () => this.stageCounts(), sessions: () => this.heartbeatStatuses(), engineOk: () => this.engineHealth()?.ok ?? null,
         track: (p) => this.track(p), fetch: this.opts.fetch, log: this.opts.log,
       });
     }

@@ -19,6 +19,8 @@ export interface RegistrationOptions {
   stages(): StageCounts;
   /** session_id → live status of each session the node holds. */
   sessions(): Record<string, string>;
+  /** Whether the node's engine answers its health checks; null when the node does not check. */
+  engineOk?(): boolean | null;
   track(p: Promise<unknown>): void;
   fetch?: typeof fetch;
   log?: (line: string) => void;
@@ -38,7 +40,7 @@ export function startRegistration(o: RegistrationOptions): () => void {
     if (!registered) return;
     const doFetch = o.fetch ?? fetch;
     void doFetch(`${base}/nodes/${encodeURIComponent(o.nodeId)}/heartbeat`, {
-      method: 'POST', headers: controlPlaneHeaders(o.token), body: JSON.stringify({ stages: o.stages(), sessions: o.sessions() }),
+      method: 'POST', headers: controlPlaneHeaders(o.token), body: JSON.stringify({ stages: o.stages(), sessions: o.sessions(), ...engineField(o.engineOk?.() ?? null) }),
       signal: AbortSignal.timeout(Math.max(1000, o.intervalMs)),
     }).then(async (response) => {
       await response.body?.cancel();
@@ -50,6 +52,11 @@ export function startRegistration(o: RegistrationOptions): () => void {
     }, (error) => o.log?.(`heartbeat to ${base} failed: ${errorText(error)}`));
   }, o.intervalMs);
   return () => clearInterval(timer);
+}
+
+/** The heartbeat's `engine_ok`, when the node checks its engine. */
+function engineField(ok: boolean | null): { engine_ok?: boolean } {
+  return ok === null ? {} : { engine_ok: ok };
 }
 
 type Membership = Pick<RegistrationOptions, 'server' | 'nodeId' | 'token' | 'fetch' | 'log'> & { timeoutMs?: number };

@@ -13,6 +13,7 @@
  * prom-client: https://github.com/siimon/prom-client
  */
 import { Counter, Gauge, Histogram, Registry, register as defaultRegistry } from 'prom-client';
+import { isCancelledError } from '../core/contracts/index.ts';
 import type { SessionResult } from '../core/records.ts';
 import { BREAK_REASONS } from '../trace/trace-parts.ts';
 
@@ -67,7 +68,7 @@ export class GatewayMetrics {
   /** Count one finished session. `harness` is the task's agent.harness (default shell). */
   observeResult(result: SessionResult, harness: string): void {
     this.results.inc({ status: result.status, harness });
-    const cancelled = result.status === 'CANCELLED' || result.error === 'cancelled';
+    const cancelled = result.status === 'CANCELLED' || isCancelledError(result.error);
     if ((result.status === 'ERROR' || result.status === 'TIMEOUT') && !cancelled) this.harnessFailures.inc({ harness });
     const t = result.timing;
     const stages: [string, number][] = [['init', t.init_ms], ['ready_queue', t.ready_queue_ms], ['run', t.run_ms], ['postrun', t.postrun_ms], ['build', t.build_ms], ['eval', t.eval_ms], ['e2e', t.e2e_ms]];

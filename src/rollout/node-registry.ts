@@ -23,6 +23,11 @@ export interface NodeState {
    * are what it reported before the restart, so they read as stale.
    */
   fromStore?: boolean;
+  /**
+   * The node's engine health from its last heartbeat (null: not reported). A node whose engine is down gets no new
+   * sessions: its harnesses would only fail on 502s, each a lost sample.
+   */
+  engineOk?: boolean | null;
 }
 
 export class NodeRegistry {
@@ -107,6 +112,10 @@ export class NodeRegistry {
     const recovered = !state.row.healthy;
     state.row = { ...state.row, stages: parsed.data.stages, healthy: true, last_heartbeat: this.ctx.clock() };
     state.fromStore = false;
+    const engineWasOk = state.engineOk !== false;
+    state.engineOk = parsed.data.engine_ok ?? null;
+    if (engineWasOk && state.engineOk === false) this.ctx.events.publish('node_engine_down', { node_id: nodeId });
+    if (!engineWasOk && state.engineOk !== false) this.ctx.events.publish('node_engine_up', { node_id: nodeId });
     state.dispatchedSinceHeartbeat = 0;
     state.transportFailures = 0;
     const ended = this.ctx.store.transaction(() => {
@@ -182,8 +191,9 @@ export class NodeRegistry {
    */
   list() {
     const now = this.ctx.clock();
-    return this.states().map(({ row, fromStore }) => ({
+    return this.states().map(({ row, fromStore, engineOk }) => ({
       ...row,
+      engine_ok: engineOk ?? null,
       stages: row.healthy && !fromStore ? row.stages : { ...NO_STAGES },
       stages_stale: !row.healthy || fromStore === true,
       last_reported_stages: row.stages,
@@ -198,6 +208,7 @@ export class NodeRegistry {
       node_id: s.row.node_id,
       healthy: s.row.healthy,
       draining: s.row.draining,
+      engine_ok: s.engineOk ?? null,
       capacity: s.row.capacity,
       stages: s.row.stages,
       in_flight: this.inFlightCount(s.row.node_id),
@@ -238,9 +249,10 @@ export class NodeRegistry {
   counts(): { healthy: number; unhealthy: number; draining: number } {
     const out = { healthy: 0, unhealthy: 0, draining: 0 };
     for (const { row } of this.#nodes.values()) {
-      if (row.draining) out.draining++;
-      else if (row.healthy) out.healthy++;
-      else out.unhealthy++;
+      // A node that left or stopped heartbeating is unhealthy even if it was draining first (it is gone).
+      if (!row.healthy) out.unhealthy++;
+      else if (row.draining) out.draining++;
+      else out.healthy++;
     }
     return out;
   }

@@ -10,6 +10,8 @@ export interface SchedulableNode {
   node_id: string;
   healthy: boolean;
   draining: boolean;
+  /** The node's engine health from its last heartbeat; false = down (no new sessions), null/absent = not reported. */
+  engine_ok?: boolean | null;
   capacity: NodeCapacity;
   /** Stage counts from the node's last heartbeat (zeros before the first one). */
   stages: StageCounts;
@@ -45,14 +47,15 @@ function compareTuples(a: readonly number[], b: readonly number[]): number {
 }
 
 /**
- * The node for the next session, or null when every healthy, non-draining node is full (in_flight ≥ its slots).
+ * The node for the next session, or null when every healthy, non-draining node whose engine is not down is full
+ * (in_flight ≥ its slots).
  * Ties go to the node with fewer in-flight sessions, then to the smaller node_id (stable order).
  */
 export function pickNode<N extends SchedulableNode>(nodes: readonly N[]): N | null {
   let best: N | null = null;
   let bestKey: number[] = [];
   for (const node of nodes) {
-    if (!node.healthy || node.draining || node.in_flight >= nodeSlots(node.capacity)) continue;
+    if (!node.healthy || node.draining || node.engine_ok === false || node.in_flight >= nodeSlots(node.capacity)) continue;
     const key = [...pressureOf(node), node.in_flight];
     const order = best === null ? -1 : compareTuples(key, bestKey) || node.node_id.localeCompare(best.node_id);
     if (order < 0) {

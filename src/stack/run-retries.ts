@@ -5,12 +5,13 @@
  * A retry is a new TaskRequest `<task_id>~retry<k>` with num_samples = the failed sessions, in the same GRPO group
  * (`metadata.group_id` = the original group), so trainers see one group per task.
  */
+import { isCancelledError } from '../core/contracts/index.ts';
 import type { TaskRequest } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
 
 /** True when a stored result failed for an infrastructure reason (the only failures a retry may repeat). */
 export function isInfrastructureFailure(result: { status: string; error: string | null }): boolean {
-  return result.status === 'ERROR' && result.error !== 'cancelled';
+  return result.status === 'ERROR' && !isCancelledError(result.error);
 }
 
 /**

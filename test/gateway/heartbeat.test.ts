@@ -20,7 +20,9 @@ const rollout = Bun.serve({
   },
 });
 const store = openStore(':memory:');
+let engine = { ok: true, error: null as string | null };
 const node = new GatewayNode({
+  engineHealth: () => engine,
   nodeId: 'hb', store, workRoot: join(root, 'work'), controlPlaneToken: 'tok', runtimeDefaults: { isolation: 'none' },
   rollout: { url: `http://127.0.0.1:${rollout.port}`, heartbeatIntervalMs: 50 },
   proxy: () => ({ fetch: () => new Response('no proxy in this test', { status: 404 }) }),
@@ -44,7 +46,12 @@ test('registration, then heartbeats with stage counts and per-session statuses, 
   const register = seen.find((s) => s.path === '/nodes/register');
   expect(register?.body).toMatchObject({ node_id: 'hb', url: node.url });
   const beat = running();
-  expect(beat?.body).toMatchObject({ stages: { running: 1 }, sessions: { 'hb-s1': 'RUNNING' } });
+  expect(beat?.body).toMatchObject({ stages: { running: 1 }, sessions: { 'hb-s1': 'RUNNING' }, engine_ok: true });
+  // The engine's health rides along, so the rollout server stops dispatching to a node whose engine is down.
+  engine = { ok: false, error: 'engine unreachable' };
+  const before = seen.length;
+  while (!seen.slice(before).some((s) => s.path === '/nodes/hb/heartbeat' && s.body.engine_ok === false) && Date.now() < deadline) await Bun.sleep(25);
+  expect(seen.slice(before).some((s) => s.path === '/nodes/hb/heartbeat' && s.body.engine_ok === false)).toBe(true);
   expect(seen.every((s) => s.auth === 'Bearer tok')).toBe(true);
   await node.wait('hb-s1');
 });

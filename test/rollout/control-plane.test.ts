@@ -140,9 +140,14 @@ test('a node that leaves (stopping on a signal): its sessions are queued again w
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
   await post(`${server.url}/rollout/task/submit`, task('t'));
   await until(() => node.dispatched.length === 2);
+  // A stopping node drains first, then leaves: gone, it counts as unhealthy (an alert on unhealthy nodes must fire).
+  expect((await fetch(`${server.url}/nodes/n1`, { method: 'DELETE' })).status).toBe(200);
   const left = await post(`${server.url}/nodes/n1/leave`, {});
   expect(left.body).toEqual({ node_id: 'n1', requeued: 2 });
   expect(server.listNodes()[0]!.healthy).toBe(false);
+  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  expect(metrics).toContain('polar_rollout_nodes{state="unhealthy"} 1');
+  expect(metrics).toContain('polar_rollout_nodes{state="draining"} 0');
   expect(store.sessions.listByTask('t').map((s) => [s.status, s.attempt, s.node_id])).toEqual([['REGISTERED', 1, null], ['REGISTERED', 1, null]]);
   expect(store.tasks.get('t')?.status).toBe('RUNNING');
   // The node comes back (a restart: it holds nothing): the queued sessions go out again as attempt 1.
@@ -237,4 +242,17 @@ test('a task whose sessions all failed is FAILED with the reasons, and no empty 
   // The reference's word for a batch whose sessions all ended in errors is "completed" (with those results).
   expect(server.taskStatus('t')).toMatchObject({ status: 'completed', polar_status: 'FAILED', completed_sessions: 2 });
   expect(server.readyGroups()).toEqual([]);
+});
+
+test('a node whose heartbeat says its engine is down gets no sessions until it says the engine is back', async () => {
+  const { server, node } = setup();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  const idle = { queued: 0, init: 0, ready: 0, running: 0, postrun: 0 };
+  expect((await post(`${server.url}/nodes/n1/heartbeat`, { stages: idle, engine_ok: false })).status).toBe(200);
+  expect(server.listNodes()[0]).toMatchObject({ healthy: true, engine_ok: false });
+  await post(`${server.url}/rollout/task/submit`, task('t'));
+  await Bun.sleep(150);
+  expect(node.dispatched).toHaveLength(0);
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: idle, engine_ok: true });
+  await until(() => node.dispatched.length === 2);
 });

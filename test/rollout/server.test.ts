@@ -81,7 +81,7 @@ async function until(cond: () => boolean, ms = 3000) {
   }
 }
 
-test('pickNode: run queue first, then postrun, init, READY gap; skips unhealthy, draining and full nodes', () => {
+test('pickNode: run queue first, then postrun, init, READY gap; skips unhealthy, draining, engine-down and full nodes', () => {
   const node = (id: string, stages: Partial<typeof idle>, extra: Partial<SchedulableNode> = {}): SchedulableNode => ({
     node_id: id, healthy: true, draining: false, capacity, stages: { ...idle, ...stages }, in_flight: 0, dispatched_since_heartbeat: 0, ...extra,
   });
@@ -92,6 +92,10 @@ test('pickNode: run queue first, then postrun, init, READY gap; skips unhealthy,
   expect(pickNode([node('a', {}, { healthy: false }), node('b', { running: 2 })])?.node_id).toBe('b');
   expect(pickNode([node('a', {}, { draining: true })])).toBeNull();
   expect(pickNode([node('a', {}, { in_flight: 8 })])).toBeNull();
+  // A node whose engine is down gets nothing (its harnesses would fail on 502s); not reported counts as up.
+  expect(pickNode([node('a', {}, { engine_ok: false }), node('b', { running: 3 })])?.node_id).toBe('b');
+  expect(pickNode([node('a', {}, { engine_ok: false })])).toBeNull();
+  expect(pickNode([node('a', {}, { engine_ok: null })])?.node_id).toBe('a');
 });
 
 test('submit expands into num_samples secret sessions, dispatches them, and is idempotent per task_id', async () => {

@@ -33,6 +33,8 @@ export const nodeRegistrationSchema = z.object({
 export const heartbeatSchema = z.object({
   stages: stageCountsSchema,
   sessions: z.record(z.string().min(1), z.string()).optional(),
+  /** Whether the node's inference engine answers its health checks (absent: the node does not check). */
+  engine_ok: z.boolean().optional(),
 });
 
 export type StageCounts = z.infer<typeof stageCountsSchema>;

@@ -68,3 +68,8 @@ export function cancelledText(reason: string | undefined): string {
   if (!reason) return 'cancelled';
   return reason.startsWith('cancelled') ? reason : `cancelled: ${reason}`;
 }
+
+/** Whether a result's `error` says the session was cancelled (`cancelled`, or `cancelled: <reason>`; cancelledText). */
+export function isCancelledError(error: string | null | undefined): boolean {
+  return error === 'cancelled' || (typeof error === 'string' && error.startsWith('cancelled: '));
+}
