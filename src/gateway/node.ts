@@ -7,7 +7,7 @@
  * Wire shapes (DispatchSpec, SessionResult, heartbeats): src/core/contracts/.
  */
 import { systemClock, type Clock } from '../core/clock.ts';
-import { DispatchError, dispatchSpecSchema, formatIssues, formatProblems, runnableProblems, type DispatchSpec, type StageCounts } from '../core/contracts/index.ts';
+import { DispatchError, dispatchSpecSchema, formatIssues, formatProblems, runnableProblems, taskSamplingOf, type DispatchSpec, type StageCounts, type TaskSampling } from '../core/contracts/index.ts';
 import type { SessionResult, SessionStatus } from '../core/records.ts';
 import type { EngineHealth } from '../engines/health.ts';
 import { EventHub } from '../observe/events.ts';
@@ -147,7 +147,8 @@ export class GatewayNode {
       const s = this.sessions.get(key);
       if (!s || !(s.stage === 'init' || s.stage === 'ready' || s.stage === 'running')) return null;
       const policy = s.spec.task.metadata?.policy_version;
-      return { session_id: s.id, task_id: s.spec.task.task_id, attempt: s.spec.attempt ?? 0, ...(policy !== undefined ? { policy_version: policy } : {}) };
+      const sampling = taskSamplingCached(s.spec.task);
+      return { session_id: s.id, task_id: s.spec.task.task_id, attempt: s.spec.attempt ?? 0, ...(policy !== undefined ? { policy_version: policy } : {}), ...(sampling ? { sampling } : {}) };
     },
   };
 
@@ -601,4 +602,16 @@ export class GatewayNode {
     void p.finally(() => this.background.delete(p));
   }
 
+}
+
+/** Each task's sampling, read once (the proxy resolves a session on every model call); null when it sets none. */
+const samplingByTask = new WeakMap<object, TaskSampling | null>();
+function taskSamplingCached(task: DispatchSpec['task']): TaskSampling | null {
+  let sampling = samplingByTask.get(task);
+  if (sampling === undefined) {
+    // A dispatched task passed runnableProblems, which reads the same settings: this does not throw.
+    sampling = taskSamplingOf(task.agent.settings);
+    samplingByTask.set(task, sampling);
+  }
+  return sampling;
 }

@@ -3,6 +3,7 @@
  * (the harness process group), as functions of the node's context (./node-types.ts) and the session.
  */
 import { join } from 'node:path';
+import { harnessSettings } from '../core/contracts/index.ts';
 import { defaultHarnessCache, harnessPaths, installHarness, nodeShimDir } from './harnesses/install.ts';
 import type { HarnessOutcome } from './harnesses/types.ts';
 import { harnessFailureError, writeHarnessLog } from './harness-output.ts';
@@ -40,7 +41,7 @@ export async function initSession(ctx: NodeContext, s: Session): Promise<void> {
   if (s.needsDiff) await commitBaseline(runtime, signal);
   const launch = s.adapter.launch({
     sessionId: s.id, instruction: task.instruction, modelName: task.agent.model_name, gatewayUrl: ctx.gatewayUrl(),
-    home: runtime.homeDir, workDir: runtime.workDir, binPath, installDir, settings: task.agent.settings ?? {}, command: task.agent.command,
+    home: runtime.homeDir, workDir: runtime.workDir, binPath, installDir, settings: harnessSettings(task.agent.settings), command: task.agent.command,
   });
   for (const file of launch.files) await runtime.writeFile(file.path, file.content);
   for (const link of launch.links ?? []) {

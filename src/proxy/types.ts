@@ -5,6 +5,7 @@
 import type { Clock } from '../core/clock.ts';
 import type { DialectOptions } from '../core/dialect.ts';
 import type { IdGenerator } from '../core/ids.ts';
+import type { TaskSampling } from '../core/contracts/task-sampling.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import type { EngineClient } from '../engines/types.ts';
 
@@ -38,6 +39,11 @@ export interface ProxySessionInfo {
    * stored on every record so a trajectory is built from one attempt only. Absent = 0.
    */
   attempt?: number;
+  /**
+   * The task's own sampling (agent.settings.sampling_params / model_kwargs, src/core/contracts/task-sampling.ts),
+   * laid over every call of the session (src/proxy/task-sampling.ts). Absent: the request's own.
+   */
+  sampling?: TaskSampling;
 }
 
 /**

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
 import { RunRequestError, runTasks } from '../../src/stack/run-tasks.ts';
 import { openStore } from '../../src/store/index.ts';
-import { runPolar } from '../support/polar-cli.ts';
+import { runPolar, SHELL_AGENT_COMMAND, SHELL_AGENT_PATHS, writeSimTask } from '../support/polar-cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-run-request-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -76,3 +76,23 @@ test('a database that holds a task under another request is not reported as this
   expect(cli.code).toBe(2);
   expect(cli.stderr).toContain('shared: num_samples 1 there, 3 now, command "true" there, "exit 1" now');
 });
+
+test("a task's sampling_params reach the engine for every call, and the custom harness never sees them", async () => {
+  const dir = join(scratch, 'sampled');
+  writeSimTask(dir, 'sampled', 'variants:\n  solve: {steps: [{shell: "echo ok > out.txt"}, {say: "done"}]}\n');
+  const store = openStore(join(scratch, 'sampled.db'));
+  try {
+    const report = await runTasks({
+      tasks: loadTaskDir(dir), harness: 'custom', command: SHELL_AGENT_COMMAND, modelName: 'polar-sim', store, concurrency: 1,
+      settings: { base_url_env: { OPENAI_BASE_URL: '/v1' }, api_key_env: ['OPENAI_API_KEY'], model_env: ['OPENAI_MODEL'], sampling_params: { temperature: 0.55, top_p: 0.9, max_new_tokens: 300 } },
+      runtime: { read_only_paths: SHELL_AGENT_PATHS }, workRoot: join(scratch, 'sampled-work'), progressIntervalMs: 100,
+    });
+    expect(report.allCompleted).toBe(true);
+    const [session] = store.sessions.listByTask('sampled');
+    const records = store.completions.listBySession(session!.session_id);
+    expect(records.length).toBeGreaterThanOrEqual(2);
+    for (const record of records) expect(record.ir_request.sampling).toMatchObject({ temperature: 0.55, topP: 0.9, maxTokens: 300 });
+  } finally {
+    store.close();
+  }
+}, 60_000);

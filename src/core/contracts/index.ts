@@ -12,4 +12,5 @@ export * from './runtime.ts';
 export * from './session.ts';
 export * from './sim-script.ts';
 export * from './task.ts';
+export * from './task-sampling.ts';
 export * from './runnable.ts';

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { formatIssues } from './issues.ts';
 import type { TaskRequest } from './task.ts';
+import { taskSamplingOf } from './task-sampling.ts';
 
 /** Harness adapters a gateway knows, as `agent.harness` spells them (`-` and `_` are interchangeable). */
 export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline', 'openclaw'] as const;
@@ -73,6 +74,14 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
     problems.push({ path: 'agent.harness', message: `unknown harness ${JSON.stringify(task.agent.harness)}; known: ${harnesses.join(', ')}` });
   } else if ((harness === 'shell' || harness === 'custom') && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
     problems.push({ path: 'agent.command', message: `the ${harness} harness needs a command (agent.command or agent.settings.command)` });
+  }
+  try {
+    taskSamplingOf(task.agent.settings);
+  } catch (error) {
+    for (const part of (error as Error).message.split('; ')) {
+      const at = part.indexOf(': ');
+      problems.push(at > 0 ? { path: part.slice(0, at), message: part.slice(at + 2) } : { path: 'agent.settings', message: part });
+    }
   }
   if (task.evaluator) {
     const name = task.evaluator.strategy;

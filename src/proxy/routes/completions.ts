@@ -14,6 +14,7 @@ import { decodeBody, readJsonText, resolveSession, warningHeader, type Env, type
 import type { DialectRoute } from '../dialect-table.ts';
 import { liveStream } from '../live-stream.ts';
 import { syntheticStream } from '../synthetic-stream.ts';
+import { withTaskSampling } from '../task-sampling.ts';
 import type { ProxySessionInfo } from '../types.ts';
 
 /**
@@ -53,6 +54,7 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
     const { body, text: bodyText, bytes: bodyBytes, invalidUtf8 } = await readJsonText(rt, c, session.session_id);
     const fromUrl = route.fromUrl?.(url);
     let ir = decodeBody(rt, route, body, url, fromUrl);
+    if (session.sampling) ir = withTaskSampling(ir, session.sampling);
     if (invalidUtf8) ir.warnings.push({ code: 'invalid-utf8-replaced', message: 'the request body was not valid UTF-8: each invalid byte sequence was decoded as U+FFFD before reaching the engine' });
     if (rt.reasoning) {
       const { request, restored } = rt.reasoning.restore(session.session_id, ir);

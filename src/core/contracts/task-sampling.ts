@@ -1,0 +1,93 @@
+/**
+ * A task's own sampling parameters: what a trainer sets for the behaviour policy of every model call its sessions make,
+ * whatever the harness asks for. Two spellings in `agent.settings`, both read by the gateway and never passed to
+ * the harness:
+ * - `sampling_params`: SGLang's names, as slime's `generate(args, sample, sampling_params)` hands them over
+ *   (temperature, top_p, top_k, min_p, max_new_tokens, stop, stop_token_ids, skip_special_tokens, no_stop_trim,
+ *   spaces_between_special_tokens). Source: https://docs.sglang.ai/basic_usage/sampling_params.html
+ * - `model_kwargs`: the Python Polar's (NVIDIA-NeMo/ProRL-Agent-Server AgentSpec.settings.model_kwargs: temperature,
+ *   top_p, max_tokens, stop, and `extra_body` with top_k, min_p, stop_token_ids, skip_special_tokens, no_stop_trim).
+ *
+ * At the proxy (src/proxy/task-sampling.ts) temperature, top_p, top_k and min_p replace the request's; max tokens is
+ * the smaller of the request's and the task's (a harness's short side request keeps its own cap); stop strings are
+ * added to the request's. Keys that only shape detokenised text (skip_special_tokens, no_stop_trim,
+ * spaces_between_special_tokens) are accepted and have no effect: the proxy captures token ids, and the harness gets
+ * its dialect's text either way. Anything else (repetition_penalty, min_new_tokens, non-empty stop_token_ids, n > 1)
+ * is an error naming its path: this server would not honour it.
+ */
+import { z } from 'zod';
+import { formatIssues } from './issues.ts';
+
+/** The task's sampling, in the IR's names (src/core/ir.ts IRSampling). Every field optional. */
+export interface TaskSampling {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  minP?: number;
+  /** Cap on new tokens per call. */
+  maxTokens?: number;
+  stop?: string[];
+}
+
+const stopSchema = z.union([z.string().min(1), z.array(z.string().min(1))]).nullish();
+/** Accepted only empty: the engine already stops at the chat template's end-of-turn token. */
+const noStopIds = z.array(z.number().int()).max(0, 'not supported by this server (the engine stops at the end-of-turn token; give stop strings instead)').nullish();
+const textOnly = z.boolean().nullish();
+const temperature = z.number().min(0).nullish();
+const topP = z.number().gt(0).max(1).nullish();
+const topK = z.number().int().min(-1).nullish();
+const minP = z.number().min(0).max(1).nullish();
+const maxTokens = z.number().int().positive().nullish();
+
+const samplingParamsSchema = z.strictObject({
+  temperature, top_p: topP, top_k: topK, min_p: minP, max_new_tokens: maxTokens, stop: stopSchema,
+  stop_token_ids: noStopIds, skip_special_tokens: textOnly, no_stop_trim: textOnly, spaces_between_special_tokens: textOnly,
+  n: z.literal(1).nullish(),
+});
+
+const modelKwargsSchema = z.strictObject({
+  temperature, top_p: topP, max_tokens: maxTokens, stop: stopSchema,
+  extra_body: z.strictObject({ top_k: topK, min_p: minP, stop_token_ids: noStopIds, skip_special_tokens: textOnly, no_stop_trim: textOnly, spaces_between_special_tokens: textOnly }).nullish(),
+});
+
+/** The settings keys the gateway reads (and removes before the harness sees the settings). */
+export const TASK_SAMPLING_KEYS = ['sampling_params', 'model_kwargs'] as const;
+
+/**
+ * Read a task's sampling from its `agent.settings`. Null when neither key is given.
+ * @throws Error `agent.settings.<key>.<path>: message; …` for unknown keys, bad values, unsupported parameters, and
+ *   for both spellings at once.
+ */
+export function taskSamplingOf(settings: Record<string, unknown> | undefined): TaskSampling | null {
+  if (!settings) return null;
+  const given = TASK_SAMPLING_KEYS.filter((k) => settings[k] !== undefined && settings[k] !== null);
+  if (given.length === 0) return null;
+  if (given.length > 1) throw new Error('agent.settings.model_kwargs: conflicts with agent.settings.sampling_params; give one');
+  const key = given[0]!;
+  const schema = key === 'sampling_params' ? samplingParamsSchema : modelKwargsSchema;
+  const parsed = schema.safeParse(settings[key]);
+  if (!parsed.success) throw new Error(formatIssues(parsed.error).split('; ').map((part) => `agent.settings.${key}${part.startsWith('(root): ') ? `: ${part.slice(8)}` : `.${part}`}`).join('; '));
+  const p = parsed.data as Record<string, unknown> & { extra_body?: Record<string, unknown> | null };
+  const extra = p.extra_body ?? {};
+  const out: TaskSampling = {};
+  const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+  const set = <K extends keyof TaskSampling>(k: K, v: TaskSampling[K] | undefined) => {
+    if (v !== undefined) out[k] = v;
+  };
+  set('temperature', num(p.temperature));
+  set('topP', num(p.top_p));
+  set('topK', num(p.top_k ?? extra.top_k));
+  set('minP', num(p.min_p ?? extra.min_p));
+  set('maxTokens', num(p.max_new_tokens ?? p.max_tokens));
+  if (typeof p.stop === 'string') out.stop = [p.stop];
+  else if (Array.isArray(p.stop) && p.stop.length > 0) out.stop = p.stop as string[];
+  return out;
+}
+
+/** `agent.settings` without the keys the gateway reads (what the harness adapter gets). */
+export function harnessSettings(settings: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!settings) return {};
+  const out = { ...settings };
+  for (const key of TASK_SAMPLING_KEYS) delete out[key];
+  return out;
+}
