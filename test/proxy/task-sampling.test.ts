@@ -16,9 +16,12 @@ test('both spellings read into one shape; text-only keys accepted; the rest is a
   expect(taskSamplingOf({ sampling_params: { temperature: 0.7, top_p: 0.9, top_k: 20, max_new_tokens: 512, stop: '</answer>', skip_special_tokens: false, no_stop_trim: true, stop_token_ids: null } }))
     .toEqual({ temperature: 0.7, topP: 0.9, topK: 20, maxTokens: 512, stop: ['</answer>'] });
   expect(taskSamplingOf({ model_kwargs: { temperature: 1, max_tokens: 64, extra_body: { top_k: -1, min_p: 0.05 } } })).toEqual({ temperature: 1, topK: -1, minP: 0.05, maxTokens: 64 });
+  // What verl's agent loop hands over: neutral repetition_penalty and logprobs are accepted.
+  expect(taskSamplingOf({ sampling_params: { temperature: 1, top_p: 1, repetition_penalty: 1, logprobs: true, max_tokens: 100 } })).toEqual({ temperature: 1, topP: 1, maxTokens: 100 });
+  expect(() => taskSamplingOf({ sampling_params: { repetition_penalty: 1.2 } })).toThrow('agent.settings.sampling_params.repetition_penalty: only 1');
   expect(taskSamplingOf({ api: 'openai-completions' })).toBeNull();
   expect(taskSamplingOf(undefined)).toBeNull();
-  expect(() => taskSamplingOf({ sampling_params: { temperature: 0.7, repetition_penalty: 1.1 } })).toThrow('agent.settings.sampling_params.repetition_penalty: unknown key');
+  expect(() => taskSamplingOf({ sampling_params: { temperature: 0.7, presence_penalty: 0.5 } })).toThrow('agent.settings.sampling_params.presence_penalty: unknown key');
   expect(() => taskSamplingOf({ sampling_params: { stop_token_ids: [151645] } })).toThrow(/agent\.settings\.sampling_params\.stop_token_ids: .*not supported/);
   expect(() => taskSamplingOf({ model_kwargs: { extra_body: { min_tokens: 3 } } })).toThrow('agent.settings.model_kwargs.extra_body.min_tokens: unknown key');
   expect(() => taskSamplingOf({ model_kwargs: { top_p: 0 } })).toThrow('agent.settings.model_kwargs.top_p');

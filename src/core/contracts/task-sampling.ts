@@ -4,7 +4,8 @@
  * the harness:
  * - `sampling_params`: SGLang's names, as slime's `generate(args, sample, sampling_params)` hands them over
  *   (temperature, top_p, top_k, min_p, max_new_tokens, stop, stop_token_ids, skip_special_tokens, no_stop_trim,
- *   spaces_between_special_tokens). Source: https://docs.sglang.ai/basic_usage/sampling_params.html
+ *   spaces_between_special_tokens), plus what verl's agent loop sends (max_tokens, repetition_penalty 1, logprobs).
+ *   Source: https://docs.sglang.ai/basic_usage/sampling_params.html
  * - `model_kwargs`: the Python Polar's (NVIDIA-NeMo/ProRL-Agent-Server AgentSpec.settings.model_kwargs: temperature,
  *   top_p, max_tokens, stop, and `extra_body` with top_k, min_p, stop_token_ids, skip_special_tokens, no_stop_trim).
  *
@@ -13,7 +14,8 @@
  * added to the request's. Keys that only shape detokenised text (skip_special_tokens, no_stop_trim,
  * spaces_between_special_tokens) are accepted and have no effect: the proxy captures token ids, and the harness gets
  * its dialect's text either way. Anything else (repetition_penalty, min_new_tokens, non-empty stop_token_ids, n > 1)
- * is an error naming its path: this server would not honour it.
+ * is an error naming its path: this server would not honour it (repetition_penalty is accepted at 1, logprobs always
+ * are: the capture has them).
  */
 import { z } from 'zod';
 import { formatIssues } from './issues.ts';
@@ -39,10 +41,15 @@ const topK = z.number().int().min(-1).nullish();
 const minP = z.number().min(0).max(1).nullish();
 const maxTokens = z.number().int().positive().nullish();
 
+/** Accepted at its neutral value only (what verl's agent loop sends by default). */
+const neutralRepetitionPenalty = z.literal(1, 'only 1 (no penalty) is supported by this server').nullish();
+
 const samplingParamsSchema = z.strictObject({
-  temperature, top_p: topP, top_k: topK, min_p: minP, max_new_tokens: maxTokens, stop: stopSchema,
+  temperature, top_p: topP, top_k: topK, min_p: minP, max_new_tokens: maxTokens, max_tokens: maxTokens, stop: stopSchema,
   stop_token_ids: noStopIds, skip_special_tokens: textOnly, no_stop_trim: textOnly, spaces_between_special_tokens: textOnly,
   n: z.literal(1).nullish(),
+  // verl's agent loop: logprobs are always captured here, whatever it asks.
+  repetition_penalty: neutralRepetitionPenalty, logprobs: z.union([z.boolean(), z.number().int().min(0)]).nullish(),
 });
 
 const modelKwargsSchema = z.strictObject({
