@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { engineSchema } from './sections/engine.ts';
-import { gatewaySchema } from './sections/gateway.ts';
+import { addressClashes, gatewaySchema } from './sections/gateway.ts';
 import { proxySchema } from './sections/proxy.ts';
 import { rolloutSchema } from './sections/rollout.ts';
 import { simSchema } from './sections/sim.ts';
@@ -19,6 +19,10 @@ export const polarConfigSchema = z
     gateway: gatewaySchema.prefault({}),
     rollout: rolloutSchema.prefault({}),
     store: storeSchema.prefault({}),
+  })
+  // Checks across sections (they run once every section is valid on its own).
+  .superRefine((config, ctx) => {
+    for (const issue of addressClashes(config.gateway, config.rollout)) ctx.addIssue({ code: 'custom', ...issue });
   })
   .describe('Polar topology file');
 

@@ -12,7 +12,9 @@
  * Every row may carry `split`. Selection, in order: `split` keeps rows whose `split` is that name (rows without the
  * field count as that split: a file per split), `shard: {index, count}` keeps rows whose position mod count is index,
  * `limit` keeps the first N. `fieldMap` (`{dest: source}`) copies fields before the format reads them, so a dataset
- * spelling `question` can feed `problem_statement`. The split travels as `metadata.split`.
+ * spelling `question` can feed `problem_statement`. The split travels as `metadata.split`. Errors name the file and the
+ * row (`row N`; in a JSONL file `line N`, its line number with blank lines counted). Parquet INT64 columns (bigints in
+ * hyparquet) read as numbers when they fit one exactly.
  * Source: SWE-bench dataset fields (https://github.com/SWE-bench/SWE-bench, harness/constants, `SWEbenchInstance`).
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -41,42 +43,76 @@ export const DATASET_EXTENSIONS = ['.jsonl', '.json', '.parquet'];
 
 type Row = Record<string, unknown>;
 
-/** The rows of a dataset file. @throws Error naming the file (and line) on unreadable content. */
+/** The rows of a dataset file. @throws Error naming the file (and row or line) on unreadable content. */
 export async function readDatasetRows(path: string): Promise<Row[]> {
+  return (await readLabelledRows(path)).map(({ row }) => row);
+}
+
+/**
+ * The rows of a dataset file, each with where it is for errors: `line N` (1-based, blank lines counted) in a JSONL
+ * file, `row N` in a JSON array or a Parquet file. A UTF-8 byte order mark at the start of a JSON(L) file is dropped.
+ * Parquet INT64 values (hyparquet's bigint, pandas' and pyarrow's default integer type) become numbers.
+ * @throws Error naming the file and row on unreadable content or an integer beyond Number.MAX_SAFE_INTEGER.
+ */
+async function readLabelledRows(path: string): Promise<Array<{ row: Row; label: string }>> {
   const ext = extname(path).toLowerCase();
+  let rows: Array<{ row: unknown; label: string }>;
   if (ext === '.parquet') {
     const bytes = readFileSync(path);
+    let raw: unknown[];
     try {
-      return (await parquetReadObjects({ file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) })) as Row[];
+      raw = await parquetReadObjects({ file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) });
     } catch (error) {
       throw new Error(`${path}: cannot read Parquet: ${(error as Error).message}`);
     }
-  }
-  const text = readFileSync(path, 'utf8');
-  let rows: unknown[];
-  if (ext === '.json') {
-    try {
-      const parsed: unknown = JSON.parse(text);
-      if (!Array.isArray(parsed)) throw new Error('expected an array of rows');
-      rows = parsed;
-    } catch (error) {
-      throw new Error(`${path}: ${(error as Error).message}`);
-    }
-  } else if (ext === '.jsonl') {
-    rows = [];
-    text.split('\n').forEach((line, i) => {
-      if (line.trim() === '') return;
+    rows = raw.map((row, i) => ({ row: withoutBigints(row, '', `${path} row ${i + 1}`), label: `row ${i + 1}` }));
+  } else {
+    const text = readFileSync(path, 'utf8').replace(/^\uFEFF/, '');
+    if (ext === '.json') {
+      let parsed: unknown;
       try {
-        rows.push(JSON.parse(line));
+        parsed = JSON.parse(text);
       } catch (error) {
-        throw new Error(`${path} line ${i + 1}: ${(error as Error).message}`);
+        throw new Error(`${path}: ${(error as Error).message}`);
       }
-    });
-  } else throw new Error(`${path}: a dataset is a ${DATASET_EXTENSIONS.join(', ')} file`);
-  rows.forEach((r, i) => {
-    if (r === null || typeof r !== 'object' || Array.isArray(r)) throw new Error(`${path} row ${i + 1}: a row must be an object`);
-  });
-  return rows as Row[];
+      if (!Array.isArray(parsed)) throw new Error(`${path}: expected an array of rows`);
+      rows = parsed.map((row, i) => ({ row, label: `row ${i + 1}` }));
+    } else if (ext === '.jsonl') {
+      rows = [];
+      text.split('\n').forEach((line, i) => {
+        if (line.trim() === '') return;
+        try {
+          rows.push({ row: JSON.parse(line), label: `line ${i + 1}` });
+        } catch (error) {
+          throw new Error(`${path} line ${i + 1}: ${(error as Error).message}`);
+        }
+      });
+    } else throw new Error(`${path}: a dataset is a ${DATASET_EXTENSIONS.join(', ')} file`);
+  }
+  for (const { row, label } of rows) {
+    if (row === null || typeof row !== 'object' || Array.isArray(row)) throw new Error(`${path} ${label}: a row must be an object`);
+  }
+  return rows as Array<{ row: Row; label: string }>;
+}
+
+/**
+ * `value` with every bigint (nested in lists and structs too) as a number.
+ * @throws Error naming `where` and the column path (`col`, `col[2]`, `col.field`) for one beyond ±(2^53 - 1).
+ */
+function withoutBigints(value: unknown, column: string, where: string): unknown {
+  if (typeof value === 'bigint') {
+    if (!Number.isSafeInteger(Number(value))) {
+      throw new Error(`${where}: ${column}: integer ${value} is out of range for a JavaScript number (beyond ±${Number.MAX_SAFE_INTEGER})`);
+    }
+    return Number(value);
+  }
+  if (Array.isArray(value)) return value.map((v, i) => withoutBigints(v, `${column}[${i}]`, where));
+  const proto = value !== null && typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  if (proto === Object.prototype || proto === null) {
+    const fields = Object.entries(value as Record<string, unknown>);
+    return Object.fromEntries(fields.map(([k, v]) => [k, withoutBigints(v, column === '' ? k : `${column}.${k}`, where)]));
+  }
+  return value;
 }
 
 /** Rows selected by split, shard and limit (in that order), with fieldMap applied. */
@@ -105,10 +141,12 @@ function mapFields(row: Row, fieldMap: Record<string, string> | undefined): Row 
 export async function loadDataset(path: string, opts: DatasetOptions): Promise<LoadedTask[]> {
   const abs = resolve(path);
   if (!existsSync(abs)) throw new Error(`dataset not found: ${path}`);
-  const selected = selectRows(await readDatasetRows(abs), opts);
+  const labelled = await readLabelledRows(abs);
+  const selected = selectRows(labelled.map(({ row }) => row), opts);
   if (selected.length === 0) throw new Error(`${path}: no rows selected${opts.split !== undefined ? ` (split ${JSON.stringify(opts.split)})` : ''}`);
   const tasks = selected.map(({ row, index }) => {
-    const where = `${path} row ${index + 1}`;
+    const label = labelled[index]!.label;
+    const where = `${path} ${label}`;
     const split = typeof row.split === 'string' ? row.split : opts.split;
     let loaded: LoadedTask;
     if (opts.format === 'tasks') {
@@ -116,17 +154,22 @@ export async function loadDataset(path: string, opts: DatasetOptions): Promise<L
       loaded = taskFromObject(task, abs, where);
     } else if (opts.format === 'harbor') {
       if (typeof row.path !== 'string') throw new Error(`${where}: harbor rows need "path" (a Harbor task directory)`);
-      loaded = loadHarborTask(resolve(dirname(abs), row.path), { runtime: opts.runtime });
+      try {
+        loaded = loadHarborTask(resolve(dirname(abs), row.path), { runtime: opts.runtime });
+      } catch (error) {
+        throw new Error(`${where}: ${error instanceof Error ? error.message : String(error)}`);
+      }
     } else loaded = sweTask(row, abs, where, opts.runtime ?? 'local');
     if (split !== undefined) loaded.task.metadata = { ...loaded.task.metadata, split };
-    return loaded;
+    return { loaded, label };
   });
-  const seen = new Set<string>();
-  for (const t of tasks) {
-    if (seen.has(t.task.task_id)) throw new Error(`${path}: duplicate task_id ${JSON.stringify(t.task.task_id)}`);
-    seen.add(t.task.task_id);
+  const seen = new Map<string, string>();
+  for (const { loaded: t, label } of tasks) {
+    const other = seen.get(t.task.task_id);
+    if (other !== undefined) throw new Error(`${path} ${label}: duplicate task_id ${JSON.stringify(t.task.task_id)} (also ${other})`);
+    seen.set(t.task.task_id, label);
   }
-  return tasks;
+  return tasks.map(({ loaded }) => loaded);
 }
 
 /** A list field: an array of strings, or a JSON string of one (the published SWE-bench datasets store them so). */

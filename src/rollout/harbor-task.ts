@@ -2,6 +2,7 @@
  * Harbor task directories (the format of Terminal-Bench 2 and adapted benchmarks) as Polar tasks:
  *
  *   my-task/task.toml            [agent].timeout_sec, [verifier].timeout_sec / env, [environment].docker_image, [metadata]
+ *                                (a key Harbor's task.toml does not have is an error: a misspelling is never a default)
  *   my-task/instruction.md       → instruction
  *   my-task/environment/Dockerfile
  *   my-task/tests/test.sh        → the `harbor` evaluator (writes /logs/verifier/reward.txt or reward.json)
@@ -11,8 +12,9 @@
  * Runtime: with `runtime: 'docker' | 'podman'` the task needs an image: `[environment].docker_image`, else an error
  * saying to build environment/Dockerfile and set it (Polar does not build images). With the local runtime (the default)
  * the Dockerfile is read for what can run without an image: `WORKDIR` (the verifier's paths are mapped to it), and
- * `COPY`/`ADD` of files from environment/ into WORKDIR become upload prepare actions. `RUN`, `FROM`, `ENV` and copies
- * elsewhere are not run; each one skipped is listed in `notes` so the caller can say what was left out.
+ * `COPY`/`ADD` (shell or JSON-array form) of files from environment/ into WORKDIR become upload prepare actions. `RUN`,
+ * `FROM`, `ENV` and copies elsewhere are not run; each one skipped is listed in `notes` so the caller can say what was
+ * left out.
  * Source: https://www.harborframework.com/docs/tasks (task layout, task.toml, the verifier's reward files).
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -48,12 +50,54 @@ function readSimScript(file: string): BehaviourScript {
   return parsed.data;
 }
 
-/** True when `dir` is a Harbor task directory (it has task.toml and instruction.md). */
+/**
+ * True when `dir` is meant as a Harbor task directory: it has task.toml. (loadHarborTask then requires instruction.md
+ * and tests/test.sh, so a task missing one is an error naming it, never skipped.)
+ */
 export function isHarborTaskDir(dir: string): boolean {
-  return existsSync(join(dir, 'task.toml')) && existsSync(join(dir, 'instruction.md'));
+  return existsSync(join(dir, 'task.toml'));
 }
 
 type Table = Record<string, unknown>;
+
+/**
+ * The keys of Harbor's task.toml (TaskConfig in harbor/models/task/config.py, schema 1.0 through the current docs at
+ * https://www.harborframework.com/docs/tasks): per top-level key, the keys its table may hold, or null where the value
+ * is not checked here ([metadata] is free-form; scalars and arrays of tables). Keys of deeper tables
+ * (environment.healthcheck, environment.tpu, verifier.environment, mcp_servers entries) are not checked.
+ */
+const TASK_TOML_KEYS: Readonly<Record<string, readonly string[] | null>> = {
+  schema_version: null,
+  version: null, // the pre-1.1 name of schema_version
+  source: null,
+  metadata: null,
+  steps: null, // multi-step tasks (one [[steps]] table each)
+  artifacts: null,
+  multi_step_reward_mode: null, // pre-1.3; Harbor drops it
+  task: ['name', 'description', 'authors', 'keywords'],
+  agent: ['timeout_sec', 'setup_timeout_sec', 'user', 'network_mode', 'allowed_hosts'],
+  verifier: ['timeout_sec', 'env', 'user', 'network_mode', 'allowed_hosts', 'environment', 'environment_mode', 'collect'],
+  solution: ['env'],
+  environment: [
+    'build_timeout_sec', 'docker_image', 'os', 'cpus', 'memory_mb', 'storage_mb', 'gpus', 'gpu_types', 'tpu', 'allow_internet',
+    'network_mode', 'allowed_hosts', 'mcp_servers', 'env', 'skills_dir', 'healthcheck',
+    'memory', 'storage', // deprecated spellings of memory_mb and storage_mb
+  ],
+};
+
+/** @throws Error `file: path: unknown key` for a key Harbor's task.toml does not have (a misspelling is no default). */
+function checkTaskTomlKeys(config: Table, file: string): void {
+  for (const [key, value] of Object.entries(config)) {
+    if (!Object.hasOwn(TASK_TOML_KEYS, key)) {
+      throw new Error(`${file}: ${key}: unknown key (task.toml holds ${Object.keys(TASK_TOML_KEYS).join(', ')})`);
+    }
+    const known = TASK_TOML_KEYS[key];
+    if (!known) continue;
+    for (const inner of Object.keys(table(value, key, file))) {
+      if (!known.includes(inner)) throw new Error(`${file}: ${key}.${inner}: unknown key ([${key}] holds ${known.join(', ')})`);
+    }
+  }
+}
 
 function table(value: unknown, path: string, file: string): Table {
   if (value === undefined) return {};
@@ -94,7 +138,13 @@ export function readDockerfile(text: string, envDir: string): { workdir: string 
     const args = match[2]!.trim();
     if (instr === 'WORKDIR') workdir = posix.resolve(workdir ?? '/', args);
     else if (instr === 'COPY' || instr === 'ADD') {
-      const parts = args.split(/\s+/).filter((p) => !p.startsWith('--'));
+      // Arguments from the instruction as written (exec-form paths may hold runs of spaces).
+      const parsed = copyArguments(raw.trim().replace(/^[A-Za-z]+\s+/, ''));
+      if (typeof parsed === 'string') {
+        notes.push(`Dockerfile line ${lineNo} not copied locally: ${line.slice(0, 120)} (${parsed})`);
+        return;
+      }
+      const { parts } = parsed;
       if (parts.length < 2) return;
       const dest = parts[parts.length - 1]!;
       const intoDir = dest.endsWith('/') || dest === '.' || parts.length > 2;
@@ -105,11 +155,15 @@ export function readDockerfile(text: string, envDir: string): { workdir: string 
   });
   const prepare: PrepareAction[] = [];
   for (const copy of copies) {
-    const src = resolve(envDir, copy.src);
+    // Sources are paths in the build context (environment/), an absolute one too; `..` may not leave it.
+    const srcRel = posix.normalize(copy.src.replace(/^\/+/, '') || '.');
+    const outsideContext = srcRel === '..' || srcRel.startsWith('../');
+    const src = resolve(envDir, srcRel);
     const root = workdir ?? null;
     const inside = root !== null && (copy.dest === root || copy.dest.startsWith(`${root}/`));
-    if (!inside || !existsSync(src)) {
-      notes.push(`Dockerfile line ${copy.line} not copied locally: COPY ${copy.src} ${copy.dest}${inside ? ' (source missing)' : ' (outside WORKDIR)'}`);
+    if (!inside || outsideContext || !existsSync(src)) {
+      const why = !inside ? 'outside WORKDIR' : outsideContext ? 'source outside the build context' : 'source missing';
+      notes.push(`Dockerfile line ${copy.line} not copied locally: COPY ${copy.src} ${copy.dest} (${why})`);
       continue;
     }
     const rel = posix.relative(root, copy.dest) || '.';
@@ -124,27 +178,56 @@ export function readDockerfile(text: string, envDir: string): { workdir: string 
 }
 
 /**
+ * The paths of a COPY/ADD instruction's arguments: shell form (`--chown=1 a b /dest/`) or exec form
+ * (`["a", "b", "/dest/"]`, a JSON array, the form for paths with spaces); flags before either are dropped.
+ * A string says why the instruction is not copied (a copy from another stage or image, a malformed array).
+ */
+function copyArguments(args: string): { parts: string[] } | string {
+  let rest = args;
+  for (let flag = /^--(\S+)\s*/.exec(rest); flag; flag = /^--(\S+)\s*/.exec(rest)) {
+    if (flag[1]!.startsWith('from=')) return 'copies from another build stage or image';
+    rest = rest.slice(flag[0].length);
+  }
+  if (!rest.startsWith('[')) return { parts: rest.split(/\s+/).filter((p) => p !== '') };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(rest);
+  } catch {
+    return 'not a JSON array of strings';
+  }
+  if (!Array.isArray(parsed) || !parsed.every((p) => typeof p === 'string')) return 'not a JSON array of strings';
+  return { parts: parsed as string[] };
+}
+
+/**
  * Load one Harbor task directory as a LoadedTask (its `notes` say what the chosen runtime leaves out).
  * task_id is the directory name. timeout_seconds = agent + verifier timeouts + a setup allowance; the agent's own
  * budget travels as metadata.agent_timeout; task.toml's [metadata] travels as metadata.harbor.
- * @throws Error naming the file on unreadable TOML, bad field types, a missing tests/test.sh, or a container runtime
- *   without `[environment].docker_image`.
+ * @throws Error naming the file on a missing directory, task.toml, instruction.md or tests/test.sh, unreadable TOML, an
+ *   unknown task.toml key (`task.toml: verifier.timeout: unknown key`), bad field types, or a container runtime without
+ *   `[environment].docker_image`.
  */
 export function loadHarborTask(dir: string, opts: HarborLoadOptions = {}): LoadedTask & { notes: string[] } {
   const abs = resolve(dir);
+  if (!existsSync(abs) || !statSync(abs).isDirectory()) throw new Error(`Harbor task directory not found: ${abs}`);
   const file = join(abs, 'task.toml');
+  if (!existsSync(file)) throw new Error(`${abs}: Harbor task has no task.toml`);
   let config: Table;
   try {
     config = Bun.TOML.parse(readFileSync(file, 'utf8')) as Table;
   } catch (error) {
     throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
   }
+  checkTaskTomlKeys(config, file);
+  if (config.steps !== undefined) throw new Error(`${file}: steps: multi-step Harbor tasks are not supported (one instruction.md and tests/test.sh per task)`);
   const agent = table(config.agent, 'agent', file);
   const verifier = table(config.verifier, 'verifier', file);
   const environment = table(config.environment, 'environment', file);
   const metadata = table(config.metadata, 'metadata', file);
-  const instruction = readFileSync(join(abs, 'instruction.md'), 'utf8').trim();
-  if (instruction === '') throw new Error(`${join(abs, 'instruction.md')}: empty instruction`);
+  const instructionFile = join(abs, 'instruction.md');
+  if (!existsSync(instructionFile)) throw new Error(`${abs}: Harbor task has no instruction.md`);
+  const instruction = readFileSync(instructionFile, 'utf8').trim();
+  if (instruction === '') throw new Error(`${instructionFile}: empty instruction`);
   const testsDir = join(abs, 'tests');
   if (!existsSync(join(testsDir, 'test.sh'))) throw new Error(`${abs}: Harbor task has no tests/test.sh`);
   const agentTimeout = seconds(agent.timeout_sec, 'agent.timeout_sec', file, DEFAULT_AGENT_TIMEOUT_S);

@@ -31,7 +31,7 @@ describe('resolveConfig', () => {
   });
 
   test('defaults fill around given values inside array items', () => {
-    const config = resolveConfig({ gateway: { nodes: [{ node_id: 'a', max_run_workers: 3 }, { node_id: 'b', runtime: { kind: 'podman' } }] } }, { env: {} });
+    const config = resolveConfig({ gateway: { nodes: [{ node_id: 'a', max_run_workers: 3 }, { node_id: 'b', port: 8091, runtime: { kind: 'podman' } }] } }, { env: {} });
     expect(config.gateway.nodes.map((n) => [n.node_id, n.max_run_workers, n.runtime.kind, n.init_workers])).toEqual([
       ['a', 3, 'local', 4],
       ['b', 8, 'podman', 4],
@@ -64,9 +64,40 @@ describe('resolveConfig', () => {
     expect(paths).toEqual(['engine.default_sampling.top_p', 'engine.kind', 'engine.timeout_s', 'extra', 'gateway.nodes[1].port', 'proxy.max_body_bytes'].sort());
     expect(issues.find((i) => i.path === 'engine.kind')!.message).toContain('vllm');
     // The duplicate-id check runs once the items themselves are valid.
-    expect(issuesOf(() => resolveConfig({ gateway: { nodes: [{ node_id: 'x' }, { node_id: 'x' }] } }, { env: {} }))).toEqual([
+    expect(issuesOf(() => resolveConfig({ gateway: { nodes: [{ node_id: 'x' }, { node_id: 'x', port: 8091 }] } }, { env: {} }))).toEqual([
       { path: 'gateway.nodes[1].node_id', message: 'duplicate node_id "x"' },
     ]);
+  });
+
+  test('runtime.limits.memory must be a size the runtime can parse (bytes, 512m, 2g)', () => {
+    const limits = (memory: unknown) => ({ gateway: { nodes: [{ node_id: 'a' }, { node_id: 'b', port: 0, runtime: { limits: { memory } } }] } });
+    expect(issuesOf(() => resolveConfig(limits('lots'), { env: {} }))).toEqual([
+      { path: 'gateway.nodes[1].runtime.limits.memory', message: 'memory "lots" is not a size (e.g. 512m, 2g or a byte count)' },
+    ]);
+    expect(issuesOf(() => resolveConfig(limits('0g'), { env: {} }))[0]!.path).toBe('gateway.nodes[1].runtime.limits.memory');
+    for (const ok of ['512m', '2g', '2GiB', '100k', 1048576]) expect(resolveConfig(limits(ok), { env: {} }).gateway.nodes[1]!.runtime.limits.memory).toBe(ok);
+  });
+
+  test('two listeners on one address: nodes sharing host:port, a node on the rollout server\'s port', () => {
+    const nodes = (...list: object[]) => ({ gateway: { nodes: list.map((n, i) => ({ node_id: `n${i}`, ...n })) } });
+    expect(issuesOf(() => resolveConfig(nodes({ port: 8090 }, { port: 8091 }, { port: 8090 }), { env: {} }))).toEqual([
+      { path: 'gateway.nodes[2].port', message: '127.0.0.1:8090 is also the address of gateway.nodes[0] (gateway.nodes[0].host, gateway.nodes[0].port); give each node its own port, or a public_url when they run on different machines' },
+    ]);
+    // A wildcard host listens on loopback too.
+    expect(issuesOf(() => resolveConfig(nodes({ host: '0.0.0.0' }, { host: 'localhost' }), { env: {} })).map((i) => i.path)).toEqual(['gateway.nodes[1].port']);
+    expect(issuesOf(() => resolveConfig({ ...nodes({ port: 8100 }) }, { env: {} }))).toEqual([
+      { path: 'gateway.nodes[0].port', message: '127.0.0.1:8100 is also the address of the rollout server (rollout.host, rollout.port); give the node another port' },
+    ]);
+    expect(issuesOf(() => resolveConfig({ ...nodes({ port: 9000 }), rollout: { host: '0.0.0.0', port: 9000 } }, { env: {} })).map((i) => i.path)).toEqual(['gateway.nodes[0].port']);
+    // Two nodes with the same public_url are one address as well.
+    expect(issuesOf(() => resolveConfig(nodes({ public_url: 'http://10.0.0.11:8090' }, { public_url: 'http://10.0.0.11:8090/' }), { env: {} })).map((i) => i.path))
+      .toEqual(['gateway.nodes[1].public_url']);
+    // Fine: port 0 (a free port each), different hosts, different machines told apart by public_url (the multi-node example).
+    expect(() => resolveConfig(nodes({ port: 0 }, { port: 0 }), { env: {} })).not.toThrow();
+    expect(() => resolveConfig({ ...nodes({ port: 0 }), rollout: { port: 0 } }, { env: {} })).not.toThrow();
+    expect(() => resolveConfig(nodes({ host: '10.0.0.11' }, { host: '10.0.0.12' }), { env: {} })).not.toThrow();
+    expect(() => resolveConfig(nodes({ host: '0.0.0.0', public_url: 'http://10.0.0.11:8090' }, { host: '0.0.0.0', public_url: 'http://10.0.0.12:8090' }), { env: {} })).not.toThrow();
+    expect(() => loadConfig(join(root, 'examples/config/multi-node.json'), { env: { POLAR_CLUSTER_TOKEN: 't' } })).not.toThrow();
   });
 
   test('a non-object config is a clear error, not a crash', () => {
@@ -170,6 +201,17 @@ describe('polar config check', () => {
     expect(printed.engine.kind).toBe('sglang');
     expect(printed.gateway.nodes[1]).toMatchObject({ node_id: 'n2', port: 0, max_run_workers: 8, runtime: { kind: 'local' } });
     expect(printed.sim.max_concurrency).toBe(64);
+  });
+
+  test('a bad runtime.limits.memory and a node on the rollout server\'s port exit 2 naming the paths', async () => {
+    const { stdout, stderr, code } = await run([join(fixtures, 'bad-limits-ports.yaml')]);
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toContain('gateway.nodes[0].runtime.limits.memory: memory "lots" is not a size');
+    const ports = await run([join(fixtures, 'clashing-ports.yaml')]);
+    expect(ports.code).toBe(2);
+    expect(ports.stderr).toContain('gateway.nodes[1].port: 127.0.0.1:8090 is also the address of gateway.nodes[0]');
+    expect(ports.stderr).toContain('gateway.nodes[1].port: 127.0.0.1:8090 is also the address of the rollout server (rollout.host, rollout.port)');
   });
 
   test('a missing file exits 2 with the reason', async () => {

@@ -4,11 +4,11 @@
  * and `polar run`'s dataset flags as usage errors.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parquetWriteBuffer } from 'hyparquet-writer';
-import { loadDataset, selectRows } from '../../src/rollout/datasets.ts';
+import { parquetWriteBuffer, parquetWriteFile } from 'hyparquet-writer';
+import { loadDataset, readDatasetRows, selectRows } from '../../src/rollout/datasets.ts';
 import { toTaskRequest } from '../../src/rollout/task-file.ts';
 import { runPolar } from '../support/polar-cli.ts';
 
@@ -45,9 +45,9 @@ test('an image row runs in a container at /testbed (docker by default, podman wi
   const [podman] = await loadDataset(file, { format: 'swebench', runtime: 'podman' });
   expect(podman!.task.runtime?.kind).toBe('podman');
   writeFileSync(file, `${JSON.stringify({ ...row, image_name: undefined })}\n`);
-  await expect(loadDataset(file, { format: 'swebench' })).rejects.toThrow(/img.jsonl row 1: no repo_path .* and no image_name/);
+  await expect(loadDataset(file, { format: 'swebench' })).rejects.toThrow(/img.jsonl line 1: no repo_path .* and no image_name/);
   writeFileSync(file, `${JSON.stringify({ ...row, FAIL_TO_PASS: 3 })}\n`);
-  await expect(loadDataset(file, { format: 'swebench' })).rejects.toThrow(/row 1: FAIL_TO_PASS must be a list of strings/);
+  await expect(loadDataset(file, { format: 'swebench' })).rejects.toThrow(/img.jsonl line 1: FAIL_TO_PASS must be a list of strings/);
   writeFileSync(file, `${JSON.stringify(row)}\n{oops\n`);
   await expect(loadDataset(file, { format: 'swebench' })).rejects.toThrow(/img.jsonl line 2/);
 });
@@ -91,7 +91,7 @@ test('harbor and tasks rows', async () => {
   const [h] = await loadDataset(harbor, { format: 'harbor' });
   expect([h!.task.task_id, h!.task.evaluator?.strategy, h!.task.metadata?.split]).toEqual(['write-greeting', 'harbor', 'train']);
   writeFileSync(harbor, `${JSON.stringify({ dir: 'x' })}\n`);
-  await expect(loadDataset(harbor, { format: 'harbor' })).rejects.toThrow(/row 1: harbor rows need "path"/);
+  await expect(loadDataset(harbor, { format: 'harbor' })).rejects.toThrow(/harbor.jsonl line 1: harbor rows need "path"/);
   const tasks = join(scratch, 'tasks.json');
   writeFileSync(tasks, JSON.stringify([{ task_id: 'a', instruction: 'do a', timeout_seconds: 30 }, { task_id: 'b', instruction: 'do b', timeout_seconds: 30, bogus: 1 }]));
   await expect(loadDataset(tasks, { format: 'tasks' })).rejects.toThrow(/tasks.json row 2: invalid task file: .*bogus/);
@@ -107,4 +107,83 @@ test('polar run: a .jsonl without --dataset-format, dataset flags without it, an
   expect([stray.code, stray.stderr.includes('--limit applies to datasets')]).toEqual([2, true]);
   const shard = await runPolar(['run', swe, '--dataset-format', 'swebench', '--shard', '2/2', '--harness', 'pi', '--out', out], { timeoutMs: 30_000 });
   expect([shard.code, shard.stderr.includes('--shard must be I/N')]).toEqual([2, true]);
+});
+
+test('Parquet INT64 columns (pandas/pyarrow integers) read as numbers, nested too; an unsafe one names column and row', async () => {
+  const file = join(scratch, 'int64.parquet');
+  await parquetWriteFile({
+    filename: file,
+    columnData: [
+      { name: 'task_id', data: ['p-a'], type: 'STRING' },
+      { name: 'instruction', data: ['x'], type: 'STRING' },
+      { name: 'timeout_seconds', data: [60n], type: 'INT64' },
+    ],
+  });
+  const [task] = await loadDataset(file, { format: 'tasks' });
+  expect(task!.task.timeout_seconds).toBe(60);
+  expect(await readDatasetRows(file)).toEqual([{ task_id: 'p-a', instruction: 'x', timeout_seconds: 60 }]);
+  const swe = join(scratch, 'int64-swe.parquet');
+  await parquetWriteFile({
+    filename: swe,
+    columnData: [
+      { name: 'instance_id', data: ['x__y-1'], type: 'STRING' },
+      { name: 'problem_statement', data: ['fix it'], type: 'STRING' },
+      { name: 'FAIL_TO_PASS', data: ['["t1"]'], type: 'STRING' },
+      { name: 'image_name', data: ['example/img'], type: 'STRING' },
+      { name: 'timeout_seconds', data: [90n], type: 'INT64' },
+    ],
+  });
+  const [sweTask] = await loadDataset(swe, { format: 'swebench' });
+  expect(sweTask!.task.timeout_seconds).toBe(90);
+  // Nested: a LIST of INT64 and a struct with an INT64 field (an explicit schema, as pyarrow writes them).
+  const nested = join(scratch, 'int64-nested.parquet');
+  const nestedSchema = [
+    { name: 'root', num_children: 3 },
+    { name: 'id', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'REQUIRED' },
+    { name: 'counts', repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
+    { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+    { name: 'element', type: 'INT64', repetition_type: 'REQUIRED' },
+    { name: 'meta', repetition_type: 'OPTIONAL', num_children: 1 },
+    { name: 'n', type: 'INT64', repetition_type: 'REQUIRED' },
+  ] as const;
+  const writeNested = (counts: bigint[][], n: bigint[]) => parquetWriteFile({
+    filename: nested, schema: nestedSchema as never,
+    columnData: [{ name: 'id', data: ['a', 'b'] }, { name: 'counts', data: counts }, { name: 'meta', data: n.map((v) => ({ n: v })) }],
+  });
+  await writeNested([[1n, 2n], [3n]], [5n, 6n]);
+  expect(await readDatasetRows(nested)).toEqual([{ id: 'a', counts: [1, 2], meta: { n: 5 } }, { id: 'b', counts: [3], meta: { n: 6 } }]);
+  await writeNested([[1n], [3n, 2n ** 60n]], [5n, 6n]);
+  await expect(readDatasetRows(nested)).rejects.toThrow(/int64-nested.parquet row 2: counts\[1\]: integer 1152921504606846976 is out of range/);
+  await writeNested([[1n], [3n]], [5n, -(2n ** 53n)]);
+  await expect(readDatasetRows(nested)).rejects.toThrow(/int64-nested.parquet row 2: meta.n: integer -9007199254740992 is out of range/);
+});
+
+test('JSONL errors name the line (blank lines counted); a UTF-8 BOM is stripped', async () => {
+  const file = join(scratch, 'lines.jsonl');
+  const ok = { task_id: 'a', instruction: 'do a', timeout_seconds: 30 };
+  writeFileSync(file, `\uFEFF${JSON.stringify(ok)}\n\n\n${JSON.stringify({ task_id: 'b', instruction: 'do b', timeout_seconds: 30, bogus: 1 })}\n`);
+  await expect(loadDataset(file, { format: 'tasks' })).rejects.toThrow(/lines.jsonl line 4: invalid task file: .*bogus/);
+  writeFileSync(file, `\uFEFF${JSON.stringify(ok)}\n\n${JSON.stringify({ ...ok, task_id: 'b' })}\n`);
+  expect((await loadDataset(file, { format: 'tasks' })).map((t) => t.task.task_id)).toEqual(['a', 'b']);
+  writeFileSync(file, `${JSON.stringify(ok)}\n\n[1]\n`);
+  await expect(loadDataset(file, { format: 'tasks' })).rejects.toThrow(/lines.jsonl line 3: a row must be an object/);
+  writeFileSync(file, `${JSON.stringify(ok)}\n\n${JSON.stringify(ok)}\n`);
+  await expect(loadDataset(file, { format: 'tasks' })).rejects.toThrow(/lines.jsonl line 3: duplicate task_id "a" \(also line 1\)/);
+  // A JSON array keeps row numbers (its elements are not lines).
+  const json = join(scratch, 'rows.json');
+  writeFileSync(json, `\uFEFF${JSON.stringify([ok, { ...ok, task_id: 'b', bogus: 1 }])}`);
+  await expect(loadDataset(json, { format: 'tasks' })).rejects.toThrow(/rows.json row 2: invalid task file: .*bogus/);
+});
+
+test('harbor rows: a task directory that cannot be loaded is an error naming the dataset row', async () => {
+  const dir = join(scratch, 'harbor-rows');
+  cpSync(join(examples, 'harbor', 'write-greeting'), join(dir, 'h', 'ok'), { recursive: true });
+  cpSync(join(examples, 'harbor', 'write-greeting'), join(dir, 'h', 'no-instruction'), { recursive: true });
+  rmSync(join(dir, 'h', 'no-instruction', 'instruction.md'));
+  const file = join(dir, 'd', 'harbor.jsonl');
+  mkdirSync(join(dir, 'd'));
+  writeFileSync(file, `${JSON.stringify({ path: '../h/ok' })}\n${JSON.stringify({ path: '../h/nope' })}\n`);
+  await expect(loadDataset(file, { format: 'harbor' })).rejects.toThrow(/harbor.jsonl line 2: Harbor task directory not found: .*h\/nope/);
+  writeFileSync(file, `${JSON.stringify({ path: '../h/ok' })}\n${JSON.stringify({ path: '../h/no-instruction' })}\n`);
+  await expect(loadDataset(file, { format: 'harbor' })).rejects.toThrow(/harbor.jsonl line 2: .*no-instruction: Harbor task has no instruction.md/);
 });

@@ -81,3 +81,84 @@ test('polar run --runtime podman without --image: a Harbor task without docker_i
   expect(r.code).toBe(2);
   expect(r.stderr).toMatch(/image/);
 });
+
+test('a directory of Harbor tasks: one with task.toml but no instruction.md is an error naming the file, not skipped', () => {
+  const root = join(scratch, 'many');
+  cpSync(join(examples, 'write-greeting'), join(root, 'a-ok'), { recursive: true });
+  cpSync(join(examples, 'write-greeting'), join(root, 'b-no-instruction'), { recursive: true });
+  rmSync(join(root, 'b-no-instruction', 'instruction.md'));
+  expect(() => loadTaskDir(root)).toThrow(/b-no-instruction: Harbor task has no instruction.md/);
+  expect(() => loadHarborTask(join(root, 'b-no-instruction'))).toThrow(/b-no-instruction: Harbor task has no instruction.md/);
+  expect(() => loadHarborTask(join(root, 'missing'))).toThrow(/Harbor task directory not found: .*many\/missing/);
+  rmSync(join(root, 'b-no-instruction', 'task.toml'));
+  expect(() => loadHarborTask(join(root, 'b-no-instruction'))).toThrow(/b-no-instruction: Harbor task has no task.toml/);
+  // A folder with neither file is not a task: it is still passed over.
+  expect(loadTaskDir(root).map((t) => t.task.task_id)).toEqual(['a-ok']);
+});
+
+test('task.toml: unknown keys are errors naming their path; the keys Harbor documents load', () => {
+  const dir = join(scratch, 'keys-task');
+  cpSync(join(examples, 'write-greeting'), dir, { recursive: true });
+  const bad: Array<[string, RegExp]> = [
+    ['[verifier]\ntimeout = 5\n', /task.toml: verifier.timeout: unknown key/],
+    ['[agent]\ntimeout_secs = 1\n', /task.toml: agent.timeout_secs: unknown key/],
+    ['[enviroment]\ndocker_image = "x"\n', /task.toml: enviroment: unknown key/],
+    ['[environment]\nmemroy_mb = 1\n', /task.toml: environment.memroy_mb: unknown key/],
+    ['[task]\nname = "org/x"\ntitle = "x"\n', /task.toml: task.title: unknown key/],
+    ['[solution]\nenvs = {}\n', /task.toml: solution.envs: unknown key/],
+    ['timeout_sec = 5\n', /task.toml: timeout_sec: unknown key/],
+    ['verifier = 3\n', /task.toml: verifier must be a table/],
+    ['[[steps]]\nname = "one"\n', /task.toml: steps: multi-step Harbor tasks are not supported/],
+  ];
+  for (const [text, error] of bad) {
+    writeFileSync(join(dir, 'task.toml'), text);
+    expect(() => loadHarborTask(dir)).toThrow(error);
+  }
+  // Every section and key of Harbor's task.toml (schema 1.0 through the current docs), [metadata] free-form.
+  writeFileSync(join(dir, 'task.toml'), [
+    'schema_version = "1.1"', 'source = "some-dataset"',
+    '[task]', 'name = "org/greeting"', 'description = "d"', 'authors = [{ name = "A", email = "a@example.com" }]', 'keywords = ["k"]',
+    '[metadata]', 'author_name = "A"', 'anything = { nested = [1, 2] }',
+    '[verifier]', 'timeout_sec = 30.0', 'env = { API_KEY = "x" }', 'user = "root"', 'network_mode = "public"', 'allowed_hosts = []',
+    '[agent]', 'timeout_sec = 40.0', 'setup_timeout_sec = 100.0', 'user = "agent"', 'network_mode = "allowlist"', 'allowed_hosts = ["pypi.org"]',
+    '[solution]', 'env = { API_KEY = "x" }',
+    '[environment]', 'build_timeout_sec = 600.0', 'docker_image = "org/img:1"', 'os = "linux"', 'cpus = 1', 'memory_mb = 2048',
+    'storage_mb = 10240', 'gpus = 0', 'gpu_types = ["H100"]', 'allow_internet = true', 'network_mode = "public"', 'allowed_hosts = []',
+    'env = { X = "${X:-1}" }', 'skills_dir = "/skills"', 'memory = "2G"', 'storage = "10G"',
+    'mcp_servers = [{ name = "m", transport = "stdio", command = "srv" }]',
+    '[environment.healthcheck]', 'command = "true"',
+    '[environment.tpu]', 'type = "v6e"', 'topology = "2x4"',
+  ].join('\n'));
+  const loaded = loadHarborTask(dir);
+  expect(loaded.task.timeout_seconds).toBe(40 + 30 + 120);
+  expect(loaded.task.metadata).toMatchObject({ harbor: { author_name: 'A', anything: { nested: [1, 2] } } });
+  writeFileSync(join(dir, 'task.toml'), 'version = "1.0"\n');
+  expect(loadHarborTask(dir).task.task_id).toBe('keys-task');
+});
+
+test('readDockerfile: exec-form (JSON array) COPY and ADD', () => {
+  const env = join(scratch, 'env-exec');
+  cpSync(join(examples, 'fix-fizzbuzz', 'environment'), env, { recursive: true });
+  writeFileSync(join(env, 'app.py'), 'print(1)\n');
+  writeFileSync(join(env, 'my file.txt'), 'x\n');
+  const read = readDockerfile([
+    'FROM python:3.12-slim', 'WORKDIR /app', 'COPY ["app.py", "/app/app.py"]', 'COPY --chown=1000:1000 ["fizzbuzz.py", "my file.txt", "/app/lib/"]',
+    'ADD [ "app.py", \\', '  "copy.py" ]', 'COPY ["app.py", "/etc/app.py"]', 'COPY ["app.py" "/app/x.py"]',
+    'COPY --from=build /out /app/out', 'COPY /app.py /app/abs.py', 'COPY ../secret /app/',
+  ].join('\n'), env);
+  expect(read.prepare).toEqual([
+    { upload_file: { src: join(env, 'app.py'), dest: 'app.py' } },
+    { upload_file: { src: join(env, 'fizzbuzz.py'), dest: 'lib/fizzbuzz.py' } },
+    { upload_file: { src: join(env, 'my file.txt'), dest: 'lib/my file.txt' } },
+    { upload_file: { src: join(env, 'app.py'), dest: 'copy.py' } },
+    // An absolute source is a path in the build context, never on the host.
+    { upload_file: { src: join(env, 'app.py'), dest: 'abs.py' } },
+  ]);
+  expect(read.notes).toEqual([
+    'Dockerfile base image not used locally (host tools instead): python:3.12-slim',
+    'Dockerfile line 8 not copied locally: COPY ["app.py" "/app/x.py"] (not a JSON array of strings)',
+    'Dockerfile line 9 not copied locally: COPY --from=build /out /app/out (copies from another build stage or image)',
+    'Dockerfile line 7 not copied locally: COPY app.py /etc/app.py (outside WORKDIR)',
+    'Dockerfile line 11 not copied locally: COPY ../secret /app (source outside the build context)',
+  ]);
+});

@@ -1,5 +1,6 @@
 /** `gateway`: gateway nodes (pools INIT → READY → RUNNING → POSTRUN, runtimes, harness cache). docs/architecture.md#staging-model. */
 import { z } from 'zod';
+import { parseMemory } from '../../gateway/runtimes/limits.ts';
 
 /** Sandbox runtime of a node. One object for every kind; fields a kind does not use are ignored by it. */
 export const runtimeSchema = z
@@ -20,7 +21,20 @@ export const runtimeSchema = z
     limits: z
       .strictObject({
         cpus: z.number().positive().nullable().default(null).describe('CPUs a sandbox may use (fractions allowed); null = unlimited.'),
-        memory: z.union([z.number().int().positive(), z.string().min(1)]).nullable().default(null).describe('Memory a sandbox may use (bytes, or 512m / 2g); null = unlimited. Beyond it the kernel kills the biggest process of the sandbox.'),
+        memory: z
+          .union([z.number().int().positive(), z.string().min(1)])
+          .nullable()
+          .default(null)
+          // The runtime's own parser, so a value it would refuse at every dispatch is refused here instead.
+          .superRefine((m, ctx) => {
+            if (m === null) return;
+            try {
+              parseMemory(m);
+            } catch (error) {
+              ctx.addIssue({ code: 'custom', message: (error as Error).message });
+            }
+          })
+          .describe('Memory a sandbox may use (bytes, or a number with k, m, g or t: 512m, 2g, 2GiB); null = unlimited. Beyond it the kernel kills the biggest process of the sandbox.'),
         pids: z.number().int().positive().nullable().default(null).describe('Processes and threads a sandbox may run at once; null = unlimited.'),
       })
       .prefault({})
@@ -38,7 +52,7 @@ export const gatewayNodeSchema = z
     /** Listen address of the node (sessions API + proxy). */
     host: z.string().min(1).default('127.0.0.1').describe('Listen address of the node: the sessions API and the proxy the harnesses call.'),
     /** Listen port; 0 picks a free one. */
-    port: z.number().int().min(0).max(65535).default(8090).describe('Listen port of the node; 0 picks a free port.'),
+    port: z.number().int().min(0).max(65535).default(8090).describe('Listen port of the node; 0 picks a free port. Two nodes without public_url may not listen on one host and port (0.0.0.0 and :: include loopback), nor a node without public_url on the rollout server\'s; two nodes may not share a public_url.'),
     /** URL the rollout server and harnesses use to reach the node; null = http://host:port. */
     public_url: z.url().nullable().default(null).describe('URL by which the rollout server reaches this node; null uses http://host:port.'),
     /** Concurrent INIT workers (runtime start + prepare actions). */
@@ -85,6 +99,73 @@ export const gatewaySchema = z
     heartbeat_interval_s: z.number().positive().default(5).describe('Seconds between a node\'s heartbeats to the rollout server.'),
   })
   .describe('Gateway nodes: sandboxes, harness runs and trajectory building.');
+
+/** A config problem found across fields: where it is and what is wrong. */
+export interface CrossFieldIssue {
+  path: Array<string | number>;
+  message: string;
+}
+
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '']);
+const LOOPBACK_HOSTS = new Set(['localhost', '::1', '[::1]']);
+
+function normalHost(host: string): string {
+  const h = host.trim().toLowerCase();
+  return h === 'localhost' ? '127.0.0.1' : h;
+}
+
+/** True when sockets bound on `a` and `b` (same port) would collide on one machine. */
+function hostsOverlap(a: string, b: string): boolean {
+  const [x, y] = [normalHost(a), normalHost(b)];
+  if (x === y) return true;
+  const local = (h: string) => WILDCARD_HOSTS.has(h) || LOOPBACK_HOSTS.has(h) || h.startsWith('127.');
+  return (WILDCARD_HOSTS.has(x) && local(y)) || (WILDCARD_HOSTS.has(y) && local(x));
+}
+
+/** `host:port` of a URL (its scheme's default port when it names none). */
+function urlAddress(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname.toLowerCase()}:${u.port || (u.protocol === 'https:' ? '443' : '80')}`;
+}
+
+/**
+ * Two listeners on one address, which the first bind or the rollout server's routing would trip over at run time:
+ * nodes without public_url (reached at http://host:port, so on one machine) on one port with overlapping hosts, a node
+ * without public_url on the rollout server's port, and two nodes with the same public_url. Port 0 (a free port) never
+ * clashes. Paths are from the config root.
+ */
+export function addressClashes(gateway: GatewayConfig, rollout: { host: string; port: number }): CrossFieldIssue[] {
+  const issues: CrossFieldIssue[] = [];
+  const nodePath = (i: number) => `gateway.nodes[${i}]`;
+  gateway.nodes.forEach((node, i) => {
+    if (node.public_url === null && node.port !== 0) {
+      const other = gateway.nodes.findIndex((o, j) => j < i && o.public_url === null && o.port === node.port && hostsOverlap(o.host, node.host));
+      if (other >= 0) {
+        issues.push({
+          path: ['gateway', 'nodes', i, 'port'],
+          message: `${node.host}:${node.port} is also the address of ${nodePath(other)} (${nodePath(other)}.host, ${nodePath(other)}.port); give each node its own port, or a public_url when they run on different machines`,
+        });
+      }
+      if (rollout.port === node.port && hostsOverlap(rollout.host, node.host)) {
+        issues.push({
+          path: ['gateway', 'nodes', i, 'port'],
+          message: `${node.host}:${node.port} is also the address of the rollout server (rollout.host, rollout.port); give the node another port`,
+        });
+      }
+    }
+    if (node.public_url !== null) {
+      const address = urlAddress(node.public_url);
+      const other = gateway.nodes.findIndex((o, j) => j < i && o.public_url !== null && urlAddress(o.public_url) === address);
+      if (other >= 0) {
+        issues.push({
+          path: ['gateway', 'nodes', i, 'public_url'],
+          message: `${address} is also the public_url of ${nodePath(other)} (${nodePath(other)}.public_url); each node needs its own address`,
+        });
+      }
+    }
+  });
+  return issues;
+}
 
 export type RuntimeConfig = z.output<typeof runtimeSchema>;
 export type GatewayNodeConfig = z.output<typeof gatewayNodeSchema>;
