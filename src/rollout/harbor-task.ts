@@ -178,6 +178,19 @@ export function readDockerfile(text: string, envDir: string): { workdir: string 
 }
 
 /**
+ * `text` with each whole-path mention of `workdir` made relative to it: `/app/x.py` → `x.py`, `/app` alone → `.`,
+ * `/app/` → `./` (not inside a longer name such as /application or /x/app).
+ */
+export function relativeToWorkdir(text: string, workdir: string): string {
+  const root = workdir.replace(/\/+$/, '');
+  const escaped = root.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const before = '(?<![\\w.~/-])';
+  return text
+    .replace(new RegExp(`${before}${escaped}/+(?=[\\w.~-])`, 'g'), '') // a path under it: relative
+    .replace(new RegExp(`${before}${escaped}(/*)(?![\\w-])(?!\\.\\w)`, 'g'), (_m, slash: string) => `.${slash ? '/' : ''}`); // itself: .
+}
+
+/**
  * The paths of a COPY/ADD instruction's arguments: shell form (`--chown=1 a b /dest/`) or exec form
  * (`["a", "b", "/dest/"]`, a JSON array, the form for paths with spaces); flags before either are dropped.
  * A string says why the instruction is not copied (a copy from another stage or image, a malformed array).
@@ -226,7 +239,7 @@ export function loadHarborTask(dir: string, opts: HarborLoadOptions = {}): Loade
   const metadata = table(config.metadata, 'metadata', file);
   const instructionFile = join(abs, 'instruction.md');
   if (!existsSync(instructionFile)) throw new Error(`${abs}: Harbor task has no instruction.md`);
-  const instruction = readFileSync(instructionFile, 'utf8').trim();
+  let instruction = readFileSync(instructionFile, 'utf8').trim();
   if (instruction === '') throw new Error(`${instructionFile}: empty instruction`);
   const testsDir = join(abs, 'tests');
   if (!existsSync(join(testsDir, 'test.sh'))) throw new Error(`${abs}: Harbor task has no tests/test.sh`);
@@ -247,6 +260,15 @@ export function loadHarborTask(dir: string, opts: HarborLoadOptions = {}): Loade
       const read = readDockerfile(readFileSync(dockerfile, 'utf8'), join(abs, 'environment'));
       workdir = read.workdir;
       notes.push(...read.notes);
+      // The verifier's files are rewritten to the session's paths (the harbor evaluator); the agent starts in the
+      // session directory, which stands in for WORKDIR, so the instruction's WORKDIR paths become relative ones.
+      if (workdir && workdir !== '/') {
+        const relative = relativeToWorkdir(instruction, workdir);
+        if (relative !== instruction) {
+          instruction = relative;
+          notes.push(`instruction.md: paths under ${workdir} (the image's WORKDIR) given relative to the session directory`);
+        }
+      }
       runtime = { kind: 'local', ...(read.prepare.length > 0 ? { prepare: read.prepare } : {}) };
     } else runtime = { kind: 'local' };
   } else {

@@ -7,7 +7,7 @@ import { afterAll, expect, test } from 'bun:test';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { loadHarborTask, readDockerfile } from '../../src/rollout/harbor-task.ts';
+import { loadHarborTask, readDockerfile, relativeToWorkdir } from '../../src/rollout/harbor-task.ts';
 import { loadTaskDir, toTaskRequest } from '../../src/rollout/task-file.ts';
 import { taskRequestsFromPath } from '../../src/cli/submit.ts';
 import { runPolar } from '../support/polar-cli.ts';
@@ -20,13 +20,19 @@ test('a Harbor directory maps onto a TaskRequest: instruction, timeouts, harbor 
   const loaded = loadHarborTask(join(examples, 'fix-fizzbuzz'));
   const request = toTaskRequest(loaded, { agent: { harness: 'pi', model_name: 'm' }, num_samples: 2 });
   expect(request.task_id).toBe('fix-fizzbuzz');
-  expect(request.instruction).toStartWith('The function `fizzbuzz(n)`');
+  // On the local runtime the session directory stands in for WORKDIR: /app/fizzbuzz.py is given as fizzbuzz.py.
+  expect(request.instruction).toStartWith('The function `fizzbuzz(n)` in `fizzbuzz.py` returns');
   expect(request.timeout_seconds).toBe(120 + 60 + 120);
   expect(request.metadata).toMatchObject({ agent_timeout: 120, harbor: { difficulty: 'easy', tags: ['python', 'bugfix'] } });
   expect(request.evaluator).toEqual({ strategy: 'harbor', config: { tests_dir: join(examples, 'fix-fizzbuzz', 'tests'), timeout_s: 60, workdir: '/app' } });
   expect(request.runtime).toEqual({ kind: 'local', prepare: [{ upload_file: { src: join(examples, 'fix-fizzbuzz', 'environment', 'fizzbuzz.py'), dest: 'fizzbuzz.py' } }] });
   expect(request.metadata?.sim_script).toBeDefined();
-  expect(loaded.notes).toEqual(['Dockerfile base image not used locally (host tools instead): python:3.12-slim']);
+  expect(loaded.notes).toEqual(['Dockerfile base image not used locally (host tools instead): python:3.12-slim', 'instruction.md: paths under /app (the image\'s WORKDIR) given relative to the session directory']);
+});
+
+test('relativeToWorkdir: whole-path mentions of WORKDIR only', () => {
+  expect(relativeToWorkdir('edit /app/src/x.py, then cd /app && ls /app/', '/app')).toBe('edit src/x.py, then cd . && ls ./');
+  expect(relativeToWorkdir('not /application, /x/app/y or ~/app', '/app/')).toBe('not /application, /x/app/y or ~/app');
 });
 
 test('readDockerfile: RUN and copies outside WORKDIR are listed as skipped; directories and trailing slashes', () => {
