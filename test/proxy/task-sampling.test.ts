@@ -66,3 +66,9 @@ test("the task's sampling replaces the harness's at the engine; max tokens is th
   const [record] = proxy.store.completions.listBySession('trained');
   expect(record!.ir_request.sampling).toMatchObject({ temperature: 0.6, topP: 0.95, topK: 20, maxTokens: 256, stop: ['STOP', '</answer>'] });
 });
+
+test('an instruction too long for one command-line argument is refused at submit, not as E2BIG in every session', () => {
+  const long = taskRequest('t', { instruction: 'x'.repeat(130_000) });
+  expect(runnableProblems(long)).toEqual([expect.objectContaining({ path: 'instruction', message: expect.stringContaining('130000 bytes') })]);
+  expect(runnableProblems(taskRequest('t', { instruction: 'é'.repeat(60_000) }))).toEqual([]);
+});

@@ -54,6 +54,11 @@ export const EVALUATOR_CONFIG_SCHEMAS = {
 } as const;
 export const EVALUATOR_NAMES = Object.keys(EVALUATOR_CONFIG_SCHEMAS) as (keyof typeof EVALUATOR_CONFIG_SCHEMAS)[];
 
+/** Linux's limit on one argv string, bytes (32 pages); execve fails with E2BIG above it. Source: man 2 execve. */
+export const MAX_ARG_STRLEN = 131_072;
+/** Largest instruction accepted: room for the quoting and the rest of the argument a harness builds around it. */
+export const MAX_INSTRUCTION_BYTES = MAX_ARG_STRLEN - 4096;
+
 /** One reason a task cannot run: the field and what is wrong with it. */
 export interface RunnableProblem {
   path: string;
@@ -74,6 +79,10 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
     problems.push({ path: 'agent.harness', message: `unknown harness ${JSON.stringify(task.agent.harness)}; known: ${harnesses.join(', ')}` });
   } else if ((harness === 'shell' || harness === 'custom') && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
     problems.push({ path: 'agent.command', message: `the ${harness} harness needs a command (agent.command or agent.settings.command)` });
+  }
+  const instructionBytes = Buffer.byteLength(task.instruction, 'utf8');
+  if (instructionBytes > MAX_INSTRUCTION_BYTES) {
+    problems.push({ path: 'instruction', message: `${instructionBytes} bytes: harness CLIs take the instruction as one command-line argument, which Linux limits to ${MAX_ARG_STRLEN} bytes (MAX_ARG_STRLEN); put the bulk in a file the task uploads and point the instruction at it` });
   }
   try {
     taskSamplingOf(task.agent.settings);
