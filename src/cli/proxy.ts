@@ -194,7 +194,7 @@ export function register(program: Command): void {
       // lifted so the app's limit (--max-body-bytes) always answers, in the caller's error shape, not Bun's empty 413.
       const server = Bun.serve({
         port: flags.port, hostname: flags.host, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-        routes: { '/health': { GET: () => Response.json({ ok: true, engine: engineHealth.state(), engine_busy_fraction: app.metrics.busyFraction() }) } },
+        routes: { '/health': { GET: () => Response.json({ ok: true, engine: engineHealth.state(), engine_busy_fraction: app.metrics.busyFraction(), inference_paused: app.gate.isPaused, paused_since: app.gate.pausedSince }) } },
       });
       let model: string;
       try {

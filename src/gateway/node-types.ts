@@ -112,7 +112,7 @@ export interface GatewayNodeOptions {
    * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
    * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
    */
-  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry; busyFraction?(): number } };
+  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry; busyFraction?(): number; inferencePause?(): { inference_paused: boolean; paused_since: number | null } } };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
   /**
    * Directories an upload `src` may lie in (config `gateway.upload_roots`; `polar run` adds its task directories);

@@ -64,6 +64,7 @@ export class GatewayNode {
   readonly metrics: GatewayMetrics;
   private proxyRegistry: Registry | null = null;
   private proxyBusy: (() => number) | null = null;
+  private proxyPause: (() => { inference_paused: boolean; paused_since: number | null }) | null = null;
   private readonly sessions = new Map<string, Session>();
   /** Finished sessions that may leave memory (result stored, delivered when there is a callback), in finish order. */
   private readonly evictable = new Set<string>();
@@ -165,6 +166,8 @@ export class GatewayNode {
     this.proxyRegistry = proxy?.metrics?.registry ?? null;
     const busy = proxy?.metrics?.busyFraction;
     this.proxyBusy = busy ? () => busy.call(proxy!.metrics) : null;
+    const pause = proxy?.metrics?.inferencePause;
+    this.proxyPause = pause ? () => pause.call(proxy!.metrics) : null;
     this.server = startSessionServer(this, {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
@@ -372,6 +375,11 @@ export class GatewayNode {
 
   engineBusyFraction(): number | null {
     return this.proxyBusy?.() ?? null;
+  }
+
+  /** Whether this node's proxy has inference paused (POST /admin/inference/pause) and since when; null without a proxy. */
+  inferencePause(): { inference_paused: boolean; paused_since: number | null } | null {
+    return this.proxyPause?.() ?? null;
   }
 
   /** Prometheus exposition of the node's metrics and its proxy's. */

@@ -11,7 +11,7 @@
  * Bun routes: https://bun.com/docs/api/http#routing
  */
 import { controlTokenMatches } from '../core/control-token.ts';
-import { DispatchError } from '../core/contracts/index.ts';
+import { DispatchError, SESSION_STATUSES } from '../core/contracts/index.ts';
 import type { FetchHandler, SessionHost } from './node-types.ts';
 
 export type { FetchHandler } from './node-types.ts';
@@ -26,6 +26,20 @@ export interface SessionServerOptions {
 }
 
 const json = (body: unknown, status = 200) => Response.json(body, { status });
+
+/** `GET /health`'s pause state: the node's proxy's (POST /admin/inference/pause until /resume), else not paused. */
+export interface InferencePauseView {
+  inference_paused: boolean;
+  /** ms epoch, null while not paused. */
+  paused_since: number | null;
+}
+
+/** A host that can report its proxy's pause state (GatewayNode `inferencePause`, from its proxy's ProxyMetrics). */
+type PauseReporting = { inferencePause?(): InferencePauseView | null };
+
+function inferencePauseOf(node: SessionHost & PauseReporting): InferencePauseView {
+  return node.inferencePause?.() ?? { inference_paused: false, paused_since: null };
+}
 
 /**
  * The proxy's control paths: `/admin/...` and `/sessions/{id}/completions`, also when spelled with `//` or
@@ -43,7 +57,7 @@ function isControlPath(pathname: string): boolean {
 }
 
 /** Start the server for `node`. Throws when the port is taken. */
-export function startSessionServer(node: SessionHost, opts: SessionServerOptions): Bun.Server<undefined> {
+export function startSessionServer(node: SessionHost & PauseReporting, opts: SessionServerOptions): Bun.Server<undefined> {
   const authorized = (req: Request) => opts.token === null || controlTokenMatches(req.headers, opts.token);
   const fallback: FetchHandler = opts.fallback ?? (() => json({ error: 'not found' }, 404));
   const guardedFallback: FetchHandler = (req, server) => {
@@ -67,6 +81,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           const query = new URL(req.url).searchParams;
           const status = query.get('status');
           const taskId = query.get('task_id');
+          if (status !== null && !(SESSION_STATUSES as readonly string[]).includes(status)) return json({ error: `status must be one of ${SESSION_STATUSES.join(', ')}, got ${JSON.stringify(status)}` }, 400);
           const limit = query.get('limit') === null ? 200 : Number(query.get('limit'));
           if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return json({ error: `limit must be an integer in 1..1000, got ${query.get('limit')}` }, 400);
           const sessions = node.list({ status, taskId, limit }).map(({ result: _result, ...view }) => view);
@@ -110,6 +125,7 @@ export function startSessionServer(node: SessionHost, opts: SessionServerOptions
           return json({
             status: 'ok', node_id: node.nodeId, ok: true, stages: st, capacity: cap, sandbox: node.sandbox(), ...(engine ? { engine } : {}),
             ...(busy !== null ? { engine_busy_fraction: busy } : {}),
+            ...inferencePauseOf(node),
             metrics: { init_queue_depth: st.queued, init_inflight: st.init, ready_depth: st.ready, run_inflight: st.running, postrun_queue_depth: 0, postrun_inflight: st.postrun },
             available_init: Math.max(0, cap.init_workers - st.init), available_run: Math.max(0, cap.max_run_workers - st.running), available_postrun: Math.max(0, cap.postrun_workers - st.postrun),
           });

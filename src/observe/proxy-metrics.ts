@@ -2,7 +2,10 @@
  * Prometheus metrics of the proxy (the model-API boundary), on a registry of their own so several proxies in one
  * process never clash. Served at `GET /metrics` by `polar proxy` and, merged with the node's, by every gateway node.
  * Names (prefix `polar_proxy_`, units in the name per https://prometheus.io/docs/practices/naming/):
- *   polar_proxy_requests_total{dialect,engine,status}      every answered model-API call (status = HTTP status)
+ *   polar_proxy_requests_total{dialect,engine,status}      every answered model-API call (status = HTTP status): a
+ *                                                          call a dialect's handler took (completions, token counts,
+ *                                                          tokenize, a dialect's model listing); not unknown paths,
+ *                                                          wrong methods, `/`, the OpenAI `/v1/models`, admin calls
  *   polar_proxy_errors_total{dialect,engine,status}        the subset with status ≥ 400
  *   polar_proxy_stream_errors_total{dialect,engine,kind}   streams answered 200 that ended in an in-band error event
  *                                                          (kind: upstream, timeout, aborted, …; GatewayError kinds)
@@ -14,12 +17,20 @@
  *   polar_proxy_engine_in_flight                           engine calls in flight now
  *   polar_proxy_engine_busy_seconds_total                  time with ≥ 1 engine call in flight
  *   polar_proxy_engine_busy_fraction                       the same over the last 60 s (or since start), 0..1
+ *   polar_proxy_inference_paused                           1 while inference is paused (POST /admin/inference/pause), else 0
  * prom-client: https://github.com/siimon/prom-client
  */
 import { createMiddleware } from 'hono/factory';
 import { Counter, Gauge, Histogram, Registry, register as defaultRegistry } from 'prom-client';
 import type { CompletionRecord } from '../core/records.ts';
 import { promptIdsLength } from '../core/int32-twin.ts';
+
+/** What the metrics read of the proxy's pause gate (src/proxy/inference-gate.ts `InferenceGate`). */
+export interface PauseState {
+  readonly isPaused: boolean;
+  /** ms epoch, null while not paused. */
+  readonly pausedSince: number | null;
+}
 
 const ADDED_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 const ENGINE_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -45,6 +56,7 @@ export class ProxyMetrics {
   #busySince = 0;
   #busyMs = 0;
   #points: { at: number; busyMs: number }[];
+  #gate: PauseState | null = null;
 
   /** `engine` labels every series with the engine kind (sim, vllm, sglang, llamacpp, openai). `now` in ms. */
   constructor(readonly engine: string, private readonly now: () => number = Date.now) {
@@ -61,11 +73,23 @@ export class ProxyMetrics {
     const self = this;
     new Gauge({ name: 'polar_proxy_engine_in_flight', help: 'Engine calls in flight', registers, collect() { this.set(self.#inFlight); } });
     new Counter({ name: 'polar_proxy_engine_busy_seconds_total', help: 'Time with at least one engine call in flight', registers, collect() { this.reset(); this.inc(self.busyMs() / 1000); } });
+    new Gauge({ name: 'polar_proxy_inference_paused', help: 'Whether inference is paused (POST /admin/inference/pause until /resume): 1 paused, 0 not', registers, collect() { this.set(self.#gate?.isPaused ? 1 : 0); } });
     new Gauge({ name: 'polar_proxy_engine_busy_fraction', help: 'Share of the last 60 s (or of the time since start) with at least one engine call in flight, 0..1', registers, collect() { this.set(self.busyFraction()); } });
     for (const kind of ['prompt', 'sampled', 'trainable']) this.tokens.inc({ kind }, 0);
     this.completions.inc({ engine }, 0);
     this.captureErrors.inc({ engine }, 0);
     this.#points = [{ at: now(), busyMs: 0 }];
+  }
+
+  /** Report the pause state of `gate` (the proxy's InferenceGate) in `polar_proxy_inference_paused` and `inferencePause()`. */
+  trackInferenceGate(gate: PauseState): void {
+    this.#gate = gate;
+  }
+
+  /** Whether inference is paused and since when (ms epoch), for `GET /health`; not paused without a tracked gate. */
+  inferencePause(): { inference_paused: boolean; paused_since: number | null } {
+    const paused = this.#gate?.isPaused ?? false;
+    return { inference_paused: paused, paused_since: paused ? (this.#gate!.pausedSince ?? null) : null };
   }
 
   /** Busy time so far, ms (the running stretch included). */
@@ -113,13 +137,16 @@ export class ProxyMetrics {
   }
 
   /**
-   * Hono middleware counting every answered call by the dialect its handler chose (`c.get('dialect')`, else `none`).
+   * Hono middleware counting every answered model-API call by the dialect its handler chose (`c.get('dialect')`).
+   * A call no dialect's handler took (an unknown path, a wrong method, `/`, the OpenAI `/v1/models`, `/admin/*`, a
+   * session's completions listing, `/metrics`) is not a model-API call and is not counted.
    */
   middleware() {
     return createMiddleware<{ Variables: { dialect?: { name: string } } }>(async (c, next) => {
       await next();
-      if (c.req.path === '/metrics') return;
-      const labels = { dialect: c.get('dialect')?.name ?? 'none', engine: this.engine, status: String(c.res.status) };
+      const dialect = c.get('dialect');
+      if (!dialect) return;
+      const labels = { dialect: dialect.name, engine: this.engine, status: String(c.res.status) };
       this.requests.inc(labels);
       if (c.res.status >= 400) this.errors.inc(labels);
     });

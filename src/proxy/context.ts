@@ -52,9 +52,10 @@ export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): Pro
     metrics.observeRecord(rec);
     deps.onRecord?.(rec);
   };
+  const gate = new InferenceGate(options.initialPolicyVersion ?? null);
+  metrics.trackInferenceGate(gate);
   return {
-    deps, clock, newId, options, counters, routes, metrics,
-    gate: new InferenceGate(options.initialPolicyVersion ?? null),
+    deps, clock, newId, options, counters, routes, metrics, gate,
     recorder: new Recorder(deps.store, deps.engine, clock, counters, onRecord),
     codecCtx: { now: clock, newId, options: options.dialectOptions },
     reasoning: options.restoreReasoning && deps.engine.mode === 'chat' ? new ReasoningMemory() : null,

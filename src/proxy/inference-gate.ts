@@ -19,13 +19,16 @@ export class DrainTimeout extends Error {
 
 export class InferenceGate {
   private paused = false;
+  /** When the gate was paused (ms epoch); null while it is not. */
+  private pausedAt: number | null = null;
   private inFlight = 0;
   /** Bumped on every pause and every version change; a ticket from an older epoch straddled one. */
   private epoch = 0;
   private resumeWaiters: Array<() => void> = [];
   private drainWaiters: Array<() => void> = [];
 
-  constructor(private version: string | null = null) {}
+  /** `now`: the clock of `pausedSince`, ms epoch. */
+  constructor(private version: string | null = null, private readonly now: () => number = Date.now) {}
 
   get policyVersion(): string | null {
     return this.version;
@@ -33,6 +36,11 @@ export class InferenceGate {
 
   get isPaused(): boolean {
     return this.paused;
+  }
+
+  /** When the gate was paused (ms epoch), null while it is not paused. */
+  get pausedSince(): number | null {
+    return this.pausedAt;
   }
 
   get inFlightCount(): number {
@@ -62,6 +70,7 @@ export class InferenceGate {
     const drained = this.inFlight;
     if (!this.paused) {
       this.paused = true;
+      this.pausedAt = this.now();
       this.epoch++;
     }
     if (this.inFlight > 0) {
@@ -82,6 +91,7 @@ export class InferenceGate {
   /** Release held calls. */
   resume(): void {
     this.paused = false;
+    this.pausedAt = null;
     for (const release of this.resumeWaiters.splice(0)) release();
   }
 

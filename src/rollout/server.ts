@@ -358,6 +358,7 @@ export class RolloutServer {
         const stored = this.store.results.get(s.session_id);
         if (stored && resultAttempt(stored) === s.attempt) {
           this.store.sessions.update(s.session_id, { status: stored.status });
+          this.#results.storedWhileDown(s.session_id, stored.status);
           continue;
         }
         if (!s.node_id) continue;

@@ -13,6 +13,9 @@ import { putGroup, type SessionRow } from './store-port.ts';
 import type { TrainerCallbacks } from './trainer-callbacks.ts';
 
 export class TaskResults {
+  /** Sessions `storedWhileDown` finished at start whose callback has not arrived yet. */
+  readonly #foundAtStart = new Set<string>();
+
   constructor(
     private readonly ctx: RolloutContext,
     private readonly nodes: NodeRegistry,
@@ -60,7 +63,9 @@ export class TaskResults {
     }
     const stored = this.#storeResult(session, result);
     if (!stored) {
-      this.ctx.metrics.duplicateResults.inc();
+      // The first callback of a result this server found in the store at start (`storedWhileDown`) is its delivery,
+      // counted then; only a further one is a duplicate.
+      if (!this.#foundAtStart.delete(result.session_id)) this.ctx.metrics.duplicateResults.inc();
       return { session_id: result.session_id, accepted: false, duplicate: true, stale: false };
     }
     this.ctx.metrics.sessionResults.inc({ status: result.status });
@@ -92,6 +97,16 @@ export class TaskResults {
       this.ctx.store.sessions.update(session.session_id, { status: kept.status });
       return true;
     });
+  }
+
+  /**
+   * A result a gateway stored (on the same store) while this server was down, which finished its session at start
+   * (RolloutServer `#loadState`): counted in `polar_rollout_session_results_total` now, once, and its gateway's
+   * retried callback is then not counted as a duplicate.
+   */
+  storedWhileDown(sessionId: string, status: string): void {
+    this.ctx.metrics.sessionResults.inc({ status });
+    this.#foundAtStart.add(sessionId);
   }
 
   /**

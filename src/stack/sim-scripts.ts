@@ -1,9 +1,11 @@
 /**
  * Behaviour scripts travel with their task (`metadata.sim_script`, see src/rollout/task-file.ts `toTaskRequest`), so a
  * task submitted from anywhere behaves as scripted. When the engine is the built-in simulator, the stack gives the
- * gateway node this hook: before a session's INIT it registers the task's script with `POST {sim}/sim/scripts`, once
- * per task and script (concurrent sessions share the call; a failed registration is retried by the next session).
- * The gateway itself knows nothing of the simulator.
+ * gateway node this hook: before each session's INIT it registers the task's script with `POST {sim}/sim/scripts`
+ * (concurrent sessions of one task and script share the call in flight). Registering again is cheap and idempotent on
+ * the simulator's side (src/sim/server.ts `registerScript` replaces the task's script with the same one), and it is
+ * what keeps a restarted simulator, which has forgotten every script, from answering the sessions that follow with
+ * its "no behaviour script" reply. The gateway itself knows nothing of the simulator.
  */
 import type { TaskRequest } from '../core/records.ts';
 
@@ -31,7 +33,11 @@ export function simScriptRegistrar(simUrl: string, doFetch: typeof fetch = fetch
         if (!response.ok) throw new Error(`the simulator at ${base} refused the behaviour script of task ${task.task_id} (HTTP ${response.status}): ${text.slice(0, 500)}`);
       })();
       registrations.set(key, registration);
-      registration.catch(() => registrations.delete(key));
+      // Settled, it is forgotten: the next session registers again (the simulator may have restarted since).
+      const forget = () => {
+        if (registrations.get(key) === registration) registrations.delete(key);
+      };
+      registration.then(forget, forget);
     }
     return raceAbort(registration, signal);
   };

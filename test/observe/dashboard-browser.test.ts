@@ -123,3 +123,29 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
     await browser.close();
   }
 }, 180_000);
+
+test.skipIf(!HAVE_CHROMIUM)('dashboard behind a control-plane token: a 401 says to open it with ?token=… and stops retrying', async () => {
+  const { RolloutServer } = await import('../../src/rollout/server.ts');
+  const { openStore } = await import('../../src/store/index.ts');
+  const store = openStore(':memory:');
+  const server = new RolloutServer({ store, controlPlaneToken: 'tok', tickMs: 60_000 }).start();
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  try {
+    const page = await browser.newPage();
+    let refused = 0;
+    page.on('response', (r) => { if (r.status() === 401) refused++; });
+    await page.goto(`${server.url}/`);
+    await page.waitForFunction(() => document.querySelector('#updated')?.textContent?.includes('?token=<control-plane token>'), undefined, { timeout: 10_000 });
+    expect(await page.textContent('#updated')).toBe('this server needs its control-plane token: open the dashboard as /?token=<control-plane token>');
+    expect(await page.textContent('#conn')).toBe('HTTP 401: token needed');
+    const after = refused;
+    await Bun.sleep(6_000); // past the 5 s poll and the 2 s reconnect
+    expect(refused).toBe(after);
+    await page.goto(`${server.url}/?token=tok`);
+    await page.waitForSelector('#conn.live', { timeout: 10_000 });
+  } finally {
+    await browser.close();
+    await server.stop();
+    store.close();
+  }
+}, 60_000);

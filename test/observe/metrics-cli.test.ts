@@ -60,6 +60,12 @@ test('polar serve: the rollout server and the gateway node both expose their met
   expect(sample(node, 'polar_gateway_stage_duration_seconds_count', 'stage="run"')).toBe(2);
   expect(sample(node, 'polar_gateway_sessions', 'stage="running"')).toBe(0);
   expect(sample(node, 'polar_gateway_pool_occupancy', 'pool="run"')).toBe(0);
+  // A paused gateway says so in GET /health and /metrics (its proxy's pause gate), and clears it on resume.
+  expect((await fetch(`${gateway}/admin/inference/pause`, { method: 'POST' })).status).toBe(200);
+  expect(await (await fetch(`${gateway}/health`)).json()).toMatchObject({ inference_paused: true });
+  expect(sample(await (await fetch(`${gateway}/metrics`)).text(), 'polar_proxy_inference_paused')).toBe(1);
+  expect((await fetch(`${gateway}/admin/inference/resume`, { method: 'POST' })).status).toBe(200);
+  expect(await (await fetch(`${gateway}/health`)).json()).toMatchObject({ inference_paused: false, paused_since: null });
   expect(sample(node, 'polar_gateway_harness_failures_total')).toBeNull(); // no failure, no series
   expect(sample(node, 'polar_trace_chains_total')!).toBeGreaterThanOrEqual(2);
   expect(sample(node, 'polar_trace_chain_breaks_total', 'reason="prefix_break"')).toBe(0);
@@ -99,4 +105,14 @@ test('polar proxy: /metrics counts requests by dialect and status, captured toke
   expect(sample(text, 'polar_proxy_capture_errors_total', 'engine="vllm"')).toBe(0);
   expect(sample(text, 'polar_proxy_tokens_total', 'kind="trainable"')!).toBeGreaterThan(0);
   expect(sample(text, 'polar_proxy_engine_in_flight')).toBe(0);
+  // A paused proxy says so at GET /health (admin calls answer loopback callers without --admin-token).
+  expect(await (await fetch(`${url}/health`)).json()).toMatchObject({ ok: true, inference_paused: false, paused_since: null });
+  const before = Date.now();
+  expect((await fetch(`${url}/admin/inference/pause`, { method: 'POST' })).status).toBe(200);
+  const paused = (await (await fetch(`${url}/health`)).json()) as { inference_paused: boolean; paused_since: number };
+  expect(paused.inference_paused).toBe(true);
+  expect(paused.paused_since).toBeGreaterThanOrEqual(before);
+  expect(sample(await (await fetch(`${url}/metrics`)).text(), 'polar_proxy_inference_paused')).toBe(1);
+  expect((await fetch(`${url}/admin/inference/resume`, { method: 'POST' })).status).toBe(200);
+  expect(await (await fetch(`${url}/health`)).json()).toMatchObject({ inference_paused: false, paused_since: null });
 }, 60_000);

@@ -328,6 +328,28 @@ test('restart from the same database: dispatched sessions unknown to their node 
   expect(server.readyGroups()[0]?.rewards).toEqual([1, 1, 1]);
 });
 
+test('a result stored while the server was down counts once in session_results_total, and its retried callback is no duplicate', async () => {
+  const path = join(scratch, 'stored-while-down.db');
+  const node = await dispatchedThenStopped(path, 't-down', 2);
+  const store = openStore(path);
+  cleanups.push(() => store.close());
+  store.results.put(resultFor(node.dispatched[0]!, 1)); // a gateway on the same database, while the server was down
+  const server = makeServer(store);
+  const metrics = async () => (await fetch(`${server.url}/metrics`)).text();
+  expect(await metrics()).toContain('polar_rollout_session_results_total{status="COMPLETED"} 1');
+  // The gateway's callback, retried until this server answers: the delivery of the result counted above.
+  expect((await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1))).status).toBe(200);
+  expect(await metrics()).toContain('polar_rollout_duplicate_results_total 0');
+  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[1]!, 0));
+  const text = await metrics();
+  expect(text).toContain('polar_rollout_session_results_total{status="COMPLETED"} 2');
+  expect(text).toContain('polar_rollout_duplicate_results_total 0');
+  // A further copy is a duplicate, as ever.
+  await post(`${server.url}/callbacks/session_result`, resultFor(node.dispatched[0]!, 1));
+  expect(await metrics()).toContain('polar_rollout_duplicate_results_total 1');
+  expect(store.tasks.get('t-down')?.status).toBe('COMPLETED');
+});
+
 test('after a restart a node\'s stage counts read as stale until it is heard from again', async () => {
   const path = join(scratch, 'stale-stages.db');
   const running = { ...idle, running: 2 };

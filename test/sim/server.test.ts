@@ -106,6 +106,22 @@ describe('vLLM /v1/chat/completions', () => {
     expect(((await tooMany.json()) as any).error).toMatchObject({ type: 'BadRequestError', code: 400 });
   });
 
+  test('a token budget below 1 is a 400 in the OpenAI error shape naming the field, as vLLM answers it', async () => {
+    const cases: Array<[string, unknown, string]> = [
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 0 }, 'max_tokens'],
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 0, stream: true }, 'max_tokens'],
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 0 }, 'max_completion_tokens'],
+      ['/v1/completions', { prompt: 'hi', max_tokens: 0 }, 'max_tokens'],
+      ['/generate', { text: 'hi', sampling_params: { max_new_tokens: 0 } }, 'max_new_tokens'],
+      ['/completion', { prompt: 'hi', n_predict: 0 }, 'n_predict'],
+    ];
+    for (const [path, body, field] of cases) {
+      const response = await post(path, body);
+      expect({ path, status: response.status }).toEqual({ path, status: 400 });
+      expect(((await response.json()) as any).error).toEqual({ message: `${field} must be an integer ≥ 1, got 0`, type: 'BadRequestError', param: null, code: 400 });
+    }
+  });
+
   test('bad input is a clear 400, unknown routes 404', async () => {
     const notJson = await fetch(`${sim.url}/v1/chat/completions`, { method: 'POST', body: '{' });
     expect(notJson.status).toBe(400);

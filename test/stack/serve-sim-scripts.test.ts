@@ -2,8 +2,8 @@
  * Behaviour scripts on the service path: a task directory submitted with `polar submit` to `polar serve --with-sim`
  * carries its sim.yaml in the TaskRequest (`metadata.sim_script`); the gateway registers it with the simulator, so the
  * sessions follow the scripted variants (rewards 1 for "solve", 0 for "give_up") instead of all getting the
- * simulator's "no behaviour script" reply. In-process: a stack on an external simulator registers each task's script
- * once, however many sessions it has. `polar submit` without an agent says to pass --harness.
+ * simulator's "no behaviour script" reply. In-process: a stack on an external simulator registers the task's script
+ * before its sessions run (again for each session, so a restarted simulator gets it back: test/stack/sim-scripts.test.ts). `polar submit` without an agent says to pass --harness.
  */
 import { expect, test } from 'bun:test';
 import { writeFileSync } from 'node:fs';
@@ -87,7 +87,7 @@ test('polar serve --with-sim + polar submit <task dir>: sessions follow the task
   }
 }, 90_000);
 
-test('a stack on an external simulator registers each task\'s script once, over HTTP, before its sessions run', async () => {
+test('a stack on an external simulator registers the task\'s script over HTTP before its sessions run', async () => {
   const sim = await SimServer.start({ port: 0 });
   const registered: string[] = [];
   const register = sim.registerScript.bind(sim);
@@ -112,7 +112,10 @@ test('a stack on an external simulator registers each task\'s script once, over 
     const sessions = stack.server.taskStatus('external-task')!.sessions;
     expect(sessions).toHaveLength(3);
     for (const s of sessions) expect(s.reward).toBe(chooseVariant(script, s.session_id) === 'solve' ? 1 : 0);
-    expect(registered).toEqual(['external-task']);
+    // Once per session at most (concurrent sessions share a registration in flight).
+    expect(registered.length).toBeGreaterThanOrEqual(1);
+    expect(registered.length).toBeLessThanOrEqual(3);
+    expect(new Set(registered)).toEqual(new Set(['external-task']));
   } finally {
     await stack.stop();
     await sim.stop();

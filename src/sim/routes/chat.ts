@@ -32,7 +32,8 @@ export async function chatCompletions(sim: SimServer, request: Request): Promise
   }
   const promptIds = sim.tokenizer.encode(promptText);
   const requestedMax = body.max_completion_tokens ?? body.max_tokens;
-  const maxTokens = sim.checkContext(promptIds.length, requestedMax === undefined || requestedMax === null ? null : intField(body, body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 0));
+  // vLLM refuses max_tokens < 1 with 400 (SamplingParams: "max_tokens must be at least 1").
+  const maxTokens = sim.checkContext(promptIds.length, requestedMax === undefined || requestedMax === null ? null : intField(body, body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 0, 1));
   const facts: PromptFacts = { tools, toolResults: messages.filter((m) => m.role === 'tool').length, thinking: promptThinking(sim.family, promptText.slice(-32)) };
   const stream = body.stream === true;
   const started = await sim.run(request, body, {

@@ -10,7 +10,7 @@ import { dataFrame, pacedTokenStream } from '../stream.ts';
 export async function llamaCompletion(sim: SimServer, request: Request): Promise<Response> {
   const body = await readBody(request);
   const promptIds = sim.promptFromBody(body.prompt, 'prompt');
-  const nPredict = body.n_predict === undefined || body.n_predict === -1 ? null : intField(body, 'n_predict', 0);
+  const nPredict = body.n_predict === undefined || body.n_predict === -1 ? null : intField(body, 'n_predict', 0, 1); // the simulator samples ≥ 1 token
   const maxTokens = sim.checkContext(promptIds.length, nPredict);
   const stream = body.stream === true;
   const started = await sim.run(request, body, { promptIds, maxTokens, stop: stopList(body.stop), ignoreEos: body.ignore_eos === true, holdSlot: stream, guided: guidedSchemaOfLlamaCpp(body) });

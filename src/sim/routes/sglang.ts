@@ -31,7 +31,7 @@ export async function sglangGenerate(sim: SimServer, request: Request): Promise<
   else if (typeof body.text === 'string') promptIds = sim.tokenizer.encode(body.text);
   else throw new SimHttpError(400, 'either input_ids or text is required (one prompt; batches are not supported)');
   const sampling = (body.sampling_params && typeof body.sampling_params === 'object' ? body.sampling_params : {}) as Body;
-  const maxTokens = sim.checkContext(promptIds.length, intField(sampling, 'max_new_tokens', 128)); // SGLang's default is 128
+  const maxTokens = sim.checkContext(promptIds.length, intField(sampling, 'max_new_tokens', 128, 1)); // SGLang's default is 128; the simulator samples ≥ 1 token
   const rid = typeof body.rid === 'string' ? body.rid : sim.newId('rid').split('_').pop()!;
   const started = await sim.run(request, body, {
     promptIds,

@@ -15,7 +15,7 @@ export async function completions(sim: SimServer, request: Request): Promise<Res
   if (body.echo === true) throw new SimHttpError(400, 'echo is not supported by the simulator');
   if (body.n !== undefined && body.n !== 1) throw new SimHttpError(400, 'the simulator supports n = 1 only');
   const promptIds = sim.promptFromBody(body.prompt, 'prompt');
-  const maxTokens = sim.checkContext(promptIds.length, intField(body, 'max_tokens', 16)); // vLLM's default is 16
+  const maxTokens = sim.checkContext(promptIds.length, intField(body, 'max_tokens', 16, 1)); // vLLM's default is 16; it refuses < 1 with 400
   const started = await sim.run(request, body, {
     promptIds,
     maxTokens,
