@@ -8,16 +8,18 @@
 import type { Command } from 'commander';
 import { controlTokenFromEnv } from '../core/control-token.ts';
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
+import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { HARBOR_RUNTIMES, parseHarborRuntime, printTaskNotes } from './harbor-flags.ts';
 import { resolveRolloutUrl } from './rollout-url.ts';
 
-interface SubmitOptions {
+interface SubmitOptions extends Omit<DatasetFlags, 'taskRuntime'> {
   server?: string;
   rolloutUrl?: string;
   config?: string;
@@ -33,13 +35,29 @@ interface SubmitOptions {
   taskRuntime?: string;
 }
 
-/** TaskRequests from a file: a full TaskRequest (JSON/YAML, or a list of them), or task file(s) plus flags. */
-export function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder' | 'taskRuntime'>): TaskRequest[] {
+/**
+ * TaskRequests from a path: a full TaskRequest (JSON/YAML, or a list of them), task file(s) plus flags (a file named
+ * task.yaml / task.yml is always a task file: its relative upload paths resolve against its directory), a directory of
+ * them (ours or Harbor's), or a dataset file with --dataset-format (as `polar run` reads it).
+ * @throws UsageError naming the file and what is wrong.
+ */
+export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder' | 'taskRuntime'> & Omit<DatasetFlags, 'taskRuntime'>): Promise<TaskRequest[]> {
   if (!existsSync(path)) throw new UsageError(`no such file or directory: ${path}`);
   if (opts.command !== undefined && opts.harness === undefined) opts = { ...opts, harness: 'shell' };
   const agent = opts.harness ? { harness: opts.harness, model_name: opts.model, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
-  if (statSync(path).isFile()) {
+  const ext = extname(path).toLowerCase();
+  const taskFile = /^task\.ya?ml$/i.test(basename(path));
+  if (opts.datasetFormat !== undefined || ext === '.jsonl' || ext === '.parquet') {
+    const loaded = await loadTasksArg(path, { ...opts, taskRuntime: opts.taskRuntime ?? 'local' });
+    printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
+    try {
+      return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent, builder }));
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
+  if (statSync(path).isFile() && !taskFile) {
     let raw: unknown;
     try {
       const text = readFileSync(path, 'utf8');
@@ -100,10 +118,10 @@ export function taskSummary(status: Record<string, unknown>): string {
 }
 
 export function register(program: Command): void {
-  program
+  const command = program
     .command('submit')
     .description('submit a TaskRequest (JSON/YAML, ours or the Python Polar\'s) or a task directory to a rollout server')
-    .argument('<file>', 'TaskRequest file, task.yaml, or a directory of task directories')
+    .argument('<file>', 'TaskRequest file, task.yaml, a task directory (ours or Harbor\'s), a directory of them, or a dataset file with --dataset-format')
     .option('--server <url>', 'rollout server base URL')
     .option('--rollout-url <url>', 'same as --server (the Python Polar CLI flag)')
     .option('-c, --config <file>', 'topology file (ours or the Python Polar\'s) naming the rollout server, when no URL is given')
@@ -116,11 +134,13 @@ export function register(program: Command): void {
     .option('--wait', 'poll each task until it is completed, failed or cancelled, then print a summary (exit 1 unless every task completed)')
     .option('--poll-interval <s>', 'seconds between polls with --wait', parsePositiveSeconds, 2)
     .option('--json', 'with --wait: print each final TaskStatus as JSON instead of the summary')
-    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)')
+    .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)');
+  addDatasetFlags(command);
+  command
     .action(async (file: string, opts: SubmitOptions) => {
       if (opts.builder && opts.builder !== 'per_request' && opts.builder !== 'prefix_merging') throw new UsageError('--builder must be per_request or prefix_merging');
       const base = resolveRolloutUrl(opts);
-      const tasks = taskRequestsFromPath(file, opts);
+      const tasks = await taskRequestsFromPath(file, opts);
       const token = opts.token ?? controlTokenFromEnv();
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers.authorization = `Bearer ${token}`;

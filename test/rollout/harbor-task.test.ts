@@ -4,7 +4,7 @@
  * needing docker_image, bad files named, and `polar run`/`polar submit` accepting the directories.
  */
 import { afterAll, expect, test } from 'bun:test';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadHarborTask, readDockerfile, relativeToWorkdir } from '../../src/rollout/harbor-task.ts';
@@ -74,12 +74,28 @@ test('bad Harbor files are errors naming the file and field', () => {
   expect(() => loadHarborTask(dir)).toThrow(/has no tests\/test.sh/);
 });
 
-test('loadTaskDir and polar submit take one Harbor directory or a directory of them', () => {
+test('loadTaskDir and polar submit take one Harbor directory or a directory of them', async () => {
   expect(loadTaskDir(join(examples, 'write-greeting')).map((t) => t.task.task_id)).toEqual(['write-greeting']);
-  const requests = taskRequestsFromPath(examples, { harness: 'pi', model: 'm' });
+  const requests = await taskRequestsFromPath(examples, { harness: 'pi', model: 'm' });
   expect(requests.map((r) => [r.task_id, r.evaluator?.strategy])).toEqual([['fix-fizzbuzz', 'harbor'], ['write-greeting', 'harbor']]);
-  expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'podman' })).toThrow(/needs an image/);
-  expect(() => taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'vm' })).toThrow(/--task-runtime must be one of/);
+  await expect(taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'podman' })).rejects.toThrow(/needs an image/);
+  await expect(taskRequestsFromPath(examples, { harness: 'pi', model: 'm', taskRuntime: 'vm' })).rejects.toThrow(/--task-runtime must be one of/);
+});
+
+test('polar submit: a task.yaml with its own agent block is a task file (relative uploads resolve); datasets as polar run reads them', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'polar-submit-paths-'));
+  try {
+    mkdirSync(join(dir, 't', 'repo'), { recursive: true });
+    writeFileSync(join(dir, 't', 'task.yaml'), ['task_id: t', 'instruction: x', 'timeout_seconds: 30', 'agent: {harness: shell, model_name: m, command: "true"}', 'runtime: {kind: local, prepare: [{upload_dir: {src: repo, dest: repo}}]}', ''].join('\n'));
+    const [fromFile] = await taskRequestsFromPath(join(dir, 't', 'task.yaml'), { model: 'm' });
+    expect(fromFile!.runtime?.prepare).toEqual([{ upload_dir: { src: join(dir, 't', 'repo'), dest: 'repo' } }]);
+    writeFileSync(join(dir, 'rows.jsonl'), `${JSON.stringify({ task_id: 'r1', instruction: 'x', timeout_seconds: 30 })}\n`);
+    await expect(taskRequestsFromPath(join(dir, 'rows.jsonl'), { harness: 'shell', command: 'true', model: 'm' })).rejects.toThrow(/is a dataset: pass --dataset-format/);
+    const rows = await taskRequestsFromPath(join(dir, 'rows.jsonl'), { harness: 'shell', command: 'true', model: 'm', datasetFormat: 'tasks' });
+    expect(rows.map((r) => [r.task_id, r.agent.harness])).toEqual([['r1', 'shell']]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('polar run --runtime podman without --image: a Harbor task without docker_image is a usage error (exit 2)', async () => {
