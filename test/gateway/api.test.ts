@@ -64,7 +64,7 @@ test('health reports stages and capacity; the session API needs the token', asyn
     status: 'ok', node_id: 'node-a', ok: true, stages: { queued: 0, init: 0, ready: 0, running: 0, postrun: 0 }, capacity: { init_workers: 2, ready_buffer: 1, max_run_workers: 2, postrun_workers: 2 },
     sandbox: { kind: 'local', isolation: 'none', network: 'host', limits: null },
     metrics: { init_queue_depth: 0, init_inflight: 0, ready_depth: 0, run_inflight: 0, postrun_queue_depth: 0, postrun_inflight: 0 },
-    available_init: 2, available_run: 2, available_postrun: 2,
+    available_init: 2, available_run: 2, available_postrun: 2, inference_paused: false, paused_since: null,
   });
   expect((await post({}, { 'content-type': 'application/json' })).status).toBe(401);
   expect((await post({ nope: 1 })).status).toBe(400);
