@@ -199,7 +199,7 @@ export function register(program: Command): void {
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
       checkRunRequest(outDir, {
-        harness: flags.harness ?? null, command: flags.command ?? null, samples: flags.samples ?? null, builder: flags.builder ?? null, model: flags.model,
+        harness: flags.harness ?? null, command: flags.command ?? null, model: flags.model,
         tasks: tasks.map((t) => t.task.task_id).sort(),
       }, flags.fresh === true);
       // SIGINT/SIGTERM: stop dispatching, interrupt what runs (its process groups end with the node; the sessions stay
@@ -339,17 +339,15 @@ interface RunRequest {
   /** null: each task file's own agent block. */
   harness: string | null;
   command: string | null;
-  /** null: each task file's own (else 1). */
-  samples: number | null;
-  /** null: each task file's own (else prefix_merging). */
-  builder: string | null;
   model: string;
   tasks: string[];
 }
 
 /**
- * Record the request in `<out>/run.json`, or check it against the one recorded there: a different harness, sample
- * count, builder, model or task set would mix two experiments in one database and report the old results as new.
+ * Record the request in `<out>/run.json`, or check it against the one recorded there: a different harness, model or
+ * task set would mix two experiments in one database and report the old results as new. (Sample counts and builders
+ * are checked per task against the database itself: run-tasks.ts storedRunConflicts. Keys an older run.json holds
+ * beyond these are not compared.)
  * @throws UsageError (exit 2) saying what differs, unless `fresh`.
  */
 function checkRunRequest(outDir: string, request: RunRequest, fresh: boolean): void {

@@ -48,6 +48,11 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
   const ext = extname(path).toLowerCase();
   const taskFile = /^task\.ya?ml$/i.test(basename(path));
+  if (opts.datasetFormat === undefined) {
+    for (const [flag, value] of [['--field', opts.field], ['--limit', opts.limit], ['--shard', opts.shard], ['--split', opts.split]] as const) {
+      if (value !== undefined) throw new UsageError(`${flag} applies to datasets: pass --dataset-format too`);
+    }
+  }
   if (opts.datasetFormat !== undefined || ext === '.jsonl' || ext === '.parquet') {
     const loaded = await loadTasksArg(path, { ...opts, taskRuntime: opts.taskRuntime ?? 'local' });
     printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));

@@ -278,7 +278,10 @@ export class TokenModeEngine implements EngineClient {
     const d = this.opts.defaults;
     // Always explicit: engine defaults (SGLang 128, vLLM 16 new tokens) would silently cut turns.
     const room = this.maxModelLen !== null ? this.maxModelLen - promptLength : null;
-    const maxTokens = s.maxTokens ?? d.maxTokens ?? (room !== null && room > 0 ? room : 8192);
+    // A cap beyond the context's room (a task's max_new_tokens late in a long session) would make the engine refuse
+    // the whole call; the room is what can be sampled anyway.
+    const asked = s.maxTokens ?? d.maxTokens ?? (room !== null && room > 0 ? room : 8192);
+    const maxTokens = room !== null && room > 0 ? Math.min(asked, room) : asked;
     const out: TokenSampling = {
       temperature: s.temperature ?? d.temperature,
       topP: s.topP ?? d.topP,

@@ -23,7 +23,10 @@ export function bodyLimitGuard(rt: ProxyRuntime) {
       // The rest of the body is never read: close the connection, or a keep-alive client that reuses it for its
       // next request sends that request after unread body bytes and waits forever.
       c.header('connection', 'close');
-      return renderError(c, errorDialect(rt, c), new GatewayError('invalid-request', `request body is larger than this proxy's limit of ${maxBodyBytes} bytes (proxy.max_body_bytes)`, { status: 413 }));
+      // Set, so the request metrics count this refused model-API call under its path's dialect.
+      const dialect = errorDialect(rt, c);
+      c.set('dialect', dialect);
+      return renderError(c, dialect, new GatewayError('invalid-request', `request body is larger than this proxy's limit of ${maxBodyBytes} bytes (proxy.max_body_bytes)`, { status: 413 }));
     },
   });
 }

@@ -2,7 +2,7 @@
  * Harbor task directories (the format of Terminal-Bench 2 and adapted benchmarks) as Polar tasks:
  *
  *   my-task/task.toml            [agent].timeout_sec, [verifier].timeout_sec / env, [environment].docker_image, [metadata]
- *                                (a key Harbor's task.toml does not have is an error: a misspelling is never a default)
+ *                                (a key Harbor's task.toml does not have is a note: said, never silently a default)
  *   my-task/instruction.md       → instruction
  *   my-task/environment/Dockerfile
  *   my-task/tests/test.sh        → the `harbor` evaluator (writes /logs/verifier/reward.txt or reward.json)
@@ -85,18 +85,25 @@ const TASK_TOML_KEYS: Readonly<Record<string, readonly string[] | null>> = {
   ],
 };
 
-/** @throws Error `file: path: unknown key` for a key Harbor's task.toml does not have (a misspelling is no default). */
-function checkTaskTomlKeys(config: Table, file: string): void {
+/**
+ * Notes `task.toml: path: not a Harbor key, ignored` for each key Harbor's task.toml does not have: Harbor itself
+ * ignores unknown keys (task generators and forks add their own), so they do not stop a task, but a misspelling
+ * (`[verifier] timeout`) is said, never silently a default. @throws Error when a section is not a table.
+ */
+function unknownTaskTomlKeys(config: Table, file: string): string[] {
+  const notes: string[] = [];
   for (const [key, value] of Object.entries(config)) {
     if (!Object.hasOwn(TASK_TOML_KEYS, key)) {
-      throw new Error(`${file}: ${key}: unknown key (task.toml holds ${Object.keys(TASK_TOML_KEYS).join(', ')})`);
+      notes.push(`task.toml: ${key}: not a Harbor key, ignored (task.toml holds ${Object.keys(TASK_TOML_KEYS).join(', ')})`);
+      continue;
     }
     const known = TASK_TOML_KEYS[key];
     if (!known) continue;
     for (const inner of Object.keys(table(value, key, file))) {
-      if (!known.includes(inner)) throw new Error(`${file}: ${key}.${inner}: unknown key ([${key}] holds ${known.join(', ')})`);
+      if (!known.includes(inner)) notes.push(`task.toml: ${key}.${inner}: not a Harbor key, ignored ([${key}] holds ${known.join(', ')})`);
     }
   }
+  return notes;
 }
 
 function table(value: unknown, path: string, file: string): Table {
@@ -178,8 +185,8 @@ export function readDockerfile(text: string, envDir: string): { workdir: string 
 }
 
 /**
- * `text` with each whole-path mention of `workdir` made relative to it: `/app/x.py` → `x.py`, `/app` alone → `.`,
- * `/app/` → `./` (not inside a longer name such as /application or /x/app).
+ * `text` with each whole-path mention of `workdir` made relative to it: `/app/x.py` → `x.py`, `/app` or `/app/`
+ * itself → `./` (not inside a longer name such as /application or /x/app).
  */
 export function relativeToWorkdir(text: string, workdir: string): string {
   const root = workdir.replace(/\/+$/, '');
@@ -187,7 +194,7 @@ export function relativeToWorkdir(text: string, workdir: string): string {
   const before = '(?<![\\w.~/-])';
   return text
     .replace(new RegExp(`${before}${escaped}/+(?=[\\w.~-])`, 'g'), '') // a path under it: relative
-    .replace(new RegExp(`${before}${escaped}(/*)(?![\\w-])(?!\\.\\w)`, 'g'), (_m, slash: string) => `.${slash ? '/' : ''}`); // itself: .
+    .replace(new RegExp(`${before}${escaped}/*(?![\\w-])(?!\\.\\w)`, 'g'), './'); // itself: ./
 }
 
 /**
@@ -231,7 +238,7 @@ export function loadHarborTask(dir: string, opts: HarborLoadOptions = {}): Loade
   } catch (error) {
     throw new Error(`${file}: cannot parse: ${error instanceof Error ? error.message : String(error)}`);
   }
-  checkTaskTomlKeys(config, file);
+  const keyNotes = unknownTaskTomlKeys(config, file);
   if (config.steps !== undefined) throw new Error(`${file}: steps: multi-step Harbor tasks are not supported (one instruction.md and tests/test.sh per task)`);
   const agent = table(config.agent, 'agent', file);
   const verifier = table(config.verifier, 'verifier', file);
@@ -251,7 +258,7 @@ export function loadHarborTask(dir: string, opts: HarborLoadOptions = {}): Loade
   if (image !== undefined && typeof image !== 'string') throw new Error(`${file}: environment.docker_image must be a string`);
 
   const kind = opts.runtime ?? 'local';
-  const notes: string[] = [];
+  const notes: string[] = [...keyNotes];
   const dockerfile = join(abs, 'environment', 'Dockerfile');
   let runtime: TaskRequest['runtime'];
   let workdir: string | null = null;

@@ -92,13 +92,14 @@ function callbackView(store: RolloutStore, taskId: string, task: TaskRequest): {
 }
 
 /**
- * The body POSTed to a task's callback_url: TaskResult `{task_id, status, results, result_paths}` plus `group` (the
- * evaluated group as the trainer API serves it, or null). Null for an unknown task.
+ * The body POSTed to a task's callback_url: TaskResult `{task_id, status, results, result_paths}` plus `polar_status`
+ * (ours: FAILED where `status` says completed) and `group` (the evaluated group as the trainer API serves it, or null).
+ * Null for an unknown task.
  */
 export function referenceTaskResult(store: RolloutStore, taskId: string, group: unknown): Record<string, unknown> | null {
   const row = store.tasks.get(taskId);
   if (!row) return null;
-  return { task_id: taskId, status: referenceTaskStatusWord(row.status), results: referenceResults(store, row.task), result_paths: [], group };
+  return { task_id: taskId, status: referenceTaskStatusWord(row.status), polar_status: row.status, results: referenceResults(store, row.task), result_paths: [], group };
 }
 
 /** Statuses of sessions that hold a slot somewhere (queued on this server or running on a node). */
@@ -114,8 +115,9 @@ export function referenceRolloutStatus(store: RolloutStore, nodes: NodeView[], h
   const sessions: Record<string, number> = {};
   let pending = 0;
   for (const t of store.tasks.list()) {
-    const word = referenceTaskStatusWord(t.status);
-    tasks[t.task.task_id] = word;
+    tasks[t.task.task_id] = referenceTaskStatusWord(t.status);
+    // Ours: a task with no usable session counts as failed here (the reference word for it is "completed").
+    const word = t.status.toLowerCase();
     taskCounts[word] = (taskCounts[word] ?? 0) + 1;
     for (const s of store.sessions.listByTask(t.task.task_id)) {
       sessions[s.status] = (sessions[s.status] ?? 0) + 1;

@@ -17,7 +17,7 @@ import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
-import { retryRequests } from './run-retries.ts';
+import { isInfrastructureFailure, retryRequests } from './run-retries.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
@@ -276,16 +276,20 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     const sessions = summary.harnesses.reduce((sum, h) => sum + h.sessions, 0);
     // A session that failed for infrastructure reasons and was run again counts by its retry's outcome, so a harness
     // failure counts only where no retry followed it (in the last round, or without --max-retries).
-    const harnessFailures = taskIds.filter((id) => !retriedTasks.has(id)).reduce((sum, id) => sum + harnessFailuresOf(opts.store, id), 0);
+    const harnessFailures = taskIds.reduce((sum, id) => sum + harnessFailuresOf(opts.store, id, retriedTasks.has(id)), 0);
     return { summary, taskIds, retriedSessions, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) + retriedSessions === sessions && harnessFailures === 0, final };
   } finally {
     await stack.stop();
   }
 }
 
-/** Sessions of `taskId` whose harness reported failure (trajectory.metadata.harness_outcome.success false). */
-function harnessFailuresOf(store: Store, taskId: string): number {
-  return store.results.listByTask(taskId).filter((r) => (r.trajectory.metadata.harness_outcome as { success?: unknown } | null | undefined)?.success === false).length;
+/**
+ * Sessions of `taskId` whose harness reported failure (trajectory.metadata.harness_outcome.success false), leaving out
+ * those a later retry round ran again (`retried`: the task's infrastructure failures were all retried; a TIMEOUT
+ * whose harness was killed is not one of them and still counts).
+ */
+function harnessFailuresOf(store: Store, taskId: string, retried: boolean): number {
+  return store.results.listByTask(taskId).filter((r) => (r.trajectory.metadata.harness_outcome as { success?: unknown } | null | undefined)?.success === false && !(retried && isInfrastructureFailure(r))).length;
 }
 
 /**

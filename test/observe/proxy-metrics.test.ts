@@ -60,11 +60,22 @@ test('polar_proxy_inference_paused is 1 from a pause to its resume; inferencePau
   expect(metrics.inferencePause()).toEqual({ inference_paused: false, paused_since: null });
 });
 
-test('through the proxy app: POST /admin/inference/pause and /resume move the gauge (the gate tracked as the runtime does)', async () => {
-  proxy.app.metrics.trackInferenceGate(proxy.app.gate);
+test('through the proxy app: POST /admin/inference/pause and /resume move the gauge (the runtime tracks its own gate)', async () => {
   const gauge = async () => (await samples('polar_proxy_inference_paused'))[0];
   expect((await fetch(`${proxy.url}/admin/inference/pause`, { method: 'POST' })).status).toBe(200);
   expect(await gauge()).toBe('polar_proxy_inference_paused 1');
   expect((await fetch(`${proxy.url}/admin/inference/resume`, { method: 'POST' })).status).toBe(200);
   expect(await gauge()).toBe('polar_proxy_inference_paused 0');
+});
+
+test('a model-API call refused for its body size (413) is counted under its path\'s dialect', async () => {
+  const small = await startTestProxy({ engineUrl: engine.url, kind: 'vllm', options: { maxBodyBytes: 100 } });
+  try {
+    const response = await fetch(`${small.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer s-1' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(500) }] }) });
+    expect(response.status).toBe(413);
+    const text = await (await fetch(`${small.url}/metrics`)).text();
+    expect(text).toContain('polar_proxy_errors_total{dialect="openai-chat",engine="vllm",status="413"} 1');
+  } finally {
+    await small.stop();
+  }
 });

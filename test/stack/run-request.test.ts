@@ -96,3 +96,16 @@ test("a task's sampling_params reach the engine for every call, and the custom h
     store.close();
   }
 }, 60_000);
+
+test('an --out made by an older version (run.json with samples and builder) is resumed; another harness there is exit 2', async () => {
+  const dir = join(scratch, 'older');
+  writeTask(dir, 'older', []);
+  const out = join(scratch, 'older-out');
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, 'run.json'), JSON.stringify({ harness: 'shell', command: 'true', samples: 1, builder: 'prefix_merging', model: 'polar-sim', tasks: ['older'] }));
+  const resumed = await runPolar(['run', dir, '--harness', 'shell', '--command', 'true', '--out', out, '--quiet', '--no-sandbox']);
+  expect({ code: resumed.code, stderr: resumed.stderr }).toEqual({ code: 0, stderr: '' });
+  const other = await runPolar(['run', dir, '--harness', 'pi', '--out', out, '--quiet', '--no-sandbox']);
+  expect(other.code).toBe(2);
+  expect(other.stderr).toContain('holds a different run (harness: "shell" there, "pi" now;');
+}, 60_000);
