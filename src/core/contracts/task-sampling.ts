@@ -18,18 +18,11 @@
  * are: the capture has them).
  */
 import { z } from 'zod';
+import type { IRSampling } from '../ir.ts';
 import { formatIssues } from './issues.ts';
 
-/** The task's sampling, in the IR's names (src/core/ir.ts IRSampling). Every field optional. */
-export interface TaskSampling {
-  temperature?: number;
-  topP?: number;
-  topK?: number;
-  minP?: number;
-  /** Cap on new tokens per call. */
-  maxTokens?: number;
-  stop?: string[];
-}
+/** The task's sampling, in the IR's names (every field optional; `maxTokens` caps new tokens per call). */
+export type TaskSampling = Pick<IRSampling, 'temperature' | 'topP' | 'topK' | 'minP' | 'maxTokens' | 'stop'>;
 
 const stopSchema = z.union([z.string().min(1), z.array(z.string().min(1))]).nullish();
 /** Accepted only empty: the engine already stops at the chat template's end-of-turn token. */
