@@ -41,7 +41,7 @@ test('polar run shows the sandbox in its header, summary and summary.json; --no-
   expect(JSON.parse(readFileSync(join(scratch, 'b', 'summary.json'), 'utf8')).sandbox.isolation).toBe('none');
   const bad = run(join(scratch, 'c'), ['--runtime', 'podman']);
   expect(bad.exitCode).toBe(2);
-  expect(bad.stderr.toString()).toContain('--runtime podman needs --image');
+  expect(bad.stderr.toString()).toContain('runtime.image: the podman runtime needs an image');
   const badNet = run(join(scratch, 'd'), ['--network', 'bridge']);
   expect(badNet.exitCode).toBe(2);
   expect(badNet.stderr.toString()).toMatch(/network/);
