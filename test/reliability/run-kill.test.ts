@@ -51,7 +51,7 @@ test('SIGKILL of polar run, then the same command: unfinished sessions resume on
   // A different request into the same --out is refused before anything runs.
   const other = polarRun(tasks, out, ['--samples', '3']);
   expect(await other.exited).toBe(2);
-  expect(await new Response(other.stderr).text()).toContain('samples: 2 there, 3 now');
+  expect(await new Response(other.stderr).text()).toContain('num_samples 2 there, 3 now');
 
   const second = polarRun(tasks, out);
   await waitFor('the dead run\'s harness processes are gone', () => blocked.every((pid) => !alive(pid)), 15_000);
