@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { harnessSettings, runnableProblems, taskSamplingOf } from '../../src/core/contracts/index.ts';
 import { staticSessions } from '../../src/proxy/sessions.ts';
+import { SimServer } from '../../src/sim/server.ts';
 import { startFakeEngine, type FakeEngine } from '../support/fake-engine.ts';
 import { startTestProxy, type TestProxy } from '../support/proxy-harness.ts';
 import { taskRequest } from '../support/tasks.ts';
@@ -71,4 +72,22 @@ test('an instruction too long for one command-line argument is refused at submit
   const long = taskRequest('t', { instruction: 'x'.repeat(130_000) });
   expect(runnableProblems(long)).toEqual([expect.objectContaining({ path: 'instruction', message: expect.stringContaining('130000 bytes') })]);
   expect(runnableProblems(taskRequest('t', { instruction: 'é'.repeat(60_000) }))).toEqual([]);
+});
+
+test("token mode: a task's max tokens beyond the context's room is clamped to the room, not refused by the engine", async () => {
+  const sim = await SimServer.start({ port: 0, prefillTps: 0, decodeTps: 0, maxModelLen: 4096 });
+  const tokenProxy = await startTestProxy({
+    engineUrl: sim.url, kind: 'sim', mode: 'token',
+    sessions: staticSessions({ long: { session_id: 'long', task_id: 't', sampling: { maxTokens: 100_000 } } }),
+  });
+  try {
+    const client = new OpenAI({ baseURL: `${tokenProxy.url}/v1`, apiKey: 'long', maxRetries: 0 });
+    const answer = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hello' }] });
+    expect(answer.choices[0]!.message.content).toBeString();
+    const [record] = tokenProxy.store.completions.listBySession('long');
+    expect(record!.ir_request.sampling.maxTokens).toBe(100_000);
+  } finally {
+    await tokenProxy.stop();
+    await sim.stop();
+  }
 });
