@@ -91,3 +91,9 @@ test("token mode: a task's max tokens beyond the context's room is clamped to th
     await sim.stop();
   }
 });
+
+test('the custom harness: its settings are checked at submit as the gateway would at INIT (sampling keys aside)', () => {
+  const custom = (settings: Record<string, unknown>) => taskRequest('t', { agent: { harness: 'custom', command: 'mycli {{INSTRUCTION}}', model_name: 'm', settings } });
+  expect(runnableProblems(custom({ base_url_env: { MYCLI_URL: '/v1' }, sampling_params: { temperature: 1 } }))).toEqual([]);
+  expect(runnableProblems(custom({ base_url_envs: { X: '/v1' }, api_key_env: ['1BAD'] })).map((p) => p.path).sort()).toEqual(['agent.settings.api_key_env[0]', 'agent.settings.base_url_envs']);
+});

@@ -13,4 +13,5 @@ export * from './session.ts';
 export * from './sim-script.ts';
 export * from './task.ts';
 export * from './task-sampling.ts';
+export * from './harness-settings.ts';
 export * from './runnable.ts';

@@ -7,7 +7,8 @@
 import { z } from 'zod';
 import { formatIssues } from './issues.ts';
 import type { TaskRequest } from './task.ts';
-import { taskSamplingOf } from './task-sampling.ts';
+import { customSettingsSchema } from './harness-settings.ts';
+import { harnessSettings, taskSamplingOf } from './task-sampling.ts';
 
 /** Harness adapters a gateway knows, as `agent.harness` spells them (`-` and `_` are interchangeable). */
 export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline', 'openclaw'] as const;
@@ -79,6 +80,17 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
     problems.push({ path: 'agent.harness', message: `unknown harness ${JSON.stringify(task.agent.harness)}; known: ${harnesses.join(', ')}` });
   } else if ((harness === 'shell' || harness === 'custom') && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
     problems.push({ path: 'agent.command', message: `the ${harness} harness needs a command (agent.command or agent.settings.command)` });
+  }
+  if (harness === 'custom' && harnesses.includes('custom')) {
+    // Checked here as the gateway checks it at INIT (src/gateway/harnesses/custom.ts), so the task is refused once.
+    const parsed = customSettingsSchema.safeParse(harnessSettings(task.agent.settings));
+    if (!parsed.success) {
+      for (const part of formatIssues(parsed.error).split('; ')) {
+        const at = part.indexOf(': ');
+        const path = part.slice(0, at);
+        problems.push({ path: path === '(root)' ? 'agent.settings' : `agent.settings.${path}`, message: part.slice(at + 2) });
+      }
+    }
   }
   const instructionBytes = Buffer.byteLength(task.instruction, 'utf8');
   if (instructionBytes > MAX_INSTRUCTION_BYTES) {

@@ -20,21 +20,10 @@
  * Success: exit 0 (the CLI's own result format is unknown here; write a wrapper command when exit codes lie).
  * @throws Error naming the settings path when a setting is missing, of the wrong type, or unknown.
  */
-import { z } from 'zod';
+import { customSettingsSchema, type CustomSettings } from '../../core/contracts/index.ts';
 import { shellQuote, type HarnessAdapter, type HarnessContext } from './types.ts';
 
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const envName = z.string().regex(ENV_NAME, 'must be an environment variable name');
-
-export const customSettingsSchema = z.strictObject({
-  command: z.string().min(1).optional(),
-  base_url_env: z.record(envName, z.string().regex(/^(\/.*)?$/, 'must be empty or a path starting with /')).default({}),
-  api_key_env: z.array(envName).default([]),
-  model_env: z.array(envName).default([]),
-  env: z.record(envName, z.string()).default({}),
-  files: z.record(z.string().min(1).refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'must be a relative path inside HOME'), z.string()).default({}),
-});
-export type CustomSettings = z.infer<typeof customSettingsSchema>;
+export { customSettingsSchema, type CustomSettings };
 
 /** Parse `agent.settings` for the custom harness. Throws Error listing each problem as `agent.settings.<path>: …`. */
 export function parseCustomSettings(settings: Record<string, unknown>): CustomSettings {
