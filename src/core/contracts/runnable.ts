@@ -5,10 +5,10 @@
  * (src/gateway/harnesses/index.ts, src/gateway/evaluators/index.ts); test/architecture.test.ts keeps them equal.
  */
 import { z } from 'zod';
-import { formatIssues } from './issues.ts';
+import { issueList } from './issues.ts';
 import type { TaskRequest } from './task.ts';
 import { customSettingsSchema } from './harness-settings.ts';
-import { harnessSettings, taskSamplingOf } from './task-sampling.ts';
+import { harnessSettings, taskSamplingIssues } from './task-sampling.ts';
 
 /** Harness adapters a gateway knows, as `agent.harness` spells them (`-` and `_` are interchangeable). */
 export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline', 'openclaw'] as const;
@@ -84,26 +84,13 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
   if (harness === 'custom' && harnesses.includes('custom')) {
     // Checked here as the gateway checks it at INIT (src/gateway/harnesses/custom.ts), so the task is refused once.
     const parsed = customSettingsSchema.safeParse(harnessSettings(task.agent.settings));
-    if (!parsed.success) {
-      for (const part of formatIssues(parsed.error).split('; ')) {
-        const at = part.indexOf(': ');
-        const path = part.slice(0, at);
-        problems.push({ path: path === '(root)' ? 'agent.settings' : `agent.settings.${path}`, message: part.slice(at + 2) });
-      }
-    }
+    if (!parsed.success) problems.push(...issueList(parsed.error, 'agent.settings'));
   }
   const instructionBytes = Buffer.byteLength(task.instruction, 'utf8');
   if (instructionBytes > MAX_INSTRUCTION_BYTES) {
     problems.push({ path: 'instruction', message: `${instructionBytes} bytes: harness CLIs take the instruction as one command-line argument, which Linux limits to ${MAX_ARG_STRLEN} bytes (MAX_ARG_STRLEN); put the bulk in a file the task uploads and point the instruction at it` });
   }
-  try {
-    taskSamplingOf(task.agent.settings);
-  } catch (error) {
-    for (const part of (error as Error).message.split('; ')) {
-      const at = part.indexOf(': ');
-      problems.push(at > 0 ? { path: part.slice(0, at), message: part.slice(at + 2) } : { path: 'agent.settings', message: part });
-    }
-  }
+  problems.push(...taskSamplingIssues(task.agent.settings));
   if (task.evaluator) {
     const name = task.evaluator.strategy;
     if (!evaluators.includes(name)) {
@@ -111,7 +98,7 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
     } else {
       const schema = (EVALUATOR_CONFIG_SCHEMAS as Record<string, z.ZodType>)[name];
       const parsed = schema?.safeParse(task.evaluator.config ?? {});
-      if (parsed && !parsed.success) problems.push({ path: 'evaluator.config', message: formatIssues(parsed.error) });
+      if (parsed && !parsed.success) problems.push(...issueList(parsed.error, 'evaluator.config'));
     }
   }
   return problems;
@@ -119,10 +106,6 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
 
 /** `path: message; …` of the problems (for a 400 body). */
 export function formatProblems(problems: readonly RunnableProblem[]): string {
-  return problems.map((p) => (p.message.includes(': ') && p.path === 'evaluator.config' ? prefixPaths(p.path, p.message) : `${p.path}: ${p.message}`)).join('; ');
+  return problems.map((p) => `${p.path}: ${p.message}`).join('; ');
 }
 
-/** `evaluator.config.` in front of each `path: message` of a formatIssues text. */
-function prefixPaths(prefix: string, text: string): string {
-  return text.split('; ').map((part) => (part.startsWith('(root): ') ? `${prefix}: ${part.slice(8)}` : `${prefix}.${part}`)).join('; ');
-}

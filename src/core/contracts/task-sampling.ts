@@ -19,7 +19,7 @@
  */
 import { z } from 'zod';
 import type { IRSampling } from '../ir.ts';
-import { formatIssues } from './issues.ts';
+import { issueList, type IssueAt } from './issues.ts';
 
 /** The task's sampling, in the IR's names (every field optional; `maxTokens` caps new tokens per call). */
 export type TaskSampling = Pick<IRSampling, 'temperature' | 'topP' | 'topK' | 'minP' | 'maxTokens' | 'stop'>;
@@ -53,20 +53,31 @@ const modelKwargsSchema = z.strictObject({
 /** The settings keys the gateway reads (and removes before the harness sees the settings). */
 export const TASK_SAMPLING_KEYS = ['sampling_params', 'model_kwargs'] as const;
 
+/** The problems of a task's sampling settings as `{path, message}` (empty when there are none or it sets none). */
+export function taskSamplingIssues(settings: Record<string, unknown> | undefined): IssueAt[] {
+  return readTaskSampling(settings).issues;
+}
+
 /**
  * Read a task's sampling from its `agent.settings`. Null when neither key is given.
  * @throws Error `agent.settings.<key>.<path>: message; …` for unknown keys, bad values, unsupported parameters, and
  *   for both spellings at once.
  */
 export function taskSamplingOf(settings: Record<string, unknown> | undefined): TaskSampling | null {
-  if (!settings) return null;
+  const { sampling, issues } = readTaskSampling(settings);
+  if (issues.length > 0) throw new Error(issues.map((i) => `${i.path}: ${i.message}`).join('; '));
+  return sampling;
+}
+
+function readTaskSampling(settings: Record<string, unknown> | undefined): { sampling: TaskSampling | null; issues: IssueAt[] } {
+  if (!settings) return { sampling: null, issues: [] };
   const given = TASK_SAMPLING_KEYS.filter((k) => settings[k] !== undefined && settings[k] !== null);
-  if (given.length === 0) return null;
-  if (given.length > 1) throw new Error('agent.settings.model_kwargs: conflicts with agent.settings.sampling_params; give one');
+  if (given.length === 0) return { sampling: null, issues: [] };
+  if (given.length > 1) return { sampling: null, issues: [{ path: 'agent.settings.model_kwargs', message: 'conflicts with agent.settings.sampling_params; give one' }] };
   const key = given[0]!;
   const schema = key === 'sampling_params' ? samplingParamsSchema : modelKwargsSchema;
   const parsed = schema.safeParse(settings[key]);
-  if (!parsed.success) throw new Error(formatIssues(parsed.error).split('; ').map((part) => `agent.settings.${key}${part.startsWith('(root): ') ? `: ${part.slice(8)}` : `.${part}`}`).join('; '));
+  if (!parsed.success) return { sampling: null, issues: issueList(parsed.error, `agent.settings.${key}`) };
   const p = parsed.data as Record<string, unknown> & { extra_body?: Record<string, unknown> | null };
   const extra = p.extra_body ?? {};
   const out: TaskSampling = {};
@@ -81,7 +92,7 @@ export function taskSamplingOf(settings: Record<string, unknown> | undefined): T
   set('maxTokens', num(p.max_new_tokens ?? p.max_tokens));
   if (typeof p.stop === 'string') out.stop = [p.stop];
   else if (Array.isArray(p.stop) && p.stop.length > 0) out.stop = p.stop as string[];
-  return out;
+  return { sampling: out, issues: [] };
 }
 
 /** `agent.settings` without the keys the gateway reads (what the harness adapter gets). */
