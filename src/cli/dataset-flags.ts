@@ -44,6 +44,14 @@ export function addDatasetFlags(command: Command): Command {
     .option('--split <name>', 'dataset: keep rows whose `split` is NAME (rows without one count as NAME)');
 }
 
+/** @throws UsageError when a dataset selection flag (--field, --limit, --shard, --split) comes without --dataset-format. */
+export function assertNoDatasetSelection(flags: Omit<DatasetFlags, 'taskRuntime'>): void {
+  if (flags.datasetFormat !== undefined) return;
+  for (const [flag, value] of [['--field', flags.field], ['--limit', flags.limit], ['--shard', flags.shard], ['--split', flags.split]] as const) {
+    if (value !== undefined) throw new UsageError(`${flag} applies to datasets: pass --dataset-format too`);
+  }
+}
+
 /**
  * The tasks named by TASKS. A .jsonl/.json/.parquet file with --dataset-format is a dataset; a .jsonl/.parquet file
  * without it is a usage error; dataset selection flags without --dataset-format are usage errors.
@@ -54,9 +62,7 @@ export async function loadTasksArg(path: string, flags: DatasetFlags): Promise<L
   const ext = extname(path).toLowerCase();
   if (flags.datasetFormat === undefined) {
     if (ext === '.jsonl' || ext === '.parquet') throw new UsageError(`${path} is a dataset: pass --dataset-format ${DATASET_FORMATS.join('|')}`);
-    for (const [flag, value] of [['--field', flags.field], ['--limit', flags.limit], ['--shard', flags.shard], ['--split', flags.split]] as const) {
-      if (value !== undefined) throw new UsageError(`${flag} applies to datasets: pass --dataset-format too`);
-    }
+    assertNoDatasetSelection(flags);
   } else if (!DATASET_EXTENSIONS.includes(ext)) throw new UsageError(`--dataset-format needs a ${DATASET_EXTENSIONS.join(', ')} file, got ${path}`);
   try {
     if (flags.datasetFormat !== undefined) {

@@ -12,11 +12,11 @@ import { basename, extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
-import { loadTaskDir, toTaskRequest } from '../rollout/task-file.ts';
+import { toTaskRequest } from '../rollout/task-file.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
-import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
-import { HARBOR_RUNTIMES, parseHarborRuntime, printTaskNotes } from './harbor-flags.ts';
+import { addDatasetFlags, assertNoDatasetSelection, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
+import { HARBOR_RUNTIMES, printTaskNotes } from './harbor-flags.ts';
 import { resolveRolloutUrl } from './rollout-url.ts';
 
 interface SubmitOptions extends Omit<DatasetFlags, 'taskRuntime'> {
@@ -48,21 +48,9 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
   const ext = extname(path).toLowerCase();
   const taskFile = /^task\.ya?ml$/i.test(basename(path));
-  if (opts.datasetFormat === undefined) {
-    for (const [flag, value] of [['--field', opts.field], ['--limit', opts.limit], ['--shard', opts.shard], ['--split', opts.split]] as const) {
-      if (value !== undefined) throw new UsageError(`${flag} applies to datasets: pass --dataset-format too`);
-    }
-  }
-  if (opts.datasetFormat !== undefined || ext === '.jsonl' || ext === '.parquet') {
-    const loaded = await loadTasksArg(path, { ...opts, taskRuntime: opts.taskRuntime ?? 'local' });
-    printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
-    try {
-      return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent, builder }));
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-  }
-  if (statSync(path).isFile() && !taskFile) {
+  const dataset = opts.datasetFormat !== undefined || ext === '.jsonl' || ext === '.parquet';
+  assertNoDatasetSelection(opts);
+  if (!dataset && !taskFile && statSync(path).isFile()) {
     let raw: unknown;
     try {
       const text = readFileSync(path, 'utf8');
@@ -84,10 +72,10 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
       });
     }
   }
-  const runtime = parseHarborRuntime(opts.taskRuntime ?? 'local', '--task-runtime');
+  // Task files, directories of them (ours or Harbor's) and datasets: read as polar run reads them.
+  const loaded = await loadTasksArg(path, { ...opts, taskRuntime: opts.taskRuntime ?? 'local' });
+  printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
   try {
-    const loaded = loadTaskDir(path, { runtime });
-    printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
     return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent, builder }));
   } catch (error) {
     throw new UsageError((error as Error).message);
