@@ -18,7 +18,7 @@ import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineReplicasLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
-import { defaultRunDir, RunRequestError, runTasks } from '../stack/run-tasks.ts';
+import { defaultRunDir, requestDifferences, RunRequestError, runTasks } from '../stack/run-tasks.ts';
 import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { printTaskNotes } from './harbor-flags.ts';
 import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
@@ -359,9 +359,9 @@ function checkRunRequest(outDir: string, request: RunRequest, fresh: boolean): v
     } catch {
       // unreadable: treated as a different request below
     }
-    const differs = (Object.keys(request) as (keyof RunRequest)[]).filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(request[k]));
+    const differs = requestDifferences(previous, { ...request }, ': ');
     if (differs.length > 0) {
-      const what = differs.map((k) => `${k}: ${JSON.stringify(previous[k])} there, ${JSON.stringify(request[k])} now`).join('; ');
+      const what = differs.join('; ');
       throw new UsageError(`${outDir} holds a different run (${what}); use another --out, or --fresh to start over there`);
     }
   }

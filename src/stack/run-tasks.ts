@@ -298,6 +298,14 @@ function harnessFailuresOf(store: Store, taskId: string, retried: boolean): numb
  */
 export class RunRequestError extends Error {}
 
+/**
+ * `key<sep>before there, now now` for each key of `now` whose value (as JSON) differs in `before`: what a stored
+ * request and this run's disagree on. Keys only `before` has are not compared.
+ */
+export function requestDifferences(before: Record<string, unknown>, now: Record<string, unknown>, sep: string): string[] {
+  return Object.keys(now).filter((k) => JSON.stringify(before[k]) !== JSON.stringify(now[k])).map((k) => `${k}${sep}${JSON.stringify(before[k])} there, ${JSON.stringify(now[k])} now`);
+}
+
 /** What makes two runs of a task the same experiment: samples, builder and agent (harness, command, model, settings). */
 function runIdentity(task: TaskRequest): Record<string, unknown> {
   const { harness, command, model_name, settings } = task.agent;
@@ -316,8 +324,8 @@ export function storedRunConflicts(store: Store, requests: readonly TaskRequest[
     if (!stored) continue;
     const before = runIdentity(stored.task);
     const now = runIdentity(request);
-    const differs = Object.keys(now).filter((k) => JSON.stringify(before[k]) !== JSON.stringify(now[k]));
-    if (differs.length > 0) out.push(`${request.task_id}: ${differs.map((k) => `${k} ${JSON.stringify(before[k])} there, ${JSON.stringify(now[k])} now`).join(', ')}`);
+    const differs = requestDifferences(before, now, ' ');
+    if (differs.length > 0) out.push(`${request.task_id}: ${differs.join(', ')}`);
   }
   return out;
 }
