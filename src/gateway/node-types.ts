@@ -19,6 +19,13 @@ import type { EventHub } from '../observe/events.ts';
 export type FetchHandler = (request: Request, server: Bun.Server<undefined>) => Response | Promise<Response>;
 
 /** What the node's HTTP surface (./session-api.ts) calls: the public methods of GatewayNode (./node.ts). */
+/** What a gateway node reads of its proxy's metrics (src/observe/proxy-metrics.ts ProxyMetrics). */
+export interface ProxyMetricsView {
+  registry: import('prom-client').Registry;
+  busyFraction?(): number;
+  inferencePause?(): { inference_paused: boolean; paused_since: number | null };
+}
+
 export interface SessionHost {
   readonly nodeId: string;
   readonly capacity: NodeCapacity;
@@ -112,7 +119,7 @@ export interface GatewayNodeOptions {
    * `control.adminToken` is the node's control-plane token (null without one): pass it as the proxy's
    * `options.adminToken` so its `/admin/*` needs it (the node's server also refuses those paths without it).
    */
-  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: { registry: import('prom-client').Registry; busyFraction?(): number; inferencePause?(): { inference_paused: boolean; paused_since: number | null } } };
+  proxy?: (sessions: SessionDirectory, control: { adminToken: string | null }) => { fetch: FetchHandler; metrics?: ProxyMetricsView };
   /** Defaults for a task's runtime section (from the node config: kind, image, isolation, binary). */
   /**
    * Directories an upload `src` may lie in (config `gateway.upload_roots`; `polar run` adds its task directories);

@@ -12,7 +12,6 @@ import type { SessionResult, SessionStatus } from '../core/records.ts';
 import type { EngineHealth } from '../engines/health.ts';
 import { EventHub } from '../observe/events.ts';
 import { GatewayMetrics } from '../observe/gateway-metrics.ts';
-import type { Registry } from 'prom-client';
 import type { SessionDirectory } from '../proxy/types.ts';
 import { EVALUATORS } from './evaluators/index.ts';
 import type { Evaluator } from './evaluators/types.ts';
@@ -20,7 +19,7 @@ import { HARNESS_ADAPTERS } from './harnesses/index.ts';
 import type { HarnessAdapter } from './harnesses/types.ts';
 import {
   errorText, StageAborted,
-  type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type Session, type SessionEvent, type SessionListFilter, type SessionView,
+  type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type ProxyMetricsView, type Session, type SessionEvent, type SessionListFilter, type SessionView,
 } from './node-types.ts';
 import { postrun } from './postrun.ts';
 import { announceDraining, announceLeaving, startRegistration } from './registration.ts';
@@ -62,9 +61,8 @@ export class GatewayNode {
   readonly events: EventHub;
   /** Prometheus metrics of this node (`GET /metrics`, merged with its proxy's). */
   readonly metrics: GatewayMetrics;
-  private proxyRegistry: Registry | null = null;
-  private proxyBusy: (() => number) | null = null;
-  private proxyPause: (() => { inference_paused: boolean; paused_since: number | null }) | null = null;
+  /** The proxy's metrics (its registry, busy fraction and pause state), when the proxy factory gives them. */
+  private proxyMetrics: ProxyMetricsView | null = null;
   private readonly sessions = new Map<string, Session>();
   /** Finished sessions that may leave memory (result stored, delivered when there is a callback), in finish order. */
   private readonly evictable = new Set<string>();
@@ -163,11 +161,7 @@ export class GatewayNode {
     const reaped = reapOrphanSessions(this.opts.workRoot);
     if (reaped.dirs > 0) this.opts.log?.(`removed ${reaped.dirs} session director${reaped.dirs === 1 ? 'y' : 'ies'} and ${reaped.groups} process group(s) a previous gateway process left in ${this.opts.workRoot}`);
     const proxy = this.opts.proxy?.(this.directory, { adminToken: this.opts.controlPlaneToken ?? null });
-    this.proxyRegistry = proxy?.metrics?.registry ?? null;
-    const busy = proxy?.metrics?.busyFraction;
-    this.proxyBusy = busy ? () => busy.call(proxy!.metrics) : null;
-    const pause = proxy?.metrics?.inferencePause;
-    this.proxyPause = pause ? () => pause.call(proxy!.metrics) : null;
+    this.proxyMetrics = proxy?.metrics ?? null;
     this.server = startSessionServer(this, {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
@@ -374,17 +368,17 @@ export class GatewayNode {
   }
 
   engineBusyFraction(): number | null {
-    return this.proxyBusy?.() ?? null;
+    return this.proxyMetrics?.busyFraction?.() ?? null;
   }
 
   /** Whether this node's proxy has inference paused (POST /admin/inference/pause) and since when; null without a proxy. */
   inferencePause(): { inference_paused: boolean; paused_since: number | null } | null {
-    return this.proxyPause?.() ?? null;
+    return this.proxyMetrics?.inferencePause?.() ?? null;
   }
 
   /** Prometheus exposition of the node's metrics and its proxy's. */
   metricsText(): Promise<{ text: string; contentType: string }> {
-    return this.metrics.text(this.proxyRegistry ? [this.proxyRegistry] : []);
+    return this.metrics.text(this.proxyMetrics ? [this.proxyMetrics.registry] : []);
   }
 
   /** The INIT pool and READY buffer in use now (differs from `capacity` only with `poolSizing: auto`). */
