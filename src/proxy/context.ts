@@ -9,7 +9,7 @@ import { systemClock, type Clock } from '../core/clock.ts';
 import type { CodecContext, Dialect } from '../core/dialect.ts';
 import { GatewayError, toGatewayError } from '../core/errors.ts';
 import { extendRun, SplitRuns, type SplitOutputRun } from '../core/element-runs.ts';
-import { randomId, type IdGenerator } from '../core/ids.ts';
+import { timeOrderedId, type IdGenerator } from '../core/ids.ts';
 import type { IRMessage, IRRequest, IRTool, Warning } from '../core/ir.ts';
 import type { CompletionRecord } from '../core/records.ts';
 import { dialectForPath, type DialectRoute } from './dialect-table.ts';
@@ -44,7 +44,7 @@ export interface ProxyRuntime {
 
 export function createProxyRuntime(deps: ProxyDeps, routes: DialectRoute[]): ProxyRuntime {
   const clock = deps.clock ?? systemClock;
-  const newId = deps.newId ?? randomId;
+  const newId = deps.newId ?? timeOrderedId;
   const options = deps.options ?? {};
   const counters = deps.counters ?? newProxyCounters();
   const metrics = new ProxyMetrics(deps.engine.kind);

@@ -139,6 +139,7 @@ export interface ProxyDeps {
   store: ProxyStore;
   sessions: SessionDirectory;
   clock?: Clock;
+  /** Ids of completions, responses and tool calls; default `timeOrderedId` (completion ids are the store's primary key). */
   newId?: IdGenerator;
   options?: ProxyOptions;
   /** Called after a record is committed; errors are counted, never surfaced to the client. */
