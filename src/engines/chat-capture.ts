@@ -82,7 +82,6 @@ export function decodeEngineResponse(raw: unknown, requestedModel: string, now: 
   const meta = metaInfo(body, choice);
   const num = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
   const promptDetails = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
-  const completionDetails = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
   return {
     id: typeof body.id === 'string' && body.id !== '' ? body.id : newId('chatcmpl'),
     model: requestedModel,
@@ -94,11 +93,54 @@ export function decodeEngineResponse(raw: unknown, requestedModel: string, now: 
       inputTokens: num(usage.prompt_tokens) ?? num(meta?.prompt_tokens) ?? 0,
       outputTokens: num(usage.completion_tokens) ?? num(meta?.completion_tokens) ?? 0,
       cachedInputTokens: num(promptDetails.cached_tokens) ?? num(meta?.cached_tokens) ?? 0,
-      reasoningTokens: num(completionDetails.reasoning_tokens) ?? 0,
+      // The engine's own count; ChatModeEngine replaces it with reasoningTokenCount once the sampled ids are read.
+      reasoningTokens: engineReasoningTokens(raw) ?? 0,
     },
     warnings: [],
     createdAt: now(),
   };
+}
+
+/**
+ * The engine's own count of reasoning tokens, where it sends one: vLLM `usage.completion_tokens_details.reasoning_tokens`
+ * (builds with vllm-project/vllm PR #45802: the reasoning parser's `count_reasoning_tokens`, which leaves `<think>` and
+ * `</think>` out), SGLang `usage.reasoning_tokens` (sgl-project/sglang PR #15562; always 0 on builds before it) or
+ * `meta_info.reasoning_tokens`. Undefined when the answer has none of them.
+ */
+export function engineReasoningTokens(raw: unknown): number | undefined {
+  if (!isObject(raw)) return undefined;
+  const usage = isObject(raw.usage) ? raw.usage : {};
+  const details = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
+  const choice = Array.isArray(raw.choices) && isObject(raw.choices[0]) ? raw.choices[0] : {};
+  const meta = metaInfo(raw, choice);
+  for (const value of [details.reasoning_tokens, usage.reasoning_tokens, meta?.reasoning_tokens]) {
+    if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return value;
+  }
+  return undefined;
+}
+
+/**
+ * IR `usage.reasoningTokens` of a chat-mode answer, in tokens, without tokenising any text. The engine's own count
+ * (engineReasoningTokens) wins when it is positive, or when the answer has no reasoning; a 0 next to reasoning text is
+ * not believed (SGLang builds before the count existed send 0, and vLLM's span counter gives 0 when the chat template
+ * opened `<think>` in the prompt). Otherwise the sampled ids say it, as token mode counts them (token-engine.ts): the
+ * tokens before the first end-of-think id; with no end-of-think among them, the whole sample when nothing but reasoning
+ * came back (the sample stopped inside its reasoning), else 0 (a family without an end-of-think token, gpt-oss's
+ * analysis channel, on an engine that sends no count: unknown).
+ * @param response the decoded answer (reasoning, content, tool calls, `usage.outputTokens`).
+ * @param reported the engine's own count, or undefined.
+ * @param responseIds the sampled ids as captured (empty when the engine returns none).
+ * @param thinkCloseId the served model's end-of-think token id (ChatModeEngine learns it at probe), or undefined.
+ * @returns a count in [0, outputTokens] unless the engine reported more.
+ */
+export function reasoningTokenCount(response: IRResponse, reported: number | undefined, responseIds: ArrayLike<number>, thinkCloseId: number | undefined): number {
+  const reasoned = (response.reasoning?.text ?? '') !== '';
+  if (reported !== undefined && (reported > 0 || !reasoned)) return reported;
+  if (!reasoned) return 0;
+  if (thinkCloseId !== undefined) {
+    for (let k = 0; k < responseIds.length; k++) if (responseIds[k] === thinkCloseId) return k;
+  }
+  return response.content.length === 0 && response.toolCalls.length === 0 ? response.usage.outputTokens : 0;
 }
 
 /**

@@ -12,7 +12,8 @@ import type { IdGenerator } from '../core/ids.ts';
 import { randomId } from '../core/ids.ts';
 import type { IRRequest, Warning } from '../core/ir.ts';
 import type { LogprobSemantics } from '../core/records.ts';
-import { type CaptureSources, decodeEngineResponse, engineWeightVersion, extractChatCapture } from './chat-capture.ts';
+import { MODEL_FAMILIES } from '../tokenization/families.ts';
+import { type CaptureSources, decodeEngineResponse, engineReasoningTokens, engineWeightVersion, extractChatCapture, reasoningTokenCount } from './chat-capture.ts';
 import { EngineAnswerReader } from './answer-json.ts';
 import { ChatBodyMemo } from './body-memo.ts';
 import { ChatChunkAccumulator } from './chat-stream.ts';
@@ -89,6 +90,8 @@ export class ChatModeEngine implements EngineClient {
   private readonly newId: IdGenerator;
   private systemMessages: SystemMessagePlacement;
   private placementReason: string;
+  /** The served model's end-of-think token id, asked of the engine at probe (undefined: none, or not asked). */
+  private thinkCloseId: number | undefined;
   /** Serialises request bodies reusing the session's previous messages' bytes (body-memo.ts); bounded memory. */
   private readonly bodies: ChatBodyMemo;
   /** Parses answers reusing the session's previous prompt ids (answer-json.ts); bounded memory. */
@@ -120,7 +123,8 @@ export class ChatModeEngine implements EngineClient {
 
   /**
    * Feature probe, once at start-up: `GET /v1/models` for the served model, `GET /version` (vLLM) for the reasoning
-   * field, and one 1-token completion to see which token fields come back (retrying without `return_token_ids` on
+   * field, `POST /tokenize` of the model families' end-of-think text (the id reasoning tokens are counted up to, see
+   * chat-capture.ts reasoningTokenCount), and one 1-token completion to see which token fields come back (retrying without `return_token_ids` on
    * builds that reject it). A missing capture field does not fail the probe: it is reported, and every record then
    * carries a capture error.
    * @throws GatewayError 'upstream' when the engine is unreachable or the configured served model is not served.
@@ -165,6 +169,7 @@ export class ChatModeEngine implements EngineClient {
     let sources: CaptureSources = { promptIds: null, responseIds: null, logprobs: null };
     let captureError: string | null = null;
     if (this.profile.captures) {
+      this.thinkCloseId = await probeThinkCloseId(this.url, this.served, http);
       const tiny: IRRequest = {
         version: 1, model: this.served, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], tools: [],
         sampling: { maxTokens: 1, temperature: 0 }, stream: false, warnings: [],
@@ -185,6 +190,7 @@ export class ChatModeEngine implements EngineClient {
       models: ids,
       reasoningField: this.reasoningField,
       acceptsReturnTokenIds: this.acceptsReturnTokenIds,
+      thinkCloseId: this.thinkCloseId ?? null,
       captureFields: sources,
       captureError,
       streamCapture,
@@ -260,12 +266,20 @@ export class ChatModeEngine implements EngineClient {
       throw thrown;
     }
     const raw = chunks.body();
-    const engineMs = this.now() - started;
+    return this.completion(raw, request, warnings, this.now() - started, emitter);
+  }
+
+  /**
+   * The completion of an engine answer (the streamed one as accumulated): the decoded response, its capture and its
+   * reasoning-token count, read the same way for both paths; a stream's `emitter` then sends what it still owes.
+   */
+  private completion(raw: unknown, request: IRRequest, warnings: Warning[], engineMs: number, emitter?: DeltaEmitter): EngineCompletion {
     const response = decodeEngineResponse(raw, request.model, this.now, this.newId);
-    warnings.push(...emitter.finish(response));
+    if (emitter) warnings.push(...emitter.finish(response));
     let capture = null;
     if (this.profile.captures) capture = extractChatCapture(raw, this.semantics).capture;
     else warnings.push({ code: 'no-token-capture', message: `engine kind "${this.kind}" returns no token ids or logprobs; this completion cannot be trained on` });
+    response.usage.reasoningTokens = reasoningTokenCount(response, engineReasoningTokens(raw), capture?.responseIds ?? [], this.thinkCloseId);
     return { response, capture, policyVersion: engineWeightVersion(raw), warnings, engineMs };
   }
 
@@ -302,12 +316,7 @@ export class ChatModeEngine implements EngineClient {
     const started = this.now();
     const warnings: Warning[] = [];
     const raw = await this.post(request, ctx, warnings);
-    const engineMs = this.now() - started;
-    const response = decodeEngineResponse(raw, request.model, this.now, this.newId);
-    let capture = null;
-    if (this.profile.captures) capture = extractChatCapture(raw, this.semantics).capture;
-    else warnings.push({ code: 'no-token-capture', message: `engine kind "${this.kind}" returns no token ids or logprobs; this completion cannot be trained on` });
-    return { response, capture, policyVersion: engineWeightVersion(raw), warnings, engineMs };
+    return this.completion(raw, request, warnings, this.now() - started);
   }
 
   /**
@@ -330,6 +339,28 @@ export class ChatModeEngine implements EngineClient {
     if (Array.isArray(answer.tokens)) return answer.tokens.length;
     throw new GatewayError('upstream', `engine ${this.id} /tokenize answered without count or tokens`);
   }
+}
+
+/** The end-of-think texts of the model families (`</think>`), each asked of the engine once. */
+const THINK_CLOSE_TEXTS = [...new Set(Object.values(MODEL_FAMILIES).flatMap((family) => (family.thinkClose === null ? [] : [family.thinkClose])))];
+
+/**
+ * The served model's end-of-think token id: `POST /tokenize` `{model, prompt, add_special_tokens: false}` of each
+ * family's end-of-think text (vLLM's Tokenizer API; the simulator and SGLang builds with /tokenize answer alike) and
+ * the first that is one token. Undefined when none is (a model without think tokens) or the engine cannot tokenize.
+ * https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html#tokenizer-api
+ */
+async function probeThinkCloseId(url: string, served: string, http: { timeoutMs: number; headers: Record<string, string> }): Promise<number | undefined> {
+  for (const text of THINK_CLOSE_TEXTS) {
+    try {
+      const answer = (await engineFetchJson(`${url}/tokenize`, { method: 'POST', body: { model: served, prompt: text, add_special_tokens: false } }, http, 'tokenize')) as { tokens?: unknown };
+      const tokens = answer.tokens;
+      if (Array.isArray(tokens) && tokens.length === 1 && Number.isInteger(tokens[0])) return tokens[0] as number;
+    } catch {
+      // no /tokenize on this engine: reasoning tokens come from the engine's own count only
+    }
+  }
+  return undefined;
 }
 
 function versionAtLeast(version: string, major: number, minor: number): boolean {

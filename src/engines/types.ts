@@ -115,6 +115,11 @@ export interface EngineProbeReport {
   reasoningField: 'reasoning' | 'reasoning_content';
   /** False on SGLang builds that reject `return_token_ids`. */
   acceptsReturnTokenIds: boolean;
+  /**
+   * The served model's end-of-think token id (`</think>`) as the engine tokenizes it; reasoning tokens are the sampled
+   * tokens before it when the engine sends no count. Null: not a single token, no /tokenize, or no capture.
+   */
+  thinkCloseId?: number | null;
   /** JSON paths the probe completion's prompt ids, sampled ids and logprobs were read from (null = missing). */
   captureFields: { promptIds: string | null; responseIds: string | null; logprobs: string | null };
   /** Why the probe completion's capture was unusable (null when sound or when the engine captures nothing). */

@@ -57,7 +57,8 @@ test('a configured placement is kept and not probed', async () => {
   const client = createEngineClient({ kind: 'vllm', url: engine.url, mode: 'chat', timeoutMs: 5000, systemMessages: 'in-place' });
   await client.probe();
   expect(client.probeReport!()!.systemMessages).toEqual({ placement: 'in-place', auto: false, reason: 'configured' });
-  expect(engine.requests.filter((r) => r.path === '/tokenize')).toHaveLength(0);
+  // No conversation was rendered (the probe's one /tokenize is of `</think>`, a prompt: chat-engine.ts probeThinkCloseId).
+  expect(engine.requests.filter((r) => r.path === '/tokenize' && r.body.messages !== undefined)).toHaveLength(0);
   expect(placementLogLine(client.probeReport!())).toBe('system_messages: in_place (configured)');
 });
 

@@ -34,6 +34,12 @@ export interface FakeEngineOptions {
   acceptsReturnTokenIds?: boolean;
   /** Corrupt the capture: drop the last logprob (tests the length check). */
   dropLastLogprob?: boolean;
+  /**
+   * The engine's own count of reasoning tokens, where builds of the shape send it: vLLM
+   * `usage.completion_tokens_details.reasoning_tokens` (vllm-project/vllm PR #45802), SGLang `usage.reasoning_tokens`
+   * (sgl-project/sglang PR #15562; 0 on builds before it). Default: none sent.
+   */
+  reasoningTokens?: number;
   /** SGLang only: `meta_info.weight_version`. */
   weightVersion?: string;
   /** vLLM only: what GET /version reports (default 0.11.0). */
@@ -127,7 +133,11 @@ export async function startFakeEngine(options: FakeEngineOptions): Promise<FakeE
         : undefined;
     const content = reply.kind === 'tool-calls' ? (reply.text ?? null) : reply.text;
     const finish = truncated ? 'length' : toolCalls ? 'tool_calls' : 'stop';
-    const usage = { prompt_tokens: promptIds.length, completion_tokens: responseIds.length, total_tokens: promptIds.length + responseIds.length };
+    const usage: Record<string, unknown> = { prompt_tokens: promptIds.length, completion_tokens: responseIds.length, total_tokens: promptIds.length + responseIds.length };
+    if (options.reasoningTokens !== undefined) {
+      if (options.shape === 'vllm') usage.completion_tokens_details = { reasoning_tokens: options.reasoningTokens };
+      else usage.reasoning_tokens = options.reasoningTokens;
+    }
     const logprobContent = reportedLogprobs.map((logprob, k) => ({ token: `token_id:${responseIds[k]}`, logprob, bytes: [], top_logprobs: [] }));
     if (options.shape === 'vllm') {
       const message: Record<string, unknown> = { role: 'assistant', content, tool_calls: toolCalls ?? [] };
