@@ -46,6 +46,12 @@ test('pi: models.json in PI_CODING_AGENT_DIR, base URL suffix per API, key by en
   expect(url('openai-responses')).toBe('http://127.0.0.1:4321/v1');
   expect(url('google-generative-ai')).toBe('http://127.0.0.1:4321/v1beta');
   expect(() => a.launch(ctx({ settings: { api: 'bogus' } }))).toThrow(/settings.api/);
+  // Defaults, then the task's own model limits as pi reads them from models.json.
+  expect(models.providers.polar.models[0]).toEqual({ id: 'qwen3-sim', reasoning: false, contextWindow: 32768, maxTokens: 4096 });
+  const own = JSON.parse(file(a.launch(ctx({ settings: { context_window: 131072, max_tokens: 8192, reasoning: true } })), '/s/home/.pi/agent/models.json'));
+  expect(own.providers.polar.models[0]).toEqual({ id: 'qwen3-sim', reasoning: true, contextWindow: 131072, maxTokens: 8192 });
+  expect(() => a.launch(ctx({ settings: { contex_window: 131072 } }))).toThrow('harness pi: agent.settings.contex_window: unknown key');
+  expect(() => a.launch(ctx({ settings: { context_window: '128k' } }))).toThrow(/harness pi: agent\.settings\.context_window: /);
   const end = (stopReason: string) => JSON.stringify({ type: 'agent_end', messages: [{ role: 'assistant', stopReason, content: [{ type: 'text', text: 'done' }] }] });
   expect(a.outcome({ exitCode: 0, stdout: `{"type":"agent_start"}\n${end('stop')}\n`, stderr: '' })).toMatchObject({ success: true, finalText: 'done' });
   expect(a.outcome({ exitCode: 0, stdout: `${end('error')}\n`, stderr: '' }).success).toBe(false);
@@ -233,8 +239,8 @@ test('custom: sets exactly the named base-URL/key/model variables, fills placeho
 test('custom: bad settings are errors naming their path (unknown keys, bad variable names, paths outside HOME, no command)', () => {
   const a = getHarnessAdapter('custom');
   expect(() => a.launch(ctx())).toThrow('harness custom needs agent.command or agent.settings.command');
-  expect(() => a.launch(ctx({ command: 'x', settings: { base_url: '/v1' } }))).toThrow('agent.settings: unknown key(s) base_url');
-  expect(() => a.launch(ctx({ command: 'x', settings: { api_key_env: ['MY-KEY'] } }))).toThrow('agent.settings.api_key_env.0: must be an environment variable name');
+  expect(() => a.launch(ctx({ command: 'x', settings: { base_url: '/v1' } }))).toThrow('harness custom: agent.settings.base_url: unknown key');
+  expect(() => a.launch(ctx({ command: 'x', settings: { api_key_env: ['MY-KEY'] } }))).toThrow('agent.settings.api_key_env[0]: must be an environment variable name');
   expect(() => a.launch(ctx({ command: 'x', settings: { base_url_env: { B: 'v1' } } }))).toThrow('agent.settings.base_url_env.B: must be empty or a path starting with /');
   expect(() => a.launch(ctx({ command: 'x', settings: { files: { '../escape': '' } } }))).toThrow('agent.settings.files.../escape: must be a relative path inside HOME');
   expect(() => a.launch(ctx({ command: 'x', settings: { env: { A: 1 } } }))).toThrow(/agent\.settings\.env\.A: /);

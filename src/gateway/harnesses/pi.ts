@@ -1,12 +1,14 @@
 /**
  * `pi` (@mariozechner/pi-coding-agent): a `polar` provider in `$PI_CODING_AGENT_DIR/models.json` whose apiKey names
  * the env var holding the session id; `--mode json` prints every agent event, and the last assistant message's
- * `stopReason` decides success (pi -p alone prints only the final text).
+ * `stopReason` decides success (pi -p alone prints only the final text). Settings (harness-settings.ts piSettingsSchema):
+ * `api` (which of the gateway's dialects pi speaks), `reasoning`, `context_window`, `max_tokens` (its model entry).
  * Sources: docs/protocol-notes.md#harness-clis; pi docs/models.md, docs/json.md (pi-mono packages/coding-agent).
  */
+import { parseHarnessSettings, PI_APIS } from '../../core/contracts/index.ts';
 import { jsonLines, type HarnessAdapter } from './types.ts';
 
-export const PI_APIS = ['anthropic-messages', 'openai-completions', 'openai-responses', 'google-generative-ai'] as const;
+export { PI_APIS };
 type PiApi = (typeof PI_APIS)[number];
 
 /** The base URL pi wants per API: bare host for Anthropic, /v1 for OpenAI, /v1beta for Gemini. */
@@ -20,8 +22,7 @@ export const piAdapter: HarnessAdapter = {
   name: 'pi',
   package: { name: '@mariozechner/pi-coding-agent', version: '0.73.1', bin: 'pi' },
   launch(ctx) {
-    const api = (ctx.settings.api ?? 'anthropic-messages') as PiApi;
-    if (!PI_APIS.includes(api)) throw new Error(`harness pi: settings.api must be one of ${PI_APIS.join(', ')}, got ${JSON.stringify(api)}`);
+    const { api, reasoning, context_window, max_tokens } = parseHarnessSettings('pi', ctx.settings);
     const agentDir = `${ctx.home}/.pi/agent`;
     const models = {
       providers: {
@@ -31,9 +32,9 @@ export const piAdapter: HarnessAdapter = {
           apiKey: 'POLAR_API_KEY',
           models: [{
             id: ctx.modelName,
-            reasoning: ctx.settings.reasoning === true,
-            contextWindow: Number(ctx.settings.context_window ?? 32768),
-            maxTokens: Number(ctx.settings.max_tokens ?? 4096),
+            reasoning,
+            contextWindow: context_window,
+            maxTokens: max_tokens,
           }],
         },
       },

@@ -1,14 +1,17 @@
 /**
  * `shell`: any command line, with `{{INSTRUCTION}}` replaced by the shell-quoted instruction. The command gets the
  * gateway under the common variable names (OpenAI and Anthropic SDK conventions plus POLAR_*). Success = exit 0.
+ * The command is `agent.command`, else the one setting, `agent.settings.command`.
  */
+import { parseHarnessSettings } from '../../core/contracts/index.ts';
 import { shellQuote, type HarnessAdapter } from './types.ts';
 
 export const shellAdapter: HarnessAdapter = {
   name: 'shell',
   package: null,
   launch(ctx) {
-    const template = ctx.command ?? (typeof ctx.settings.command === 'string' ? ctx.settings.command : undefined);
+    const settings = parseHarnessSettings('shell', ctx.settings);
+    const template = ctx.command ?? settings.command;
     if (!template) throw new Error('harness shell needs agent.command (or agent.settings.command)');
     const command = template.replaceAll('{{INSTRUCTION}}', shellQuote(ctx.instruction));
     return {
