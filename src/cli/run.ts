@@ -18,7 +18,7 @@ import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineReplicasLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
-import { defaultRunDir, requestDifferences, RunRequestError, runTasks } from '../stack/run-tasks.ts';
+import { defaultRunDir, requestDifferences, RunRequestError, runRequests, runTasks } from '../stack/run-tasks.ts';
 import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { printTaskNotes } from './harbor-flags.ts';
 import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
@@ -175,6 +175,21 @@ export function register(program: Command): void {
           throw new UsageError(`${task.file}: agent.harness: unknown harness ${JSON.stringify(agent.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
         }
       }
+      const settings = flags.piApi || flags.agentSettings ? { ...flags.agentSettings, ...(flags.piApi ? { api: flags.piApi } : {}) } : undefined;
+      const requestOptions = {
+        tasks, harness: flags.harness, command: flags.command, modelName: flags.model, settings,
+        ...(flags.samples !== undefined ? { samples: flags.samples } : {}),
+        ...(flags.builder !== undefined ? { builder: flags.builder as BuilderName } : {}),
+        ...(runtime ? { runtime } : {}),
+      };
+      // Every task as the server's submit checks it (harness settings included), before the engine wait and before
+      // the output directory or database exists: a bad task file leaves nothing behind.
+      try {
+        runRequests(requestOptions);
+      } catch (error) {
+        if (error instanceof RunRequestError) throw new UsageError(error.message);
+        throw error;
+      }
 
       const engine = flags.engine
         ? {
@@ -232,13 +247,7 @@ export function register(program: Command): void {
         let report: Awaited<ReturnType<typeof runTasks>>;
         try {
           report = await runTasks({
-            tasks,
-            harness: flags.harness,
-            command: flags.command,
-            ...(flags.samples !== undefined ? { samples: flags.samples } : {}),
-            modelName: flags.model,
-            ...(flags.builder !== undefined ? { builder: flags.builder as BuilderName } : {}),
-            settings: flags.piApi || flags.agentSettings ? { ...flags.agentSettings, ...(flags.piApi ? { api: flags.piApi } : {}) } : undefined,
+            ...requestOptions,
             store,
             engine,
             engineWaitMs: flags.engineWaitS * 1000,
@@ -260,7 +269,6 @@ export function register(program: Command): void {
             signal: interrupt.signal,
             log: (line) => (isProblem(line) ? console.error : console.log)(`polar run: ${line}`),
             maxRetries: flags.maxRetries,
-            ...(runtime ? { runtime } : {}),
           });
         } catch (error) {
           if (error instanceof RunRequestError) throw new UsageError(error.message);

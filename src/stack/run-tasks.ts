@@ -93,20 +93,15 @@ export interface RunReport {
 }
 
 /**
- * Run every task × sample through the local stack and summarise.
- * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
- * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
- * with the simulator; the harness CLI is installed first when missing. A task_id the store holds as running (a run
- * that died) is resumed: its unfinished sessions are adopted or re-dispatched; a finished one is reported as stored.
- * With `fresh`, both run again as new runs.
- * @throws Error when the engine is unreachable, the harness is unknown or its install fails, or a task cannot be
- *   turned into a TaskRequest.
+ * The TaskRequests `runTasks` submits for `opts.tasks`: each task file's own agent, or the given harness with the
+ * file's agent.env and agent.settings kept (opts.settings win per key), with the samples, builder and runtime given.
+ * Every request is checked as the rollout server's submit checks it (runnableProblems: harness, its settings, evaluator
+ * config, …), so one bad task file is a usage error naming its file before anything starts (`polar run` calls this
+ * before it creates its output directory or waits for the engine).
+ * @throws RunRequestError `<file>: <path>: <message>; …` for every task that cannot run; Error for an unknown harness.
  */
-export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
-  const startedAt = Date.now();
+export function runRequests(opts: Pick<RunTasksOptions, 'tasks' | 'harness' | 'command' | 'samples' | 'modelName' | 'builder' | 'settings' | 'runtime'>): TaskRequest[] {
   const adapter = opts.harness === undefined ? null : getHarnessAdapter(opts.harness);
-  // Every task is checked as the rollout server's submit checks it before anything starts, so one bad task file is
-  // a usage error naming its file instead of a run that stops half-submitted.
   const problems: string[] = [];
   const requests = opts.tasks.flatMap((loaded): TaskRequest[] => {
     const file = loaded.task.agent;
@@ -137,6 +132,22 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     return [request];
   });
   if (problems.length > 0) throw new RunRequestError(`${problems.length === 1 ? 'a task cannot run' : `${problems.length} tasks cannot run`}; nothing was run: ${problems.join('; ')}`);
+  return requests;
+}
+
+/**
+ * Run every task × sample through the local stack and summarise.
+ * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
+ * session starts. Behaviour scripts travel in the TaskRequests (`metadata.sim_script`) and the gateway registers them
+ * with the simulator; the harness CLI is installed first when missing. A task_id the store holds as running (a run
+ * that died) is resumed: its unfinished sessions are adopted or re-dispatched; a finished one is reported as stored.
+ * With `fresh`, both run again as new runs.
+ * @throws RunRequestError before anything starts for a task that cannot run (runRequests) or tasks the store holds
+ *   under another request; Error when the engine is unreachable, the harness is unknown or its install fails.
+ */
+export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
+  const startedAt = Date.now();
+  const requests = runRequests(opts);
   if (!opts.fresh) {
     const conflicts = storedRunConflicts(opts.store, requests);
     if (conflicts.length > 0) {

@@ -145,6 +145,25 @@ test('polar run CLI: exit 0, results file, summary.json, export; a timed-out ses
   expect(existsSync(join(scratch, 'bad'))).toBe(false);
 }, 60_000);
 
+test("polar run: a harness's misspelt or mistyped agent.settings is exit 2 naming the path, before anything is installed or written", async () => {
+  const tasksDir = writeTasks(join(scratch, 'settings-tasks'));
+  // A misspelt or mistyped setting of any harness is refused before anything starts (no install, no output directory).
+  const misspelt = await polar(['run', tasksDir, '--harness', 'pi', '--agent-settings', '{"contex_window": 65536}', '--out', join(scratch, 'bad-settings')]);
+  expect(misspelt.code).toBe(2);
+  expect(misspelt.stderr).toContain('agent.settings.contex_window: unknown key');
+  const badApi = await polar(['run', tasksDir, '--harness', 'pi', '--pi-api', 'openai', '--out', join(scratch, 'bad-settings')]);
+  expect(badApi.code).toBe(2);
+  expect(badApi.stderr).toMatch(/task\.yaml: agent\.settings\.api: .*anthropic-messages/);
+  // The same for a task file's own agent block, named by its file.
+  const ownBad = writeTasks(join(scratch, 'own-bad-settings'));
+  const ownFile = join(ownBad, 'touch-a', 'task.yaml');
+  writeFileSync(ownFile, `${readFileSync(ownFile, 'utf8')}agent: {harness: kilo, model_name: m, settings: {retry_limit: "2"}}\n`);
+  const own = await polar(['run', join(ownBad, 'touch-a'), '--out', join(scratch, 'bad-settings')]);
+  expect(own.code).toBe(2);
+  expect(own.stderr).toContain(`${ownFile}: agent.settings.retry_limit: `);
+  expect(existsSync(join(scratch, 'bad-settings'))).toBe(false);
+}, 60_000);
+
 test("runTasks without a harness runs each task file's agent block; with one, the file's agent.env and settings are kept", async () => {
   const dir = writeTasks(join(scratch, 'agent-block-tasks'));
   // The file's agent: a raw command whose result depends on the file's env (the evaluator greps for "ok").
