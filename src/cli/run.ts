@@ -115,7 +115,7 @@ export function register(program: Command): void {
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
     .option('--builder <strategy>', `trajectory builder for the stored results: ${BUILDER_NAMES.join(' or ')} (default: the task file's builder, else prefix_merging)`)
     .option('--concurrency <n>', 'harness runs at once (gateway max_run_workers)', parsePositiveInt('--concurrency'), 8)
-    .option('--agent-settings <json>', 'agent.settings as a JSON object (e.g. the custom harness: {"api_key_env": ["MY_KEY"], …})', parseJsonObject('--agent-settings'))
+    .option('--agent-settings <json>', 'agent.settings as a JSON object: the harness\'s own keys (README.md#harnesses, e.g. pi: {"context_window": 131072}), checked before the run starts', parseJsonObject('--agent-settings'))
     .option('--pi-api <api>', 'pi harness: provider API (anthropic-messages, openai-completions, openai-responses, google-generative-ai)')
     .option('--decode-tps <n>', 'simulator: generated tokens per second per sequence (0 = instant)', parseNonNegative('--decode-tps'))
     .option('--prefill-tps <n>', 'simulator: prompt tokens per second (0 = instant)', parseNonNegative('--prefill-tps'))
