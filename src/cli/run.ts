@@ -5,7 +5,7 @@
  * `polar serve`. Prints live progress and a summary table, writes the SQLite results file (for `polar export`,
  * `polar trace verify`) and summary.json into the output directory.
  * Exit 0 when every session COMPLETED (reward may be 0) and no harness CLI reported a failure in its result event,
- * 1 otherwise, 2 on bad usage.
+ * 1 otherwise, 2 on bad usage; with --max-retries a sample counts by its last attempt, in the summary as in the exit code.
  */
 import { Option, type Command } from 'commander';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -279,7 +279,6 @@ export function register(program: Command): void {
         console.log(formatSummaryTable(report.summary));
         const splits = summarizeSplits(store, report.taskIds);
         for (const line of formatSplits(splits)) console.log(line);
-        if (report.retriedSessions > 0) console.log(`retried: ${report.retriedSessions} session(s) after infrastructure failures`);
         let accepted: { traces: number; sessions: number; path: string } | null = null;
         if (accept) {
           const path = join(outDir, 'accepted.jsonl');

@@ -42,7 +42,10 @@ export function writeAccepted(store: Store, taskIds: readonly string[], accept: 
   return { traces: rows.length, sessions: new Set(rows.map((r) => String(r.metadata.session_id))).size };
 }
 
-/** Per split: tasks, sessions, completed sessions, mean reward and pass@1 over the split's tasks. */
+/**
+ * Per split: tasks, sessions, completed sessions, mean reward and pass@1 over the split's tasks, a sample `--max-retries`
+ * re-ran counted once by its last attempt (as summarizeRun counts it).
+ */
 export interface SplitSummary {
   tasks: number;
   sessions: number;
@@ -61,11 +64,11 @@ export function summarizeSplits(store: Store, taskIds: readonly string[]): Recor
   }
   const out: Record<string, SplitSummary> = {};
   for (const [split, ids] of [...bySplit].sort(([a], [b]) => a.localeCompare(b))) {
-    const harnesses = summarizeRun(store, ids).harnesses;
+    const { harnesses, tasks } = summarizeRun(store, ids);
     const sessions = harnesses.reduce((n, h) => n + h.sessions, 0);
     const weighted = (key: 'mean_reward' | 'pass_at_1') => (sessions === 0 ? 0 : harnesses.reduce((n, h) => n + h[key] * h.sessions, 0) / sessions);
     out[split] = {
-      tasks: new Set(ids.map((id) => id.replace(/~retry\d+$/, ''))).size, sessions,
+      tasks: tasks.length, sessions,
       completed: harnesses.reduce((n, h) => n + h.completed, 0), mean_reward: weighted('mean_reward'), pass_at_1: weighted('pass_at_1'),
     };
   }

@@ -3,11 +3,15 @@
  * build failures: status ERROR and not cancelled) are run again, up to N more rounds. A policy failure never is: a
  * COMPLETED session with reward 0, a harness that reported failure, or a TIMEOUT (the agent ran out of budget).
  * A retry is a new TaskRequest `<task_id>~retry<k>` with num_samples = the failed sessions, in the same GRPO group
- * (`metadata.group_id` = the original group), so trainers see one group per task.
+ * (`metadata.group_id` = the original group), so trainers see one group per task. Its `metadata.retry_of` names the
+ * request it re-runs (the task, or the previous round's retry) and `metadata.retry_samples` which of that request's
+ * samples its own samples 0, 1, … stand in for. Every output that reports per-task results folds retries back into
+ * their task with {@link finalAttempts}.
  */
 import { isCancelledError } from '../core/contracts/index.ts';
 import type { TaskRequest } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
+import type { TaskRow } from '../store/tasks.ts';
 
 /** True when a stored result failed for an infrastructure reason (the only failures a retry may repeat). */
 export function isInfrastructureFailure(result: { status: string; error: string | null }): boolean {
@@ -21,19 +25,127 @@ export function isInfrastructureFailure(result: { status: string; error: string 
 export function retryRequests(store: Store, requests: readonly TaskRequest[], round: number): TaskRequest[] {
   const out: TaskRequest[] = [];
   for (const request of requests) {
-    let failed = 0;
-    for (const s of store.sessions.listByTask(request.task_id)) {
-      const result = store.results.get(s.session_id);
-      if (result && isInfrastructureFailure(result)) failed++;
-    }
-    if (failed === 0) continue;
+    const failed = infrastructureFailures(store, request.task_id);
+    if (failed.length === 0) continue;
     const base = request.task_id.replace(/~retry\d+$/, '');
     out.push({
       ...request,
       task_id: `${base}~retry${round}`,
-      num_samples: failed,
-      metadata: { ...request.metadata, group_id: request.metadata?.group_id ?? base, retry_of: request.task_id },
+      num_samples: failed.length,
+      metadata: { ...request.metadata, group_id: request.metadata?.group_id ?? base, retry_of: request.task_id, retry_samples: failed },
     });
   }
   return out;
+}
+
+/** Sample indices of `taskId`'s sessions that failed for an infrastructure reason, ascending. */
+function infrastructureFailures(store: Store, taskId: string): number[] {
+  return store.sessions.listByTask(taskId)
+    .filter((s) => {
+      const result = store.results.get(s.session_id);
+      return result !== null && isInfrastructureFailure(result);
+    })
+    .map((s) => s.sample_index)
+    .sort((a, b) => a - b);
+}
+
+/** One sample of a task as a run reports it: the session of its last attempt stands in for those retries re-ran. */
+export interface FinalSample {
+  /** The task the sample belongs to: the id the run submitted, never a retry's `<task_id>~retry<k>`. */
+  task_id: string;
+  /** The sample's index in that task (0..num_samples-1). */
+  sample_index: number;
+  /** The session of the sample's last attempt. */
+  session_id: string;
+  /** The task that session ran under: `task_id`, or the retry `<task_id>~retry<k>` that ran it. */
+  session_task_id: string;
+  /** Sessions of earlier attempts that retries re-ran, oldest first ([] when the sample ran once). */
+  replaced: string[];
+}
+
+/** A task with one {@link FinalSample} per sample, in sample order. */
+export interface FinalTask {
+  task_id: string;
+  samples: FinalSample[];
+}
+
+/**
+ * The tasks among `taskIds` with every retry among them folded into the task it re-ran: one entry per task, in the
+ * order of `taskIds`, with `num_samples` samples each; a retry's session k replaces sample `metadata.retry_samples[k]`
+ * of `metadata.retry_of` (stores written before retry_samples existed: that request's k-th infrastructure failure, the
+ * order retryRequests used). A retry whose parent is not among `taskIds`, or whose sessions do not each replace an
+ * infrastructure failure of its parent (a retry of an archived run, say), is listed as a task of its own. Ids the
+ * store does not hold are skipped.
+ */
+export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTask[] {
+  const ids = [...new Set(taskIds)];
+  const rows = ids.map((id) => store.tasks.get(id)).filter((row): row is TaskRow => row !== null);
+  const listed = new Set(rows.map((row) => row.task.task_id));
+  /** Per task id (a retry's too): its sample index → the FinalSample that sample now stands for. */
+  const slots = new Map<string, Map<number, FinalSample>>();
+  const out: FinalTask[] = [];
+  const addTask = (row: TaskRow) => {
+    const taskId = row.task.task_id;
+    const samples = store.sessions.listByTask(taskId).sort((a, b) => a.sample_index - b.sample_index)
+      .map((s): FinalSample => ({ task_id: taskId, sample_index: s.sample_index, session_id: s.session_id, session_task_id: taskId, replaced: [] }));
+    slots.set(taskId, new Map(samples.map((s) => [s.sample_index, s])));
+    out.push({ task_id: taskId, samples });
+  };
+  let pending: TaskRow[] = [];
+  for (const row of rows) {
+    const parent = retryOf(row.task);
+    if (parent !== null && listed.has(parent) && parent !== row.task.task_id) pending.push(row);
+    else addTask(row);
+  }
+  // Round k+1 folds into round k's slots, so a retry waits until its parent is placed.
+  for (let placed = true; pending.length > 0 && placed;) {
+    placed = false;
+    const waiting: TaskRow[] = [];
+    for (const row of pending) {
+      const parentSlots = slots.get(retryOf(row.task)!);
+      if (!parentSlots) {
+        waiting.push(row);
+        continue;
+      }
+      placed = true;
+      if (!foldRetry(store, row.task, parentSlots, slots)) addTask(row);
+    }
+    pending = waiting;
+  }
+  for (const row of pending) addTask(row);
+  return out;
+}
+
+/** `metadata.retry_of` of a retry request; null for any other. */
+function retryOf(task: TaskRequest): string | null {
+  const parent = task.metadata?.retry_of;
+  return typeof parent === 'string' && parent !== '' ? parent : null;
+}
+
+/**
+ * Put the sessions of `retry` in the slots of the parent samples they re-ran; false (nothing changed) when they do not
+ * map one-to-one onto samples of the parent whose own session failed for an infrastructure reason.
+ */
+function foldRetry(store: Store, retry: TaskRequest, parentSlots: Map<number, FinalSample>, slots: Map<string, Map<number, FinalSample>>): boolean {
+  const parent = retryOf(retry)!;
+  const sessions = store.sessions.listByTask(retry.task_id).sort((a, b) => a.sample_index - b.sample_index);
+  const recorded = retry.metadata?.retry_samples;
+  const targets = Array.isArray(recorded) && recorded.every((n) => Number.isSafeInteger(n)) ? (recorded as number[]) : infrastructureFailures(store, parent);
+  if (targets.length !== sessions.length || new Set(targets).size !== targets.length) return false;
+  const moves = sessions.map((s, k) => ({ session: s, slot: parentSlots.get(targets[k]!) }));
+  const replaceable = moves.every(({ slot }) => {
+    if (!slot || slot.session_task_id !== parent) return false;
+    const result = store.results.get(slot.session_id);
+    return result !== null && isInfrastructureFailure(result);
+  });
+  if (!replaceable) return false;
+  const own = new Map<number, FinalSample>();
+  for (const { session, slot } of moves) {
+    slot!.replaced.push(slot!.session_id);
+    slot!.session_id = session.session_id;
+    slot!.session_task_id = retry.task_id;
+    own.set(session.sample_index, slot!);
+  }
+  slots.set(retry.task_id, own);
+  return true;
 }

@@ -2,12 +2,14 @@
  * The summary of a `polar run`: per harness, pass@1, mean turns, completions, traces
  * and trainer tokens under both builders (rebuilt from the stored CompletionRecords), p50 stage times and the engine's
  * busy fraction. Computed from the SQLite results file only, so it can be recomputed for any finished run.
+ * A sample that `--max-retries` re-ran counts once, by its last attempt (src/stack/run-retries.ts finalAttempts).
  */
 import type { BuilderName, SessionResult, SessionTiming } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, CHAIN_ROLES, type ChainRole } from '../trace/index.ts';
 import { rewardOf } from '../trace/groups.ts';
 import { evaluatedReward } from '../observe/results.ts';
+import { finalAttempts, type FinalTask } from './run-retries.ts';
 
 /** A reward at or above this counts as a pass (test_on_output and session_completed give 0 or 1). */
 export const PASS_REWARD = 1;
@@ -15,11 +17,16 @@ export const PASS_REWARD = 1;
 /** Median stage times of the finished sessions, in ms (SessionTiming fields). */
 export type StageMedians = Record<'init_ms' | 'ready_queue_ms' | 'run_ms' | 'postrun_ms' | 'e2e_ms', number | null>;
 
+/**
+ * Per harness. A "session" here is a sample as the run reports it: the session of its last attempt, which stands in
+ * for the sessions `--max-retries` re-ran (those count only in `retried_sessions`).
+ */
 export interface HarnessSummary {
   harness: string;
   tasks: number;
+  /** Samples: num_samples per task, whether or not they were re-run. */
   sessions: number;
-  /** Sessions by final status (COMPLETED, ERROR, TIMEOUT, CANCELLED, or a non-final status when unfinished). */
+  /** Samples by the status of their last attempt (COMPLETED, ERROR, TIMEOUT, CANCELLED, or a non-final status when unfinished). */
   statuses: Record<string, number>;
   /** Sessions with status COMPLETED (their work is done; the reward may be 0). */
   completed: number;
@@ -70,6 +77,8 @@ export interface HarnessSummary {
   chain_breaks: Record<string, number>;
   /** Sessions whose prefix_merging trajectory has more than one chain. */
   split_sessions: number;
+  /** Sessions `--max-retries` re-ran after an infrastructure failure (a sample re-run twice counts 2); not in `sessions`. */
+  retried_sessions: number;
 }
 
 /** One task of the run, for the per-task table. */
@@ -83,8 +92,10 @@ export interface TaskSummary {
   /** prefix_merging chains over the task's sessions. */
   chains: number;
   trainable_tokens: number;
-  /** Sessions that did not complete. */
+  /** Samples whose last attempt did not complete. */
   failed: number;
+  /** Sessions of this task that `--max-retries` re-ran (the last attempt of each sample stands in for them). */
+  retried: number;
 }
 
 export interface RunSummary {
@@ -97,7 +108,9 @@ export interface RunSummary {
 }
 
 /**
- * Summarise the sessions of `taskIds` in `store`, grouped by `agent.harness` (a raw command counts as `shell`).
+ * Summarise the sessions of `taskIds` in `store`, grouped by `agent.harness` (a raw command counts as `shell`). Retry
+ * rounds among `taskIds` (`<task_id>~retry<k>`) are folded into their task: one row per task, each sample counted by
+ * the session of its last attempt.
  * @param opts.eotIds end-of-turn ids for prefix_merging (default: detected from the records, as the gateway does).
  */
 export function summarizeRun(
@@ -105,21 +118,17 @@ export function summarizeRun(
   taskIds: readonly string[],
   opts: { engineBusyFraction?: number | null; wallMs?: number; eotIds?: number[] } = {},
 ): RunSummary {
-  const byHarness = new Map<string, { taskIds: string[] }>();
-  for (const taskId of taskIds) {
-    const row = store.tasks.get(taskId);
-    if (!row) continue;
-    const harness = row.task.agent.harness ?? 'shell';
-    const entry = byHarness.get(harness) ?? { taskIds: [] };
-    entry.taskIds.push(taskId);
-    byHarness.set(harness, entry);
+  const byHarness = new Map<string, FinalTask[]>();
+  for (const task of finalAttempts(store, taskIds)) {
+    const harness = store.tasks.get(task.task_id)?.task.agent.harness ?? 'shell';
+    byHarness.set(harness, [...(byHarness.get(harness) ?? []), task]);
   }
   const tasks: TaskSummary[] = [];
-  const harnesses = [...byHarness.entries()].map(([harness, { taskIds: ids }]) => summarizeHarness(store, harness, ids, opts.eotIds, tasks));
+  const harnesses = [...byHarness.entries()].map(([harness, folded]) => summarizeHarness(store, harness, folded, opts.eotIds, tasks));
   return { harnesses, tasks, engine_busy_fraction: opts.engineBusyFraction ?? null, wall_ms: opts.wallMs ?? 0 };
 }
 
-function summarizeHarness(store: Store, harness: string, taskIds: string[], eotIds: number[] | undefined, taskRows: TaskSummary[]): HarnessSummary {
+function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eotIds: number[] | undefined, taskRows: TaskSummary[]): HarnessSummary {
   const statuses: Record<string, number> = {};
   const traces: Record<BuilderName, number> = { per_request: 0, prefix_merging: 0 };
   const trainerTokens: Record<BuilderName, number> = { per_request: 0, prefix_merging: 0 };
@@ -136,18 +145,18 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
   const chainBreaks: Record<string, number> = {};
   const chainRoles: Record<ChainRole, number> = { main: 0, side: 0, retry: 0, compaction: 0 };
   let oneMain = 0;
+  let retried = 0;
   const failureReasons = new Set<string>();
-  for (const taskId of taskIds) {
-    const rows = store.sessions.listByTask(taskId);
-    const results = new Map(store.results.listByTask(taskId).map((r) => [r.session_id, r]));
+  for (const { task_id: taskId, samples } of folded) {
     let passes = 0;
     const rewards: number[] = [];
-    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0 };
+    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0, retried: 0 };
     let taskTurns = 0;
-    for (const s of [...rows].sort((a, b) => a.sample_index - b.sample_index)) {
+    for (const s of samples) {
       sessions++;
-      const result = results.get(s.session_id) ?? null;
-      const status = result?.status ?? s.status;
+      task.retried += s.replaced.length;
+      const result = store.results.get(s.session_id);
+      const status = result?.status ?? store.sessions.get(s.session_id)?.status ?? 'REGISTERED';
       statuses[status] = (statuses[status] ?? 0) + 1;
       const reward = result && result.status === 'COMPLETED' ? rewardOf(result) : 0;
       task.rewards.push(result ? evaluatedReward(result) : null);
@@ -166,7 +175,7 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
       taskTurns += records.length;
       for (const strategy of ['per_request', 'prefix_merging'] as const) {
         const built = buildTrajectory(records, {
-          strategy, eotIds, session_id: s.session_id, task_id: taskId, harness, status: trajectoryStatus(result),
+          strategy, eotIds, session_id: s.session_id, task_id: s.session_task_id, harness, status: trajectoryStatus(result),
         });
         traces[strategy] += built.traces.length;
         if (strategy === 'prefix_merging') {
@@ -182,23 +191,24 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
         for (const t of built.traces) trainerTokens[strategy] += t.prompt_ids.length + t.response_ids.length;
       }
     }
-    if (rows.length > 0) passRateSum += passes / rows.length;
-    task.pass_at_1 = rows.length > 0 ? passes / rows.length : 0;
-    task.mean_turns = rows.length > 0 ? taskTurns / rows.length : 0;
+    if (samples.length > 0) passRateSum += passes / samples.length;
+    task.pass_at_1 = samples.length > 0 ? passes / samples.length : 0;
+    task.mean_turns = samples.length > 0 ? taskTurns / samples.length : 0;
     trainable += task.trainable_tokens;
+    retried += task.retried;
     taskRows.push(task);
     if (rewards.some((r) => r !== rewards[0])) variance++;
   }
   const median = (key: keyof SessionTiming) => p50(timings.map((t) => t[key]));
   return {
     harness,
-    tasks: taskIds.length,
+    tasks: folded.length,
     sessions,
     statuses,
     completed: statuses.COMPLETED ?? 0,
     harness_failures: harnessFailures,
     harness_failure_reasons: [...failureReasons],
-    pass_at_1: taskIds.length > 0 ? passRateSum / taskIds.length : 0,
+    pass_at_1: folded.length > 0 ? passRateSum / folded.length : 0,
     mean_reward: sessions > 0 ? rewardSum / sessions : 0,
     mean_turns: sessions > 0 ? completions / sessions : 0,
     completions,
@@ -211,6 +221,7 @@ function summarizeHarness(store: Store, harness: string, taskIds: string[], eotI
     trainable_tokens: trainable,
     chain_breaks: chainBreaks,
     split_sessions: splitSessions,
+    retried_sessions: retried,
     p50: { init_ms: median('init_ms'), ready_queue_ms: median('ready_queue_ms'), run_ms: median('run_ms'), postrun_ms: median('postrun_ms'), e2e_ms: median('e2e_ms') },
   };
 }
@@ -282,8 +293,9 @@ export function chainWarning(summary: RunSummary): string | null {
 
 /**
  * The summary as text of at most {@link SUMMARY_WIDTH} columns: one row per harness, per-harness builder and stage
- * lines, one row per task (rewards per sample; — for a sample that was not evaluated), the chain warning when chains
- * broke or joins were re-rendered, and the engine line.
+ * lines, one row per task (rewards per sample; — for a sample that was not evaluated), a line on sessions
+ * `--max-retries` re-ran when there were any, the chain warning when chains broke or joins were re-rendered, and the
+ * engine line.
  */
 export function formatSummaryTable(summary: RunSummary): string {
   const ms = (v: number | null) => (v === null ? '-' : v >= 10_000 ? `${(v / 1000).toFixed(0)}s` : v >= 1000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
@@ -306,6 +318,11 @@ export function formatSummaryTable(summary: RunSummary): string {
       ['task', 'rewards', 'pass@1', 'turns', 'chains', 'trainable', 'failed'],
       summary.tasks.map((t) => [cut(t.task_id, 28), cut(t.rewards.map(reward).join(' '), 30), t.pass_at_1.toFixed(2), t.mean_turns.toFixed(1), String(t.chains), String(t.trainable_tokens), String(t.failed)]),
     ));
+  }
+  const retried = summary.harnesses.reduce((n, h) => n + h.retried_sessions, 0);
+  if (retried > 0) {
+    const tasks = summary.tasks.filter((t) => t.retried > 0).map((t) => `${t.task_id} ${t.retried}`);
+    out.push('', ...wrap(`retried: ${retried} session(s) re-run after infrastructure failures; each sample counts by its last attempt (${tasks.length > 5 ? `${tasks.slice(0, 5).join(', ')}, … ${tasks.length} tasks` : tasks.join(', ')})`));
   }
   const warning = chainWarning(summary);
   if (warning) out.push('', ...wrap(warning));

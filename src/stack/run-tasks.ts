@@ -17,7 +17,7 @@ import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
-import { isInfrastructureFailure, retryRequests } from './run-retries.ts';
+import { retryRequests } from './run-retries.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
@@ -78,16 +78,20 @@ export interface RunTasksOptions {
 }
 
 export interface RunReport {
+  /** One row per task; a sample `--max-retries` re-ran counts by its last attempt. */
   summary: RunSummary;
   /** Task ids run, retry rounds' ids (`<id>~retry<k>`) included. */
   taskIds: string[];
   /** Sessions re-run by --max-retries. */
   retriedSessions: number;
-  /** Sessions by final status over the whole run. */
+  /** Samples by the final status of their last attempt (the summary's statuses, summed over harnesses). */
   statuses: Record<string, number>;
-  /** Sessions whose harness CLI reported a failure (see HarnessSummary.harness_failures). */
+  /** Samples whose last attempt's harness CLI reported a failure (see HarnessSummary.harness_failures). */
   harnessFailures: number;
-  /** True when every session ended COMPLETED (its reward may be 0) and no harness CLI reported a failure. */
+  /**
+   * True when every sample's last attempt ended COMPLETED (its reward may be 0) and no harness CLI reported a failure
+   * in one: what the summary says, so a session a retry made good does not fail the run.
+   */
   allCompleted: boolean;
   final: RunSnapshot;
 }
@@ -238,8 +242,6 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     let round = 0;
     let latest = requests;
     let retriedSessions = 0;
-    /** Tasks whose infrastructure failures (harness crashes included) were all run again in a later round. */
-    const retriedTasks = new Set<string>();
     for (;;) {
       if (finished()) {
         const again = round < (opts.maxRetries ?? 0) && !opts.signal?.aborted ? retryRequests(opts.store, latest, round + 1) : [];
@@ -247,7 +249,6 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
         round++;
         latest = again;
         for (const r of again) {
-          retriedTasks.add(String(r.metadata?.retry_of));
           opts.log?.(`retry ${round}: ${r.num_samples} session(s) of ${r.metadata?.retry_of} failed for infrastructure reasons; running them as ${r.task_id}`);
           stack.server.submit(r);
           taskIds.push(r.task_id);
@@ -285,22 +286,13 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     const statuses: Record<string, number> = {};
     for (const h of summary.harnesses) for (const [k, v] of Object.entries(h.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
     const sessions = summary.harnesses.reduce((sum, h) => sum + h.sessions, 0);
-    // A session that failed for infrastructure reasons and was run again counts by its retry's outcome, so a harness
-    // failure counts only where no retry followed it (in the last round, or without --max-retries).
-    const harnessFailures = taskIds.reduce((sum, id) => sum + harnessFailuresOf(opts.store, id, retriedTasks.has(id)), 0);
-    return { summary, taskIds, retriedSessions, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) + retriedSessions === sessions && harnessFailures === 0, final };
+    // The summary counts a sample that was re-run by its retry's outcome, so a harness crash or an infrastructure
+    // failure counts only where no retry made it good (in the last round, or without --max-retries).
+    const harnessFailures = summary.harnesses.reduce((sum, h) => sum + h.harness_failures, 0);
+    return { summary, taskIds, retriedSessions, statuses, harnessFailures, allCompleted: sessions > 0 && (statuses.COMPLETED ?? 0) === sessions && harnessFailures === 0, final };
   } finally {
     await stack.stop();
   }
-}
-
-/**
- * Sessions of `taskId` whose harness reported failure (trajectory.metadata.harness_outcome.success false), leaving out
- * those a later retry round ran again (`retried`: the task's infrastructure failures were all retried; a TIMEOUT
- * whose harness was killed is not one of them and still counts).
- */
-function harnessFailuresOf(store: Store, taskId: string, retried: boolean): number {
-  return store.results.listByTask(taskId).filter((r) => (r.trajectory.metadata.harness_outcome as { success?: unknown } | null | undefined)?.success === false && !(retried && isInfrastructureFailure(r))).length;
 }
 
 /**

@@ -61,7 +61,9 @@ for (const maxRetries of [0, 1]) {
         expect(retry.task.metadata).toMatchObject({ group_id: 'flaky', retry_of: 'flaky' });
         const [again] = store.sessions.listByTask('flaky~retry1');
         expect(rewardOf(store.results.get(again!.session_id)!)).toBe(1);
-        expect(report.statuses).toEqual({ ERROR: 1, COMPLETED: 2 });
+        // Each sample counts by its last attempt: the retry stands in for the session it re-ran.
+        expect(report.statuses).toEqual({ COMPLETED: 2 });
+        expect(report.summary.tasks.map((t) => [t.task_id, t.rewards, t.retried])).toEqual([['flaky', [1], 1], ['gives-up', [0], 0]]);
       }
     } finally {
       store.close();
@@ -122,6 +124,9 @@ test('runTasks --max-retries 1: a harness that crashed once and succeeded on its
     const [first] = store.sessions.listByTask('crashy');
     expect(store.results.get(first!.session_id)!.trajectory.metadata.harness_outcome).toMatchObject({ success: false });
     expect([report.retriedSessions, report.harnessFailures, report.allCompleted]).toEqual([1, 0, true]);
+    // The summary's "harness ok" (sessions − harness_failures) says what the exit code says: the retry made it good.
+    const [h] = report.summary.harnesses;
+    expect([h!.sessions, h!.harness_failures, h!.retried_sessions]).toEqual([1, 0, 1]);
   } finally {
     store.close();
   }

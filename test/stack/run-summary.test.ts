@@ -12,7 +12,7 @@ function harness(overrides: Partial<HarnessSummary> = {}): HarnessSummary {
     pass_at_1: 0.5, mean_reward: 0.5, mean_turns: 3.25, completions: 13, traces: { per_request: 13, prefix_merging: 4 },
     trainer_tokens: { per_request: 91234, prefix_merging: 20345 }, rerender_mismatches: 0, groups_with_reward_variance: 1,
     p50: { init_ms: 120, ready_queue_ms: 0, run_ms: 12_345, postrun_ms: 80, e2e_ms: 12_600 }, trainable_tokens: 1834, chain_breaks: {}, split_sessions: 0,
-    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4,
+    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4, retried_sessions: 0,
     ...overrides,
   };
 }
@@ -21,8 +21,8 @@ function summary(h: HarnessSummary): RunSummary {
   return {
     harnesses: [h], engine_busy_fraction: 0.42, wall_ms: 30_000,
     tasks: [
-      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1 },
-      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0 },
+      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1, retried: 0 },
+      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0, retried: 0 },
     ],
   };
 }
@@ -66,4 +66,13 @@ test('the legend explains pass@1 as it does the other columns', () => {
   expect(legend).toBeDefined();
   expect(legend).toContain('reward ≥ 1');
   for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+});
+
+test('sessions re-run by --max-retries get one line naming the tasks; none without retries', () => {
+  const base = summary(harness({ retried_sessions: 2 }));
+  const retried = { ...base, tasks: base.tasks.map((t) => (t.task_id === 'short' ? { ...t, retried: 2 } : t)) };
+  const text = formatSummaryTable(retried);
+  expect(text.replace(/\n {2}/g, ' ')).toContain('retried: 2 session(s) re-run after infrastructure failures; each sample counts by its last attempt (short 2)');
+  for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+  expect(formatSummaryTable(summary(harness()))).not.toContain('retried:');
 });
