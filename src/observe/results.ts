@@ -2,9 +2,11 @@
  * Readable results from a store: one row per session (task, sample, status, reward, turns, completions, chains,
  * trainable tokens, re-rendered joins, duration, error) for `polar results`, and session lookup by id prefix or by
  * task and sample for `polar trace show`. Sessions captured by a standalone proxy (records, no task) are listed too,
- * with status CAPTURED and no reward.
+ * with status CAPTURED and no reward. A session that `polar run --max-retries` re-ran names the session that did
+ * (`retried_by`), and the totals count each sample by its last attempt (src/stack/run-retries.ts finalAttempts).
  */
 import type { SessionResult } from '../core/records.ts';
+import { finalAttempts } from '../stack/run-retries.ts';
 import type { Store } from '../store/index.ts';
 
 export interface ResultRow {
@@ -30,6 +32,12 @@ export interface ResultRow {
   /** End-to-end seconds (dispatch to result); null without a result. */
   duration_s: number | null;
   error: string | null;
+  /**
+   * The session of the `polar run --max-retries` retry (`<task_id>~retry<k>`) that re-ran this one after an
+   * infrastructure failure; null when none did. Such a session does not count in a run's results: its sample counts
+   * by its last attempt.
+   */
+  retried_by: string | null;
 }
 
 export interface ResultFilter {
@@ -60,7 +68,7 @@ export function sessionStatus(store: Store, sessionId: string): string {
   return store.results.get(sessionId)?.status ?? store.sessions.get(sessionId)?.status ?? 'CAPTURED';
 }
 
-function rowOf(store: Store, sessionId: string, base: { task_id: string | null; sample_index: number | null; status: string; error: string | null }): ResultRow {
+function rowOf(store: Store, sessionId: string, base: { task_id: string | null; sample_index: number | null; status: string; error: string | null; retried_by: string | null }): ResultRow {
   const result = store.results.get(sessionId);
   const counts = store.completions.attemptCounts(sessionId);
   const completions = counts.reduce((n, c) => n + c.completions, 0);
@@ -80,17 +88,22 @@ function rowOf(store: Store, sessionId: string, base: { task_id: string | null; 
 export function resultRows(store: Store, filter: ResultFilter = {}): ResultRow[] {
   const rows: ResultRow[] = [];
   const known = new Set<string>();
-  for (const task of store.tasks.list().sort((a, b) => a.created_at - b.created_at)) {
+  const tasks = store.tasks.list().sort((a, b) => a.created_at - b.created_at);
+  const retriedBy = new Map<string, string>();
+  for (const task of finalAttempts(store, tasks.map((t) => t.task.task_id))) {
+    for (const s of task.samples) [...s.replaced, s.session_id].forEach((id, i, chain) => i > 0 && retriedBy.set(chain[i - 1]!, id));
+  }
+  for (const task of tasks) {
     const taskId = task.task.task_id;
     for (const s of store.sessions.listByTask(taskId).sort((a, b) => a.sample_index - b.sample_index)) {
       known.add(s.session_id);
-      rows.push(rowOf(store, s.session_id, { task_id: taskId, sample_index: s.sample_index, status: s.status, error: s.error }));
+      rows.push(rowOf(store, s.session_id, { task_id: taskId, sample_index: s.sample_index, status: s.status, error: s.error, retried_by: retriedBy.get(s.session_id) ?? null }));
     }
   }
   for (const id of store.completions.listSessionIds()) {
     if (known.has(id)) continue;
     const result = store.results.get(id);
-    rows.push(rowOf(store, id, { task_id: result?.task_id ?? null, sample_index: null, status: result?.status ?? 'CAPTURED', error: null }));
+    rows.push(rowOf(store, id, { task_id: result?.task_id ?? null, sample_index: null, status: result?.status ?? 'CAPTURED', error: null, retried_by: null }));
   }
   return rows.filter((r) =>
     (filter.task === undefined || (r.task_id ?? '').startsWith(filter.task)) &&
@@ -134,7 +147,8 @@ function filterFlags(filter: ResultFilter): string {
 }
 
 /**
- * The rows as a fixed-width table of at most `width` columns (default 100).
+ * The rows as a fixed-width table of at most `width` columns (default 100). A session a retry re-ran says so in its
+ * error column (`retried: <its error>`; the row of the `~retry<k>` task that re-ran it follows) and is left out of the totals line, which counts each sample once.
  * @param filtered the filter the rows were selected with and how many sessions the store holds in all: when no row
  *   matched, the line says the filter matched nothing rather than that the store is empty
  */
@@ -156,10 +170,15 @@ export function formatResultTable(rows: readonly ResultRow[], width = 100, filte
   const used = widths.reduce((a, b) => a + b, 0) + 2 * (widths.length - 1);
   const errWidth = Math.max(12, width - used - 2);
   const out = [`${line(head)}  error`];
-  rows.forEach((r, i) => out.push(`${line(cells[i]!)}  ${r.error ? cut(r.error.replace(/\s+/g, ' '), errWidth) : ''}`.trimEnd()));
-  const n = (s: string) => rows.filter((r) => r.status === s).length;
-  const scored = rows.map((r) => r.reward).filter((x): x is number => x !== null);
-  out.push(`${rows.length} session(s): ${n('COMPLETED')} completed, ${n('ERROR')} error, ${n('TIMEOUT')} timeout` +
+  rows.forEach((r, i) => {
+    const note = [r.retried_by !== null ? 'retried' : '', r.error ? r.error.replace(/\s+/g, ' ') : ''].filter(Boolean).join(': ');
+    out.push(`${line(cells[i]!)}  ${cut(note, errWidth)}`.trimEnd());
+  });
+  const counted = rows.filter((r) => r.retried_by === null);
+  const n = (s: string) => counted.filter((r) => r.status === s).length;
+  const scored = counted.map((r) => r.reward).filter((x): x is number => x !== null);
+  const rerun = rows.length - counted.length;
+  out.push(`${rows.length} session(s)${rerun > 0 ? `, ${rerun} re-run by a retry (counted by its last attempt)` : ''}: ${n('COMPLETED')} completed, ${n('ERROR')} error, ${n('TIMEOUT')} timeout` +
     (scored.length ? `; mean reward ${(scored.reduce((a, b) => a + b, 0) / scored.length).toFixed(3)} over ${scored.length} evaluated` : '; none evaluated'));
   return out.join('\n');
 }

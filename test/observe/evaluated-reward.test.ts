@@ -23,7 +23,7 @@ test('real rewards count, 0 included; skipped, cancelled in POSTRUN and CANCELLE
 
 test('the results table averages only evaluated sessions', () => {
   const row = (status: string, reward: number | null): ResultRow => ({
-    task_id: 't', sample_index: 0, session_id: `s-${status}`, status, error: null, reward, turns: 1, completions: 1, chains: 1, trainable_tokens: 1, rerendered_joins: 0, breaks: {}, duration_s: 1,
+    task_id: 't', sample_index: 0, session_id: `s-${status}`, status, error: null, reward, turns: 1, completions: 1, chains: 1, trainable_tokens: 1, rerendered_joins: 0, breaks: {}, duration_s: 1, retried_by: null,
   });
   const table = formatResultTable([row('COMPLETED', 1), row('CANCELLED', evaluatedReward(result('CANCELLED', { outcome_reward: 0 })))]);
   expect(table).toContain('mean reward 1.000 over 1 evaluated');

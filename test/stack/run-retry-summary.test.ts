@@ -1,7 +1,7 @@
 /**
  * `polar run --max-retries`: every output that lists per-task results counts a retried sample once, by its last
  * attempt (src/stack/run-retries.ts finalAttempts): one summary row per task with num_samples rewards, pass@1 from the
- * retry, "harness ok" and statuses that agree with the exit code.
+ * retry, "harness ok" and statuses that agree with the exit code, split summaries, and `polar results`' totals.
  * The prepare step of each task fails for chosen attempts (an infrastructure failure), using `mkdir` as an atomic
  * once-only marker outside the session (so the run has no sandbox).
  */
@@ -9,6 +9,7 @@ import { afterAll, expect, test } from 'bun:test';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ResultRow } from '../../src/observe/results.ts';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
 import { finalAttempts } from '../../src/stack/run-retries.ts';
 import { runTasks } from '../../src/stack/run-tasks.ts';
@@ -59,6 +60,23 @@ test('polar run: one of two samples fails for an infrastructure reason and its r
   expect(r.stdout).toMatch(/^shell\s+2\s+2\s+2\s+1\.000\s/m);
   expect(r.stdout).toMatch(/^flaky\s+1 1\s+1\.00\s/m);
   expect(r.stdout).toContain('retried: 1 session(s) re-run after infrastructure failures; each sample counts by its last attempt');
+
+  // `polar results` lists all three sessions, marks the one the retry re-ran, and totals by last attempt.
+  const db = join(out, 'results.db');
+  const listed = await runPolar(['results', '--db', db, '--json'], { timeoutMs: 30_000 });
+  const rows = JSON.parse(listed.stdout) as ResultRow[];
+  expect(rows.map((row) => row.status).sort()).toEqual(['COMPLETED', 'COMPLETED', 'ERROR']);
+  const store = openStore(db);
+  try {
+    const [retry] = store.sessions.listByTask('flaky~retry1');
+    expect(rows.map((row) => [row.status, row.retried_by])).toContainEqual(['ERROR', retry!.session_id]);
+    expect(rows.filter((row) => row.retried_by !== null)).toHaveLength(1);
+  } finally {
+    store.close();
+  }
+  const table = await runPolar(['results', '--db', db], { timeoutMs: 30_000 });
+  expect(table.stdout).toContain('3 session(s), 1 re-run by a retry (counted by its last attempt): 2 completed, 0 error, 0 timeout; mean reward 1.000 over 2 evaluated');
+  expect(table.stdout).toMatch(/^flaky\s+\d\s+\S+\s+ERROR\s.*\sretried(:|$)/m);
 }, 150_000);
 
 test('polar run: a retry that fails again is one failed sample of one task, and the exit code is 1', async () => {
