@@ -57,7 +57,11 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
           store: false,
           ...(name === 'reasoning' ? { reasoning: { effort: 'medium' as const } } : {}),
         };
-        const response = stream ? await openai.responses.stream(params).finalResponse() : await openai.responses.create(params);
+        const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+        const response = stream ? await openai.responses.stream(params).on('event', (e) => events.push(e)).finalResponse() : await openai.responses.create(params);
+        // Output items never interleave (OpenAI's order): the output_index of item events never goes back.
+        const indices = events.flatMap((e) => ('output_index' in e ? [e.output_index] : []));
+        expect(indices).toEqual([...indices].sort((a, b) => a - b));
         expect(response.object).toBe('response');
         expect(response.id.startsWith('resp_')).toBe(true);
         expect(response.model).toBe('gpt-5.5');

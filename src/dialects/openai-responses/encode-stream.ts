@@ -9,9 +9,15 @@
  * - function_call: `function_call_arguments.delta`* / `function_call_arguments.done`;
  * - custom_tool_call: `custom_tool_call_input.delta` / `custom_tool_call_input.done` (the input is only known once the
  *   `{"input": …}` arguments are complete, so it comes as one delta).
+ * Output items never interleave, as OpenAI's API sends them (a recorded gpt-4o stream with two parallel function calls:
+ * item 0's `output_item.added` … `output_item.done`, then item 1's): the IR may start a second tool call while the first
+ * one's arguments are still arriving (engines/delta-emitter.ts ends every call only at `finish`), so only the earliest
+ * unfinished call streams; a later one is held (its arguments buffered) and goes out, with its `output_index`, once every
+ * call before it is done.
  * `ResponseAssembler` is the state machine; `encodeResponse` runs the same machine, so the non-streaming body equals the
  * stream's final `response` object (same item ids, same order).
- * Source: https://platform.openai.com/docs/api-reference/responses-streaming
+ * Source: https://platform.openai.com/docs/api-reference/responses-streaming; the recorded stream:
+ * https://github.com/prism-php/prism/blob/main/tests/Fixtures/openai/stream-multi-tool-conversation-responses-1.json
  */
 import type { CodecContext } from '../../core/dialect.ts';
 import { GatewayError } from '../../core/errors.ts';
@@ -98,6 +104,11 @@ export function responseEnvelope(fields: {
 interface OpenReasoning { item: OutputItem; index: number; text: string; partOpen: boolean }
 interface OpenMessage { item: OutputItem; index: number; text: string }
 interface OpenCall { item: OutputItem; index: number; args: string; target: CallTarget }
+/**
+ * A tool call the IR started: `open` once its `output_item.added` went out (the earliest unfinished call's); until
+ * then its arguments are `held`.
+ */
+interface StartedCall { id: string; name: string; held: string; ended: boolean; open: OpenCall | null }
 
 /** The Responses stream state machine: IR events in, wire events out; `final` holds the finished response object. */
 export class ResponseAssembler {
@@ -109,7 +120,8 @@ export class ResponseAssembler {
   private readonly output: OutputItem[] = [];
   private reasoning: OpenReasoning | null = null;
   private message: OpenMessage | null = null;
-  private readonly calls = new Map<number, OpenCall>();
+  /** Started, not yet done tool calls by IR index, in start order (= output order). */
+  private readonly calls = new Map<number, StartedCall>();
   /** The finished response object (after `finish` or `error`). */
   final: ResponseBody | null = null;
 
@@ -152,33 +164,26 @@ export class ResponseAssembler {
       case 'text-end':
         this.closeMessage(out);
         break;
-      case 'tool-call-start': {
+      case 'tool-call-start':
         this.closeReasoning(out);
         this.closeMessage(out);
-        const target = resolveCallTarget(event.name, this.ctx.request?.tools);
-        const ns = target.namespace ? { namespace: target.namespace } : {};
-        const item: OutputItem =
-          target.kind === 'custom'
-            ? { id: this.ctx.newId('ctc'), type: 'custom_tool_call', call_id: event.id, name: target.name, ...ns, input: '' }
-            : { id: this.ctx.newId('fc'), type: 'function_call', call_id: event.id, name: target.name, ...ns, arguments: '', status: 'in_progress' };
-        const call: OpenCall = { item, index: this.output.length, args: '', target };
-        this.output.push(item);
-        this.calls.set(event.index, call);
-        out.push(this.event('response.output_item.added', { output_index: call.index, item: { ...item } }));
+        if (!this.calls.has(event.index)) this.calls.set(event.index, { id: event.id, name: event.name, held: '', ended: false, open: null });
+        this.advanceCalls(out);
         break;
-      }
       case 'tool-call-delta': {
         const call = this.calls.get(event.index);
         if (!call) break;
-        call.args += event.argumentsDelta;
-        if (call.target.kind === 'function') {
-          out.push(this.itemEvent('response.function_call_arguments.delta', call, { delta: event.argumentsDelta }));
-        }
+        if (call.open) this.callDelta(call.open, event.argumentsDelta, out);
+        else call.held += event.argumentsDelta;
         break;
       }
-      case 'tool-call-end':
-        this.closeCall(event.index, out);
+      case 'tool-call-end': {
+        const call = this.calls.get(event.index);
+        if (!call) break;
+        call.ended = true;
+        this.advanceCalls(out);
         break;
+      }
       case 'finish':
         this.finish(event.finishReason, event.usage, out);
         break;
@@ -269,10 +274,41 @@ export class ResponseAssembler {
     this.message = null;
   }
 
-  private closeCall(index: number, out: WireEvent[]): void {
-    const call = this.calls.get(index);
-    if (!call) return;
-    this.calls.delete(index);
+  /**
+   * Stream the earliest unfinished call: open it (with the arguments buffered while it waited), and while it has
+   * ended, close it and go on to the next one.
+   */
+  private advanceCalls(out: WireEvent[]): void {
+    for (const [index, call] of this.calls) {
+      call.open ??= this.openCall(call, out);
+      if (!call.ended) return;
+      this.closeCall(call.open, out);
+      this.calls.delete(index);
+    }
+  }
+
+  private openCall(call: StartedCall, out: WireEvent[]): OpenCall {
+    const target = resolveCallTarget(call.name, this.ctx.request?.tools);
+    const ns = target.namespace ? { namespace: target.namespace } : {};
+    const item: OutputItem =
+      target.kind === 'custom'
+        ? { id: this.ctx.newId('ctc'), type: 'custom_tool_call', call_id: call.id, name: target.name, ...ns, input: '' }
+        : { id: this.ctx.newId('fc'), type: 'function_call', call_id: call.id, name: target.name, ...ns, arguments: '', status: 'in_progress' };
+    const open: OpenCall = { item, index: this.output.length, args: '', target };
+    this.output.push(item);
+    out.push(this.event('response.output_item.added', { output_index: open.index, item: { ...item } }));
+    this.callDelta(open, call.held, out);
+    return open;
+  }
+
+  /** Arguments of an open call; a custom tool's input is only known whole, so it goes out at its close. */
+  private callDelta(call: OpenCall, delta: string, out: WireEvent[]): void {
+    if (delta === '') return;
+    call.args += delta;
+    if (call.target.kind === 'function') out.push(this.itemEvent('response.function_call_arguments.delta', call, { delta }));
+  }
+
+  private closeCall(call: OpenCall, out: WireEvent[]): void {
     if (call.target.kind === 'custom') {
       const input = customInputFromArguments(call.args);
       if (input) out.push(this.itemEvent('response.custom_tool_call_input.delta', call, { delta: input }));
@@ -289,7 +325,8 @@ export class ResponseAssembler {
   private closeAll(out: WireEvent[]): void {
     this.closeReasoning(out);
     this.closeMessage(out);
-    for (const index of [...this.calls.keys()]) this.closeCall(index, out);
+    for (const call of this.calls.values()) call.ended = true;
+    this.advanceCalls(out);
   }
 
   private finish(reason: FinishReason, usage: IRUsage, out: WireEvent[]): void {
