@@ -18,6 +18,12 @@ export interface CodecContext {
    * map tool calls back to the client's own item types (Responses `custom` and `namespace` tools) and echo settings.
    */
   request?: IRRequest;
+  /**
+   * The client's request body as received (parsed JSON), set with `request`: for a reply that echoes the request's own
+   * settings verbatim where the IR keeps a model-side form (the Responses object's `tools`, `tool_choice`,
+   * `instructions`, `text`, `metadata`).
+   */
+  requestBody?: unknown;
   /** Model name taken from the URL path (Gemini `/v1beta/models/{model}:generateContent`); set before decodeRequest. */
   pathModel?: string;
   /** True when the URL path asks for a stream (Gemini `:streamGenerateContent`); set before decodeRequest. */

@@ -15,6 +15,7 @@
  *   `message_start.usage.input_tokens` is the real count, and pings are sent until then.
  * An error after the first byte is the dialect's in-band error event.
  */
+import type { CodecContext } from '../core/dialect.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
 import type { EngineStreamEvent } from '../engines/types.ts';
 import type { ProxyRuntime } from './context.ts';
@@ -29,10 +30,10 @@ export type LiveRun = (signal: AbortSignal | undefined, onEvent: (event: EngineS
  * keep-alive interval, whichever comes first (Anthropic, Responses), and throws the engine's error when it failed
  * before that (rendered as a real status by the app). The body, keep-alives, disconnects and the commit are
  * ProxyStream's (synthetic-stream.ts); here only the start event (which may wait for the prompt length) and the
- * engine's `answered` signal.
+ * engine's `answered` signal. `codec` is the stream encoder's context (with the request and its body).
  */
-export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, completionId: string, createdAt: number, clientSignal: AbortSignal, run: LiveRun): Promise<Response> {
-  const stream = new ProxyStream(rt, route.dialect.createStreamEncoder({ ...rt.codecCtx, request: ir }), route.dialect.name);
+export async function liveStream(rt: ProxyRuntime, route: DialectRoute, ir: IRRequest, codec: CodecContext, completionId: string, createdAt: number, clientSignal: AbortSignal, run: LiveRun): Promise<Response> {
+  const stream = new ProxyStream(rt, route.dialect.createStreamEncoder(codec), route.dialect.name);
   let startSent = false;
   let answered!: () => void;
   const answeredOnce = new Promise<void>((resolve) => (answered = resolve));

@@ -4,7 +4,7 @@
  * interval (see {@link holdStatus}): an engine call that fails within it is a real HTTP status in the caller's shape.
  */
 import { type GatewayError, toGatewayError } from '../core/errors.ts';
-import type { Dialect } from '../core/dialect.ts';
+import type { CodecContext, Dialect } from '../core/dialect.ts';
 import type { IRRequest, IRResponse } from '../core/ir.ts';
 import { type IRStreamEvent, responseToStreamEvents, type StreamEncoder } from '../core/stream.ts';
 import { warningHeader, type ProxyRuntime } from './context.ts';
@@ -152,19 +152,21 @@ export class ProxyStream {
 /**
  * An SSE response whose body is written as `run` resolves. `client.gone` turns true when the client disconnects (the
  * stream is cancelled, a write fails, or the request's signal aborts while the status is held); `run` reads it when it
- * commits. With `options.abortOnClientDisconnect` the signal passed to `run` aborts on disconnect.
+ * commits. With `options.abortOnClientDisconnect` the signal passed to `run` aborts on disconnect. `codec` is the
+ * stream encoder's context (with the request and its body).
  * @throws GatewayError the call's error when it failed within one keep-alive interval (rendered as a real status)
  */
 export async function syntheticStream(
   rt: ProxyRuntime,
   dialect: Dialect,
   ir: IRRequest,
+  codec: CodecContext,
   completionId: string,
   createdAt: number,
   clientSignal: AbortSignal,
   run: (signal: AbortSignal | undefined, client: { readonly gone: boolean }) => Promise<IRResponse>,
 ): Promise<Response> {
-  const stream = new ProxyStream(rt, dialect.createStreamEncoder({ ...rt.codecCtx, request: ir }), dialect.name);
+  const stream = new ProxyStream(rt, dialect.createStreamEncoder(codec), dialect.name);
   stream.write({ type: 'start', id: completionId, model: ir.model, createdAt, inputTokens: 0 });
   const done = stream.settle(run(stream.engineSignal, stream.sink.client), responseToStreamEvents);
   return stream.respond(ir, done, null, stream.intervalMs, clientSignal);

@@ -68,10 +68,11 @@ beforeAll(() => {
     port: 0,
     hostname: '127.0.0.1',
     async fetch(req) {
-      const ctx = (request?: IRRequest) => codecContext(request ? { request } : {});
+      const body: unknown = await req.json();
+      const ctx = (request?: IRRequest) => codecContext(request ? { request, requestBody: body } : {});
       let ir: IRRequest;
       try {
-        ir = openaiResponses.decodeRequest(await req.json(), ctx());
+        ir = openaiResponses.decodeRequest(body, ctx());
       } catch (error) {
         const { status, body } = openaiResponses.encodeError(error as GatewayError);
         return Response.json(body, { status });
@@ -177,6 +178,7 @@ describe.each(['replayed', 'live'] as const)('%s stream', (model) => {
       ['custom_tool_call', 'call_c'],
     ]);
     expect((final.output[4] as OpenAI.Responses.ResponseCustomToolCall).input).toBe(PATCH);
+    expect(final.tools).toEqual(tools);
 
     expect(wire(final)).toEqual(wire(await client.responses.create(params(model))));
   });

@@ -305,6 +305,81 @@ describe('encodeResponse', () => {
   });
 });
 
+describe('response object echo (https://platform.openai.com/docs/api-reference/responses/object)', () => {
+  const echoed = (body: Record<string, unknown>) => {
+    const request = openaiResponses.decodeRequest(body, ctx());
+    const c = () => codecContext({ request, requestBody: body });
+    const response = irResponse({ toolCalls: [{ id: 'call_1', name: 'exec_command', arguments: '{"cmd":"ls"}' }], finishReason: { unified: 'tool-calls', raw: 'tool_calls' } });
+    const frames = parseSse(streamText([startEvent(response), ...responseToStreamEvents(response)], c()));
+    const streamed = frames.filter((f) => (f.data.response as object | undefined) !== undefined).map((f) => [f.event, f.data.response as Record<string, unknown>] as const);
+    expect(streamed.map(([event]) => event)).toEqual(['response.created', 'response.in_progress', 'response.completed']);
+    return { body: openaiResponses.encodeResponse(response, c()) as unknown as Record<string, unknown>, streamed: streamed.map(([, r]) => r) };
+  };
+
+  test('recorded Codex turn: the tools it sent (the ones the model saw, as sent), tool_choice, parallel_tool_calls, reasoning, prompt_cache_key', async () => {
+    const codex = await fixture('codex-quiet-001-request.json');
+    const { body, streamed } = echoed(codex);
+    const sent = codex.tools as { type: string }[];
+    const shown = sent.filter((t) => ['function', 'custom', 'namespace'].includes(t.type));
+    expect(shown.length).toBe(sent.length - 2); // tool_search and web_search cannot run here and were not shown
+    for (const response of [body, ...streamed]) {
+      expect(response.tools).toEqual(shown);
+      expect(response).toMatchObject({
+        tool_choice: 'auto',
+        parallel_tool_calls: true,
+        reasoning: { effort: 'medium', summary: null },
+        prompt_cache_key: codex.prompt_cache_key as string,
+        instructions: null,
+        store: false,
+        text: { format: { type: 'text' } },
+      });
+    }
+  });
+
+  test('instructions, text.format, a namespaced tool_choice, metadata, user and safety_identifier come back as sent', () => {
+    const format = { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false }, strict: true };
+    const tools = [
+      { type: 'function', name: 'exec_command', description: 'Run', strict: true, parameters: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'], additionalProperties: false } },
+      { type: 'namespace', name: 'multi_agent_v1', description: 'd', tools: [{ type: 'function', name: 'spawn_agent', parameters: { type: 'object' } }] },
+    ];
+    const { body, streamed } = echoed({
+      model: 'gpt-5.5',
+      instructions: 'be brief',
+      input: 'go',
+      tools,
+      tool_choice: { type: 'function', name: 'spawn_agent', namespace: 'multi_agent_v1' },
+      parallel_tool_calls: false,
+      text: { format },
+      metadata: { run: 'r1' },
+      user: 'u-1',
+      safety_identifier: 's-1',
+      temperature: 0.6,
+      top_p: 0.9,
+      max_output_tokens: 64,
+    });
+    for (const response of [body, ...streamed]) {
+      expect(response).toMatchObject({
+        instructions: 'be brief',
+        tools,
+        tool_choice: { type: 'function', name: 'spawn_agent', namespace: 'multi_agent_v1' },
+        parallel_tool_calls: false,
+        text: { format },
+        metadata: { run: 'r1' },
+        user: 'u-1',
+        safety_identifier: 's-1',
+        temperature: 0.6,
+        top_p: 0.9,
+        max_output_tokens: 64,
+      });
+    }
+  });
+
+  test('without tools or settings: the API defaults', () => {
+    const { body } = echoed({ model: 'gpt-5.5', input: 'go' });
+    expect(body).toMatchObject({ instructions: null, tools: [], tool_choice: 'auto', parallel_tool_calls: true, text: { format: { type: 'text' } }, metadata: {}, user: null, safety_identifier: null, prompt_cache_key: null, temperature: null, top_p: null, max_output_tokens: null });
+  });
+});
+
 describe('encodeRequest', () => {
   test('IR → wire → IR is lossless for a tool loop with reasoning, custom and namespace tools', async () => {
     const original = openaiResponses.decodeRequest(await fixture('codex-quiet-002-request.json'), ctx());

@@ -62,6 +62,14 @@ describe.each(['vllm', 'sglang'] as const)('engine shape %s', (shape) => {
         // Output items never interleave (OpenAI's order): the output_index of item events never goes back.
         const indices = events.flatMap((e) => ('output_index' in e ? [e.output_index] : []));
         expect(indices).toEqual([...indices].sort((a, b) => a - b));
+        // The response object echoes the request's settings, from response.created on: the tools the model was shown
+        // as sent (web_search was not), instructions, limits.
+        const objects = [response, ...events.flatMap((e) => ('response' in e ? [e.response] : []))];
+        expect(objects.length).toBe(stream ? 4 : 1);
+        for (const object of objects) {
+          expect(object.tools).toEqual(tools.filter((t) => t.type !== 'web_search'));
+          expect(object).toMatchObject({ instructions: 'be brief', tool_choice: 'auto', max_output_tokens: 256, store: false });
+        }
         expect(response.object).toBe('response');
         expect(response.id.startsWith('resp_')).toBe(true);
         expect(response.model).toBe('gpt-5.5');

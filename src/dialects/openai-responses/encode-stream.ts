@@ -26,7 +26,8 @@ import { SSE_COMMENT_KEEPALIVE, sseFrame, type IRStreamEvent, type StreamEncoder
 import { encodeResponseError } from './errors.ts';
 import { encodeFinishReason } from './finish-reason.ts';
 import { encodeReasoningPayload } from './reasoning-payload.ts';
-import { customInputFromArguments, encodeToolChoice, resolveCallTarget, type CallTarget } from './tools.ts';
+import { isRecord } from '../shared/validate.ts';
+import { customInputFromArguments, echoToolChoice, echoTools, encodeToolChoice, encodeTools, resolveCallTarget, type CallTarget } from './tools.ts';
 import { encodeUsage, type ResponsesUsage } from './usage.ts';
 
 /** One wire event before SSE framing (`sequence_number` is added by the assembler). */
@@ -58,8 +59,17 @@ export function responseId(id: string): string {
 }
 
 /**
- * The response object around `output`. Echo fields (`temperature`, `tool_choice`, …) come from the decoded request when
- * the proxy passes it in `ctx.request`; the openai SDK and Codex read only a few of them, but all are present.
+ * The response object around `output` (https://platform.openai.com/docs/api-reference/responses/object). It echoes
+ * the request's settings as the API does:
+ * - as the client sent them (`requestBody`, when the proxy passes it): `instructions`, `tools` (those the model was
+ *   shown: `echoTools`), `tool_choice` (`echoToolChoice`), `text.format`, `metadata`, `user`, `safety_identifier`,
+ *   `prompt_cache_key`;
+ * - as sampled (`request`, the decoded IR, which task sampling may have set): `temperature`, `top_p`,
+ *   `max_output_tokens`, `parallel_tool_calls`, `reasoning.effort`;
+ * - what this proxy does whatever was asked: `store: false` (nothing is stored), `truncation: "disabled"` (an overlong
+ *   prompt is an error), `background: false`, `reasoning.summary: null` (no summaries are made), and no
+ *   `text.verbosity` (ignored with a warning).
+ * Without `requestBody` the echo comes from the IR alone (tools re-encoded from their model-side form).
  */
 export function responseEnvelope(fields: {
   id: string;
@@ -71,8 +81,12 @@ export function responseEnvelope(fields: {
   output: OutputItem[];
   usage: ResponsesUsage | null;
   request: IRRequest | undefined;
+  requestBody: unknown;
 }): ResponseBody {
   const request = fields.request;
+  const sent = isRecord(fields.requestBody) ? fields.requestBody : undefined;
+  const string = (value: unknown): string | null => (typeof value === 'string' ? value : null);
+  const format = isRecord(sent?.text) && isRecord(sent.text.format) ? sent.text.format : { type: 'text' };
   return {
     id: fields.id,
     object: 'response',
@@ -81,23 +95,25 @@ export function responseEnvelope(fields: {
     background: false,
     error: fields.error,
     incomplete_details: fields.incompleteDetails,
-    instructions: null,
+    instructions: string(sent?.instructions),
     max_output_tokens: request?.sampling.maxTokens ?? null,
     model: fields.model,
     output: fields.output,
     parallel_tool_calls: request?.parallelToolCalls ?? true,
     previous_response_id: null,
+    prompt_cache_key: string(sent?.prompt_cache_key),
     reasoning: { effort: request?.reasoning?.effort ?? null, summary: null },
+    safety_identifier: string(sent?.safety_identifier),
     store: false,
     temperature: request?.sampling.temperature ?? null,
-    text: { format: { type: 'text' } },
-    tool_choice: encodeToolChoice(request?.toolChoice) ?? 'auto',
-    tools: [],
+    text: { format },
+    tool_choice: sent ? echoToolChoice(sent.tool_choice, request?.toolChoice) : (encodeToolChoice(request?.toolChoice) ?? 'auto'),
+    tools: sent ? echoTools(sent.tools) : encodeTools(request?.tools ?? []),
     top_p: request?.sampling.topP ?? null,
     truncation: 'disabled',
     usage: fields.usage,
-    user: request?.user ?? null,
-    metadata: {},
+    user: sent ? string(sent.user) : (request?.user ?? null),
+    metadata: isRecord(sent?.metadata) ? sent.metadata : {},
   };
 }
 
@@ -215,6 +231,7 @@ export class ResponseAssembler {
       output: this.output.map((item) => ({ ...item })),
       usage,
       request: this.ctx.request,
+      requestBody: this.ctx.requestBody,
     });
   }
 

@@ -92,6 +92,28 @@ export function decodeTools(tools: ResponsesRequest['tools'], warnings: Warning[
   return out;
 }
 
+/** Tool types the model is shown (as functions); any other type is a hosted tool that `decodeTools` drops. */
+const SHOWN_TOOL_TYPES: ReadonlySet<string> = new Set(['function', 'custom', 'namespace']);
+
+/**
+ * The response object's `tools`: the request's tools the model was shown, exactly as the client sent them (hosted
+ * tools were not shown, so they are not echoed). `sent` is the raw request `tools`, already validated by decodeRequest.
+ */
+export function echoTools(sent: unknown): unknown[] {
+  return Array.isArray(sent) ? sent.filter((tool) => isRecord(tool) && typeof tool.type === 'string' && SHOWN_TOOL_TYPES.has(tool.type)) : [];
+}
+
+/**
+ * The response object's `tool_choice`: the request's own when it was honoured (a mode, or a function / custom tool by
+ * name, namespace included), else the mode it degraded to (`decodeToolChoice`); `auto` when none was sent.
+ */
+export function echoToolChoice(sent: unknown, decoded: IRToolChoice | undefined): unknown {
+  if (sent == null) return 'auto';
+  if (typeof sent === 'string') return sent;
+  if (isRecord(sent) && (sent.type === 'function' || sent.type === 'custom') && typeof sent.name === 'string' && sent.name !== '') return sent;
+  return encodeToolChoice(decoded) ?? 'auto';
+}
+
 /** IR tools → wire tools (namespace members regrouped under their namespace, in first-seen order). */
 export function encodeTools(tools: readonly IRTool[]): unknown[] {
   const out: unknown[] = [];

@@ -63,6 +63,8 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
       }
     }
     const completionId = rt.newId('cmpl');
+    /** What the reply's encoder gets: the decoded request and the body it came from (for settings a reply echoes). */
+    const codec = { ...rt.codecCtx, request: ir, requestBody: body };
     /**
      * Commit the record. `clientGone` is read at commit time: a client that disconnected before this point is
      * flagged on the record (the completion is still kept: a captured completion is never dropped). A disconnect
@@ -89,17 +91,17 @@ export function completionHandler(rt: ProxyRuntime, route: DialectRoute) {
       const response = await commit(completion, warnings, policyVersion, clientSignal.aborted);
       const all = [...ir.warnings, ...completion.warnings, ...response.warnings, ...warnings];
       if (all.length > 0) c.header('x-polar-warnings', warningHeader(all));
-      const encoded = route.dialect.encodeResponse(response, { ...rt.codecCtx, request: ir });
+      const encoded = route.dialect.encodeResponse(response, codec);
       return c.json((ir.stream ? [encoded] : encoded) as object);
     }
     // streams() is decided by the engine's probe: make sure it ran (a failure surfaces again in the call itself).
     if (rt.deps.engine.stream) await rt.deps.engine.probe().catch(() => {});
     if (rt.deps.engine.stream && rt.deps.engine.streams?.()) {
-      return liveStream(rt, route, ir, completionId, startedAt, c.req.raw.signal, (signal, onEvent, client) =>
+      return liveStream(rt, route, ir, codec, completionId, startedAt, c.req.raw.signal, (signal, onEvent, client) =>
         sample(rt, ir, session, completionId, signal, onEvent).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
       );
     }
-    return syntheticStream(rt, route.dialect, ir, completionId, startedAt, c.req.raw.signal, (signal, client) =>
+    return syntheticStream(rt, route.dialect, ir, codec, completionId, startedAt, c.req.raw.signal, (signal, client) =>
       sample(rt, ir, session, completionId, signal).then(({ completion, warnings, policyVersion }) => commit(completion, warnings, policyVersion, client.gone)),
     );
   };
