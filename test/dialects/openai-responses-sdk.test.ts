@@ -78,7 +78,7 @@ beforeAll(() => {
         return Response.json(body, { status });
       }
       // The model name picks the producer: `live` = DeltaEmitter with interleaved calls, else a replayed response.
-      const r = reply(ir.model);
+      const r = ir.model === 'truncated' ? { ...reply(ir.model), toolCalls: [], finishReason: { unified: 'length' as const, raw: 'length' } } : reply(ir.model);
       if (!ir.stream) return Response.json(openaiResponses.encodeResponse(r, ctx(ir)));
       const encoder = openaiResponses.createStreamEncoder(ctx(ir));
       let text = encoder.push({ type: 'start', id: r.id, model: r.model, createdAt: r.createdAt, inputTokens: 0 });
@@ -182,4 +182,20 @@ describe.each(['replayed', 'live'] as const)('%s stream', (model) => {
 
     expect(wire(final)).toEqual(wire(await client.responses.create(params(model))));
   });
+});
+
+test('a truncated reply: the cut item is incomplete in its output_item.done as in response.incomplete', async () => {
+  const { events, final } = await streamed('truncated');
+  const terminal = events.at(-1)!;
+  expect(terminal.type).toBe('response.incomplete');
+  let snapshot: OpenAI.Responses.Response | undefined;
+  for (const event of events.slice(0, -1)) snapshot = accumulateResponse(event, snapshot);
+  const incomplete = (terminal as OpenAI.Responses.ResponseIncompleteEvent).response;
+  expect(incomplete).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+  expect(incomplete.output.map((item) => [item.type, 'status' in item ? item.status : undefined])).toEqual([
+    ['reasoning', undefined],
+    ['message', 'incomplete'],
+  ]);
+  expect(snapshot!.output).toEqual(incomplete.output);
+  expect(wire(final)).toEqual(wire(await client.responses.create(params('truncated'))));
 });

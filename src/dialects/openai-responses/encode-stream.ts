@@ -9,6 +9,8 @@
  * - function_call: `function_call_arguments.delta`* / `function_call_arguments.done`;
  * - custom_tool_call: `custom_tool_call_input.delta` / `custom_tool_call_input.done` (the input is only known once the
  *   `{"input": …}` arguments are complete, so it comes as one delta).
+ * An item's `output_item.done` waits until the next item is added or the response ends, so that the one a length
+ * limit cut short says `incomplete` there, as in the final object (items close before the finish reason is known).
  * Output items never interleave, as OpenAI's API sends them (a recorded gpt-4o stream with two parallel function calls:
  * item 0's `output_item.added` … `output_item.done`, then item 1's): the IR may start a second tool call while the first
  * one's arguments are still arriving (engines/delta-emitter.ts ends every call only at `finish`), so only the earliest
@@ -138,6 +140,8 @@ export class ResponseAssembler {
   private message: OpenMessage | null = null;
   /** Started, not yet done tool calls by IR index, in start order (= output order). */
   private readonly calls = new Map<number, StartedCall>();
+  /** The last closed item, whose `output_item.done` is not sent yet (`hold`). */
+  private heldDone: { item: OutputItem; index: number } | null = null;
   /** The finished response object (after `finish` or `error`). */
   final: ResponseBody | null = null;
 
@@ -243,13 +247,35 @@ export class ResponseAssembler {
     return this.event(type, { item_id: open.item.id, output_index: open.index, ...fields });
   }
 
+  /** `output_item.added` for a new item; the previous item's held `output_item.done` goes out first. */
+  private added(index: number, item: OutputItem, out: WireEvent[]): WireEvent {
+    this.releaseDone(out);
+    return this.event('response.output_item.added', { output_index: index, item: { ...item } });
+  }
+
+  /**
+   * A closed item's `output_item.done` waits for the next item or the end: only then is it known whether the item
+   * was the one a length limit cut short (status `incomplete`, as in the final response object).
+   */
+  private hold(closed: { item: OutputItem; index: number }, out: WireEvent[]): void {
+    this.releaseDone(out);
+    this.heldDone = closed;
+  }
+
+  private releaseDone(out: WireEvent[]): void {
+    const held = this.heldDone;
+    if (!held) return;
+    this.heldDone = null;
+    out.push(this.event('response.output_item.done', { output_index: held.index, item: { ...held.item } }));
+  }
+
   private openReasoning(out: WireEvent[]): OpenReasoning {
     if (this.reasoning) return this.reasoning;
     this.closeMessage(out);
     const item: OutputItem = { id: this.ctx.newId('rs'), type: 'reasoning', summary: [] };
     this.reasoning = { item, index: this.output.length, text: '', partOpen: false };
     this.output.push(item);
-    out.push(this.event('response.output_item.added', { output_index: this.reasoning.index, item: { ...item } }));
+    out.push(this.added(this.reasoning.index, item, out));
     return this.reasoning;
   }
 
@@ -264,7 +290,7 @@ export class ResponseAssembler {
       reasoning.item.content = [{ type: 'reasoning_text', text }];
     }
     reasoning.item.encrypted_content = encodeReasoningPayload({ text: reasoning.text, ...(signature ? { signature } : {}) });
-    out.push(this.event('response.output_item.done', { output_index: reasoning.index, item: { ...reasoning.item } }));
+    this.hold(reasoning, out);
     this.reasoning = null;
   }
 
@@ -274,7 +300,7 @@ export class ResponseAssembler {
     const item: OutputItem = { id: this.ctx.newId('msg'), type: 'message', role: 'assistant', status: 'in_progress', content: [] };
     this.message = { item, index: this.output.length, text: '' };
     this.output.push(item);
-    out.push(this.event('response.output_item.added', { output_index: this.message.index, item: { ...item, content: [] } }));
+    out.push(this.added(this.message.index, { ...item, content: [] }, out));
     out.push(this.itemEvent('response.content_part.added', this.message, { content_index: 0, part: outputText('') }));
     return this.message;
   }
@@ -287,7 +313,7 @@ export class ResponseAssembler {
     out.push(this.itemEvent('response.content_part.done', message, { content_index: 0, part }));
     message.item.status = 'completed';
     message.item.content = [part];
-    out.push(this.event('response.output_item.done', { output_index: message.index, item: { ...message.item } }));
+    this.hold(message, out);
     this.message = null;
   }
 
@@ -313,7 +339,7 @@ export class ResponseAssembler {
         : { id: this.ctx.newId('fc'), type: 'function_call', call_id: call.id, name: target.name, ...ns, arguments: '', status: 'in_progress' };
     const open: OpenCall = { item, index: this.output.length, args: '', target };
     this.output.push(item);
-    out.push(this.event('response.output_item.added', { output_index: open.index, item: { ...item } }));
+    out.push(this.added(open.index, item, out));
     this.callDelta(open, call.held, out);
     return open;
   }
@@ -336,7 +362,7 @@ export class ResponseAssembler {
       call.item.arguments = call.args;
       call.item.status = 'completed';
     }
-    out.push(this.event('response.output_item.done', { output_index: call.index, item: { ...call.item } }));
+    this.hold(call, out);
   }
 
   private closeAll(out: WireEvent[]): void {
@@ -350,11 +376,11 @@ export class ResponseAssembler {
     this.closeAll(out);
     const { status, incomplete_details } = encodeFinishReason(reason);
     if (status === 'incomplete') {
-      // The item the limit cut short is incomplete, as the API reports it. Its `output_item.done` already went out as
-      // completed (a streamed item closes before the finish reason is known); the final response object is exact.
+      // The item the limit cut short is incomplete, as the API reports it; its `output_item.done` is still held.
       const last = this.output.at(-1);
       if (last && 'status' in last) last.status = 'incomplete';
     }
+    this.releaseDone(out);
     const error = status === 'failed' ? { code: 'server_error', message: `generation failed (${reason.raw ?? 'error'})` } : null;
     this.final = this.envelope(status, error, incomplete_details, encodeUsage(usage));
     const type = status === 'completed' ? 'response.completed' : status === 'incomplete' ? 'response.incomplete' : 'response.failed';
@@ -363,6 +389,7 @@ export class ResponseAssembler {
 
   private fail(error: GatewayError, out: WireEvent[]): void {
     this.closeAll(out);
+    this.releaseDone(out);
     this.final = this.envelope('failed', encodeResponseError(error), null, encodeUsage(ZERO_USAGE));
     out.push(this.event('response.failed', { response: this.final }));
   }
