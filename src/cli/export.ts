@@ -8,6 +8,9 @@
  * Sessions with records but no SessionResult (a `polar proxy` capture) are built from their records with --builder and
  * exported with `reward: null` and `metadata.evaluated: false`, unless --only-evaluated; in messages form they are
  * included only with --include-unevaluated. Prints how many evaluated and unevaluated sessions went in.
+ * A `polar run --max-retries` retry is folded into the task it re-ran: its rows carry the task's task_id, group_id
+ * and sample_index (metadata.session_task_id names the retry), advantages are over the task's samples by their last
+ * attempts, and the failed attempts it replaced are left out (counted on stderr); src/stack/run-retries.ts finalGroups.
  */
 import type { Command } from 'commander';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -69,6 +72,9 @@ export function register(program: Command): void {
           console.error(`polar export: ${result.unevaluatedSessions} session(s) have no evaluation: their traces were built with ${opts.builder} and have reward null, metadata.evaluated false`);
         }
         if (result.skippedUnevaluated > 0) console.error(`polar export: --only-evaluated left out ${result.skippedUnevaluated} unevaluated session(s)`);
+        if (result.replacedSessions > 0) {
+          console.error(`polar export: ${result.replacedSessions} session(s) re-run by a retry left out (infrastructure failures of polar run --max-retries); each retry's rows stand in for them, with the task_id, sample_index and group of the sample it re-ran`);
+        }
       } finally {
         store.close();
       }

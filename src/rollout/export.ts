@@ -4,6 +4,9 @@
  * A session with completion records but no SessionResult (a `polar proxy` capture, or a session still running) is
  * *unevaluated*: its trajectory is built from the records with a builder, and its rows carry `reward: null`,
  * `advantage: null` and `metadata.evaluated: false`.
+ * Retries of `polar run --max-retries` are folded into the task they re-ran (src/stack/run-retries.ts finalGroups):
+ * a retry's rows carry that task's `task_id`, `group_id` and `sample_index`, advantages are over the task's samples by
+ * their last attempts, and the failed attempts a retry replaced are left out (`ExportResult.replacedSessions`).
  * Every trainer row also carries the Trace fields of docs/architecture.md#data-model, `finish_reason` `{unified, raw}` (mask truncated samples with
  * `unified === 'length'`), `prompt_messages`, `response_messages` and `tools`, the messages and tools in the same
  * OpenAI Chat shape as the messages export and the engine's request (`toOpenAiMessages`), and under `metadata` the trajectory's
@@ -19,8 +22,8 @@ import type { BuilderName, CompletionRecord, SessionResult, Trace } from '../cor
 import { encodeChatMessages, encodeChatTools, ENGINE_CHAT_ENCODING } from '../dialects/openai-chat/encode-messages.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, selectAttempt, trajectoryAttempt } from '../trace/index.ts';
-import { groupIdOf, isUsable, rewardOf } from '../trace/groups.ts';
-import { groupFromRow } from './store-port.ts';
+import { isUsable, rewardOf, type GroupRecord } from '../trace/groups.ts';
+import { finalGroups } from '../stack/run-retries.ts';
 
 /** One trainer row: one trace. Arrays of a row share the length of response_ids except prompt_ids. */
 export interface ExportRow {
@@ -43,7 +46,10 @@ export interface ExportRow {
   tools: Record<string, unknown>[];
   /** The evaluated reward; null for an unevaluated or cancelled session. */
   reward: number | null;
-  /** The session's sample index within its task (0..num_samples-1); null for a capture without a task. */
+  /**
+   * The session's sample index within its task (0..num_samples-1), for a retry's session the index of the sample it
+   * re-ran in the task it re-ran; null for a capture without a task.
+   */
   sample_index: number | null;
   /**
    * The session's GRPO advantage within its group; 0 when an evaluated session is not in an evaluated group, null
@@ -53,7 +59,10 @@ export interface ExportRow {
   /**
    * Trace metadata (session_id, task_id, builder, harness, completion_ids, policy_versions, …) plus `status` (the
    * SessionResult's, or the session's for an unevaluated one), `group_id`, `loo_advantage`, `usable`, `evaluated`,
-   * `trajectory_status`, `training_filter`, `reconstruction_stats` and `evaluation`.
+   * `trajectory_status`, `training_filter`, `reconstruction_stats`, `evaluation`, `session_task_id` (the request the
+   * session ran under: `task_id`, or the `polar run` retry `<task_id>~retry<k>` that re-ran the sample; `task_id` is
+   * always the task's) and `replaced_sessions` (sessions of the sample's earlier attempts a retry replaced, oldest first;
+   * [] when it ran once).
    */
   metadata: Record<string, unknown>;
 }
@@ -76,6 +85,41 @@ export interface ExportResult {
   unevaluatedSessions: number;
   /** Unevaluated sessions left out by `onlyEvaluated`. */
   skippedUnevaluated: number;
+  /** Failed attempts (infrastructure failures) left out because a `polar run` retry re-ran their sample. */
+  replacedSessions: number;
+}
+
+/** Where a session's rows go: its task's sample (a retry's folded into the task it re-ran) and group. */
+interface Placement {
+  task_id: string;
+  sample_index: number;
+  session_task_id: string;
+  replaced: string[];
+  /** The task's evaluated group and this session's index in its `sessions`; null when not in one. */
+  group: GroupRecord | null;
+  index: number;
+}
+
+/**
+ * Every session of every stored task placed in its task's group by its last attempt (finalGroups): the placements
+ * in task then sample order, and the sessions a retry replaced.
+ */
+function placements(store: Store): { order: Map<string, number>; place: Map<string, Placement>; replaced: Set<string> } {
+  const order = new Map<string, number>();
+  const place = new Map<string, Placement>();
+  const replaced = new Set<string>();
+  for (const final of finalGroups(store, store.tasks.list().map((t) => t.task.task_id))) {
+    const index = new Map(final.group?.sessions.map((s, i) => [s.session_id, i]) ?? []);
+    for (const sample of final.samples) {
+      order.set(sample.session_id, order.size);
+      place.set(sample.session_id, {
+        task_id: final.task_id, sample_index: sample.sample_index, session_task_id: sample.session_task_id, replaced: sample.replaced,
+        group: index.has(sample.session_id) ? final.group : null, index: index.get(sample.session_id) ?? -1,
+      });
+      for (const id of sample.replaced) replaced.add(id);
+    }
+  }
+  return { order, place, replaced };
 }
 
 /** The rows of `exportTraces` alone. */
@@ -87,44 +131,44 @@ export function exportRows(store: Store, opts: ExportOptions = {}): ExportRow[] 
 const judged = (result: SessionResult): boolean => result.status !== 'CANCELLED';
 
 /**
- * Every trace of every stored session result, in task then sample order; then (unless `onlyEvaluated`) the traces of
- * every session that has records but no result, built with `opts.builder`, in order of their first record.
+ * Every trace of every stored session result, in task then sample order, each with the GRPO group of its task (a
+ * `polar run` retry's folded into the task it re-ran; the failed attempts it replaced left out); then (unless
+ * `onlyEvaluated`) the traces of every session that has records but no result, built with `opts.builder`, in order of
+ * their first record.
  * @throws Error from the builder (a corrupt record set: another session's record, a duplicate completion_id)
  */
 export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResult {
   const rows: ExportRow[] = [];
-  const advantageBySession = new Map<string, { grpo: number; loo: number; group_id: string }>();
-  for (const task of store.tasks.list()) {
-    const row = store.groups.get(groupIdOf(task.task));
-    if (!row) continue;
-    const group = groupFromRow(row);
-    group.sessions.forEach((s, i) => advantageBySession.set(s.session_id, { grpo: group.grpo_advantages[i] ?? 0, loo: group.loo_advantages[i] ?? 0, group_id: group.group_id }));
-  }
-  const results = orderedResults(store);
+  const { order, place, replaced } = placements(store);
+  const all = store.results.listAll();
+  const results = sortBy(all.filter((r) => !replaced.has(r.session_id)), order);
   for (const result of results) {
-    const adv = advantageBySession.get(result.session_id);
+    const at = place.get(result.session_id);
+    const group = at?.group ?? null;
     const meta = result.trajectory.metadata;
     const evaluated = judged(result);
     result.trajectory.traces.forEach((trace, t) => {
       rows.push({
         ...traceFields(trace, `session ${result.session_id} trace ${t}`),
         reward: evaluated ? trace.reward : null,
-        sample_index: store.sessions.get(result.session_id)?.sample_index ?? null,
-        advantage: evaluated ? adv?.grpo ?? 0 : null,
+        sample_index: at?.sample_index ?? store.sessions.get(result.session_id)?.sample_index ?? null,
+        advantage: evaluated ? group?.grpo_advantages[at!.index] ?? 0 : null,
         metadata: {
-          ...trace.metadata, status: result.status, group_id: adv?.group_id ?? null, loo_advantage: adv?.loo ?? 0, usable: isUsable(result), evaluated,
-          trajectory_status: result.trajectory.status, training_filter: meta?.training_filter ?? null,
+          ...trace.metadata, ...folding(at), status: result.status, group_id: group?.group_id ?? null, loo_advantage: group?.loo_advantages[at!.index] ?? 0,
+          usable: isUsable(result), evaluated, trajectory_status: result.trajectory.status, training_filter: meta?.training_filter ?? null,
           reconstruction_stats: meta?.reconstruction_stats ?? null, evaluation: meta?.evaluation ?? null,
         },
       });
     });
   }
   const evaluatedSessions = results.filter(judged).length;
-  const unevaluated = unevaluatedSessionIds(store, results);
-  if (opts.onlyEvaluated) return { rows, evaluatedSessions, unevaluatedSessions: 0, skippedUnevaluated: unevaluated.length };
+  const unevaluated = unevaluatedSessionIds(store, all);
+  const counts = { evaluatedSessions, replacedSessions: all.length - results.length };
+  if (opts.onlyEvaluated) return { rows, ...counts, unevaluatedSessions: 0, skippedUnevaluated: unevaluated.length };
   const strategy = opts.builder ?? 'prefix_merging';
   for (const sessionId of unevaluated) {
     const session = store.sessions.get(sessionId);
+    const at = place.get(sessionId);
     const trajectory = buildTrajectory(store.completions.listBySession(sessionId), {
       strategy,
       ...(opts.eotIds ? { eotIds: opts.eotIds } : {}),
@@ -138,10 +182,11 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
       rows.push({
         ...traceFields(trace, `session ${sessionId} trace ${t}`),
         reward: null,
-        sample_index: session?.sample_index ?? null,
+        sample_index: at?.sample_index ?? session?.sample_index ?? null,
         advantage: null,
         metadata: {
           ...trace.metadata,
+          ...folding(at),
           status: session?.status ?? null,
           group_id: null,
           loo_advantage: null,
@@ -155,7 +200,12 @@ export function exportTraces(store: Store, opts: ExportOptions = {}): ExportResu
       });
     });
   }
-  return { rows, evaluatedSessions, unevaluatedSessions: unevaluated.length, skippedUnevaluated: 0 };
+  return { rows, ...counts, unevaluatedSessions: unevaluated.length, skippedUnevaluated: 0 };
+}
+
+/** The metadata a placement sets: the task's `task_id`, `session_task_id` and `replaced_sessions` ({} for a session of no stored task). */
+function folding(at: Placement | undefined): Record<string, unknown> {
+  return at ? { task_id: at.task_id, session_task_id: at.session_task_id, replaced_sessions: at.replaced } : {};
 }
 
 /**
@@ -207,11 +257,9 @@ export function unevaluatedSessionIds(store: Store, results: readonly SessionRes
   return store.completions.listSessionIds().filter((id) => !evaluated.has(id));
 }
 
-function orderedResults(store: Store): SessionResult[] {
-  const order = new Map<string, number>();
-  let n = 0;
-  for (const task of store.tasks.list()) for (const s of store.sessions.listByTask(task.task.task_id)) order.set(s.session_id, n++);
-  return store.results.listAll().sort((a, b) => (order.get(a.session_id) ?? Infinity) - (order.get(b.session_id) ?? Infinity));
+/** `results` in the order of `order` (session id → position); sessions it lacks last, in their own order. */
+function sortBy(results: SessionResult[], order: ReadonlyMap<string, number>): SessionResult[] {
+  return results.sort((a, b) => (order.get(a.session_id) ?? Infinity) - (order.get(b.session_id) ?? Infinity));
 }
 
 /** Write rows as JSON Lines. @returns the number of rows written. */
@@ -288,7 +336,11 @@ export function writeParquet(rows: readonly ExportRow[], path: string): number {
 export interface MessagesRow {
   messages: Record<string, unknown>[];
   tools: Record<string, unknown>[];
-  metadata: { session_id: string; task_id: string; reward: number | null; completion_id: string; evaluated: boolean };
+  /**
+   * `task_id` and `sample_index` are the task's (a `polar run` retry's session: the task and sample it re-ran);
+   * `sample_index` is null for a capture without a task.
+   */
+  metadata: { session_id: string; task_id: string; sample_index: number | null; reward: number | null; completion_id: string; evaluated: boolean };
 }
 
 /**
@@ -299,16 +351,23 @@ export interface MessagesRow {
  */
 export function acceptedMessages(store: Store, opts: { includeUnevaluated?: boolean } = {}): MessagesRow[] {
   const out: MessagesRow[] = [];
-  const results = orderedResults(store);
-  for (const result of results) {
+  const { order, place } = placements(store);
+  const all = store.results.listAll();
+  /** The task and sample a session's row names (a retry's: the one it re-ran). */
+  const where = (sessionId: string, taskId: string) => {
+    const at = place.get(sessionId);
+    return at ? { task_id: at.task_id, sample_index: at.sample_index } : { task_id: taskId, sample_index: store.sessions.get(sessionId)?.sample_index ?? null };
+  };
+  for (const result of sortBy([...all], order)) {
     const reward = rewardOf(result);
+    // A replaced attempt failed (ERROR), so it is never accepted.
     if (result.status !== 'COMPLETED' || !(reward > 0)) continue;
-    const row = conversationOf(store, result.session_id, result.task_id, reward, trajectoryAttempt(result.trajectory) ?? 0);
+    const row = conversationOf(store, result.session_id, where(result.session_id, result.task_id), reward, trajectoryAttempt(result.trajectory) ?? 0);
     if (row) out.push(row);
   }
   if (opts.includeUnevaluated) {
-    for (const sessionId of unevaluatedSessionIds(store, results)) {
-      const row = conversationOf(store, sessionId, store.sessions.get(sessionId)?.task_id ?? 'unknown', null);
+    for (const sessionId of unevaluatedSessionIds(store, all)) {
+      const row = conversationOf(store, sessionId, where(sessionId, store.sessions.get(sessionId)?.task_id ?? 'unknown'), null);
       if (row) out.push(row);
     }
   }
@@ -319,7 +378,7 @@ export function acceptedMessages(store: Store, opts: { includeUnevaluated?: bool
  * The session's main-thread conversation, or null when no record has a response. Only records of `attempt` (the
  * result's; default the latest) count: a killed earlier attempt's conversation is not the one that was judged.
  */
-function conversationOf(store: Store, sessionId: string, taskId: string, reward: number | null, attempt?: number): MessagesRow | null {
+function conversationOf(store: Store, sessionId: string, at: { task_id: string; sample_index: number | null }, reward: number | null, attempt?: number): MessagesRow | null {
   let best: CompletionRecord | null = null;
   for (const rec of selectAttempt(store.completions.listBySession(sessionId), attempt).records) {
     if (rec.ir_response && (!best || rec.ir_request.messages.length >= best.ir_request.messages.length)) best = rec;
@@ -331,7 +390,7 @@ function conversationOf(store: Store, sessionId: string, taskId: string, reward:
   return {
     messages: toOpenAiMessages([...best.ir_request.messages, final]),
     tools: encodeChatTools(best.ir_request.tools),
-    metadata: { session_id: sessionId, task_id: taskId, reward, completion_id: best.completion_id, evaluated: reward !== null },
+    metadata: { session_id: sessionId, task_id: at.task_id, sample_index: at.sample_index, reward, completion_id: best.completion_id, evaluated: reward !== null },
   };
 }
 

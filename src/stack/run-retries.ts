@@ -2,16 +2,20 @@
  * `polar run --max-retries N`: sessions that ended in ERROR for an infrastructure reason (INIT, runtime, evaluator or
  * build failures: status ERROR and not cancelled) are run again, up to N more rounds. A policy failure never is: a
  * COMPLETED session with reward 0, a harness that reported failure, or a TIMEOUT (the agent ran out of budget).
- * A retry is a new TaskRequest `<task_id>~retry<k>` with num_samples = the failed sessions, in the same GRPO group
- * (`metadata.group_id` = the original group), so trainers see one group per task. Its `metadata.retry_of` names the
- * request it re-runs (the task, or the previous round's retry) and `metadata.retry_samples` which of that request's
- * samples its own samples 0, 1, … stand in for. Every output that reports per-task results folds retries back into
- * their task with {@link finalAttempts}.
+ * A retry is a new TaskRequest `<task_id>~retry<k>` with num_samples = the failed sessions and the task's group label
+ * (`metadata.group_id`). Its `metadata.retry_of` names the request it re-runs (the task, or the previous round's
+ * retry) and `metadata.retry_samples` which of that request's samples its own samples 0, 1, … stand in for.
+ * The rollout server knows nothing of retries: it evaluates each request as a group of its own (the task's group
+ * without the failed samples, and the retry's of those samples alone) as soon as it finishes, before `polar run`
+ * decides to retry. So every output of a run folds retries back into their task when it is read: per-task results
+ * with {@link finalAttempts}, GRPO groups and advantages (exports, accepted.jsonl) with {@link finalGroups}.
  */
 import { isCancelledError } from '../core/contracts/index.ts';
-import type { TaskRequest } from '../core/records.ts';
+import type { SessionResult, TaskRequest } from '../core/records.ts';
+import { groupFromRow } from '../rollout/store-port.ts';
 import type { Store } from '../store/index.ts';
 import type { TaskRow } from '../store/tasks.ts';
+import { buildGroup, type GroupRecord } from '../trace/groups.ts';
 
 /** True when a stored result failed for an infrastructure reason (the only failures a retry may repeat). */
 export function isInfrastructureFailure(result: { status: string; error: string | null }): boolean {
@@ -74,13 +78,13 @@ export interface FinalTask {
  * order of `taskIds`, with `num_samples` samples each; a retry's session k replaces sample `metadata.retry_samples[k]`
  * of `metadata.retry_of` (stores written before retry_samples existed: that request's k-th infrastructure failure, the
  * order retryRequests used). A retry whose parent is not among `taskIds`, or whose sessions do not each replace an
- * infrastructure failure of its parent (a retry of an archived run, say), is listed as a task of its own. Ids the
- * store does not hold are skipped.
+ * infrastructure failure of its parent, or that was stored before its parent (a retry of an earlier run of the id,
+ * which `polar run --fresh` archived), is listed as a task of its own. Ids the store does not hold are skipped.
  */
 export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTask[] {
   const ids = [...new Set(taskIds)];
   const rows = ids.map((id) => store.tasks.get(id)).filter((row): row is TaskRow => row !== null);
-  const listed = new Set(rows.map((row) => row.task.task_id));
+  const byId = new Map(rows.map((row) => [row.task.task_id, row]));
   /** Per task id (a retry's too): its sample index → the FinalSample that sample now stands for. */
   const slots = new Map<string, Map<number, FinalSample>>();
   const out: FinalTask[] = [];
@@ -94,7 +98,9 @@ export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTa
   let pending: TaskRow[] = [];
   for (const row of rows) {
     const parent = retryOf(row.task);
-    if (parent !== null && listed.has(parent) && parent !== row.task.task_id) pending.push(row);
+    const parentRow = parent === null || parent === row.task.task_id ? undefined : byId.get(parent);
+    // A retry stored before its parent re-ran an earlier run of that id (one `polar run --fresh` archived).
+    if (parentRow && row.created_at >= parentRow.created_at) pending.push(row);
     else addTask(row);
   }
   // Round k+1 folds into round k's slots, so a retry waits until its parent is placed.
@@ -148,4 +154,44 @@ function foldRetry(store: Store, retry: TaskRequest, parentSlots: Map<number, Fi
   }
   slots.set(retry.task_id, own);
   return true;
+}
+
+/** A task's GRPO group as a run's outputs deliver it: its samples by their last attempts ({@link finalAttempts}). */
+export interface FinalGroup {
+  /** The task: the id the run submitted, never a retry's. */
+  task_id: string;
+  /** One per sample of the task, in sample order. */
+  samples: FinalSample[];
+  /** True when a retry's session stands in for at least one sample. */
+  folded: boolean;
+  /**
+   * The evaluated group over the samples' last attempts: the group the rollout server stored for the task when nothing
+   * was folded; when something was, one built as the server builds groups (buildGroup: GRPO and leave-one-out
+   * advantages over the usable last attempts, in sample order, the task's `sample_index`, `task_id` and `group_id`),
+   * once every last attempt has a result. Null before then (a task or a retry still running).
+   */
+  group: GroupRecord | null;
+}
+
+/**
+ * The GRPO groups of the tasks among `taskIds`, retries folded in ({@link finalAttempts}: one entry per task, in
+ * order, a retry whose sessions replace no infrastructure failure of its parent listed as a task of its own).
+ * A folded group keeps the task's `early_stopped` and takes the `created_at` of the latest stored group among the
+ * task and its retries.
+ * @returns one FinalGroup per task.
+ */
+export function finalGroups(store: Store, taskIds: readonly string[]): FinalGroup[] {
+  return finalAttempts(store, taskIds).map((task): FinalGroup => {
+    const stored = store.groups.get(task.task_id);
+    const folded = task.samples.some((s) => s.replaced.length > 0);
+    if (!folded) return { task_id: task.task_id, samples: task.samples, folded, group: stored ? groupFromRow(stored) : null };
+    const request = store.tasks.get(task.task_id)!.task;
+    const results = task.samples.map((s) => store.results.get(s.session_id));
+    if (results.some((r) => r === null)) return { task_id: task.task_id, samples: task.samples, folded, group: null };
+    const created = [task.task_id, ...new Set(task.samples.map((s) => s.session_task_id))]
+      .map((id) => store.groups.get(id)?.created_at ?? null).filter((t): t is number => t !== null);
+    const earlyStopped = stored ? groupFromRow(stored).early_stopped === true : false;
+    const group = buildGroup(request, task.samples, results as SessionResult[], earlyStopped, created.length > 0 ? Math.max(...created) : Date.now());
+    return { task_id: task.task_id, samples: task.samples, folded, group };
+  });
 }
