@@ -64,6 +64,11 @@ test('rollout/ and gateway/ never import each other (peers over HTTP; shared sha
   expect(bad).toEqual([]);
 });
 
+test('rollout/ does not import the stack that composes it', () => {
+  const bad = imports.filter((i) => top(i.file) === 'rollout' && i.target !== null && top(i.target) === 'stack');
+  expect(bad).toEqual([]);
+});
+
 test('gateway/ knows neither the simulator nor the stack that composes it', () => {
   const bad = imports.filter((i) => top(i.file) === 'gateway' && i.target !== null && ['sim', 'stack'].includes(top(i.target)));
   expect(bad).toEqual([]);

@@ -10,7 +10,7 @@
  * included only with --include-unevaluated. Prints how many evaluated and unevaluated sessions went in.
  * A `polar run --max-retries` retry is folded into the task it re-ran: its rows carry the task's task_id, group_id
  * and sample_index (metadata.session_task_id names the retry), advantages are over the task's samples by their last
- * attempts, and the failed attempts it replaced are left out (counted on stderr); src/stack/run-retries.ts finalGroups.
+ * attempts, and the failed attempts it replaced are left out (counted on stderr); src/rollout/run-retries.ts finalGroups.
  */
 import type { Command } from 'commander';
 import { existsSync, mkdirSync } from 'node:fs';

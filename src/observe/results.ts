@@ -3,10 +3,10 @@
  * trainable tokens, re-rendered joins, duration, error) for `polar results`, and session lookup by id prefix or by
  * task and sample for `polar trace show`. Sessions captured by a standalone proxy (records, no task) are listed too,
  * with status CAPTURED and no reward. A session that `polar run --max-retries` re-ran names the session that did
- * (`retried_by`), and the totals count each sample by its last attempt (src/stack/run-retries.ts finalAttempts).
+ * (`retried_by`), and the totals count each sample by its last attempt (src/rollout/run-retries.ts finalAttempts).
  */
 import type { SessionResult } from '../core/records.ts';
-import { finalAttempts } from '../stack/run-retries.ts';
+import { finalAttempts } from '../rollout/run-retries.ts';
 import type { Store } from '../store/index.ts';
 
 export interface ResultRow {

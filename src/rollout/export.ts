@@ -4,7 +4,7 @@
  * A session with completion records but no SessionResult (a `polar proxy` capture, or a session still running) is
  * *unevaluated*: its trajectory is built from the records with a builder, and its rows carry `reward: null`,
  * `advantage: null` and `metadata.evaluated: false`.
- * Retries of `polar run --max-retries` are folded into the task they re-ran (src/stack/run-retries.ts finalGroups):
+ * Retries of `polar run --max-retries` are folded into the task they re-ran (src/rollout/run-retries.ts finalGroups):
  * a retry's rows carry that task's `task_id`, `group_id` and `sample_index`, advantages are over the task's samples by
  * their last attempts, and the failed attempts a retry replaced are left out (`ExportResult.replacedSessions`).
  * Every trainer row also carries the Trace fields of docs/architecture.md#data-model, `finish_reason` `{unified, raw}` (mask truncated samples with
@@ -23,7 +23,7 @@ import { encodeChatMessages, encodeChatTools, ENGINE_CHAT_ENCODING } from '../di
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, selectAttempt, trajectoryAttempt } from '../trace/index.ts';
 import { isUsable, rewardOf, type GroupRecord } from '../trace/groups.ts';
-import { finalGroups } from '../stack/run-retries.ts';
+import { finalGroups } from './run-retries.ts';
 
 /** One trainer row: one trace. Arrays of a row share the length of response_ids except prompt_ids. */
 export interface ExportRow {

@@ -2,14 +2,14 @@
  * The summary of a `polar run`: per harness, pass@1, mean turns, completions, traces
  * and trainer tokens under both builders (rebuilt from the stored CompletionRecords), p50 stage times and the engine's
  * busy fraction. Computed from the SQLite results file only, so it can be recomputed for any finished run.
- * A sample that `--max-retries` re-ran counts once, by its last attempt (src/stack/run-retries.ts finalAttempts).
+ * A sample that `--max-retries` re-ran counts once, by its last attempt (src/rollout/run-retries.ts finalAttempts).
  */
 import type { BuilderName, SessionResult, SessionTiming } from '../core/records.ts';
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, CHAIN_ROLES, type ChainRole } from '../trace/index.ts';
 import { rewardOf } from '../trace/groups.ts';
 import { evaluatedReward } from '../observe/results.ts';
-import { finalAttempts, type FinalTask } from './run-retries.ts';
+import { finalAttempts, type FinalTask } from '../rollout/run-retries.ts';
 
 /** A reward at or above this counts as a pass (test_on_output and session_completed give 0 or 1). */
 export const PASS_REWARD = 1;

@@ -17,7 +17,7 @@ import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
-import { retryRequests } from './run-retries.ts';
+import { retryRequests } from '../rollout/run-retries.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
@@ -68,7 +68,7 @@ export interface RunTasksOptions {
   signal?: AbortSignal;
   /** How long an external engine may take to answer before the run fails without starting anything, ms (default 10 000). */
   engineWaitMs?: number;
-  /** Rounds of re-running sessions that failed for infrastructure reasons (src/stack/run-retries.ts; default 0). */
+  /** Rounds of re-running sessions that failed for infrastructure reasons (src/rollout/run-retries.ts; default 0). */
   maxRetries?: number;
   /**
    * Runtime settings for every session: `kind`, `image` and `run_args` replace each task's own (its prepare actions

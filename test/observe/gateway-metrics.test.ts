@@ -3,7 +3,7 @@ import { expect, test } from 'bun:test';
 import type { SessionResult } from '../../src/core/records.ts';
 import { cancelledText, isCancelledError } from '../../src/core/contracts/index.ts';
 import { GatewayMetrics } from '../../src/observe/gateway-metrics.ts';
-import { isInfrastructureFailure } from '../../src/stack/run-retries.ts';
+import { isInfrastructureFailure } from '../../src/rollout/run-retries.ts';
 
 function result(status: SessionResult['status'], error: string | null): SessionResult {
   return {

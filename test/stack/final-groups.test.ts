@@ -1,5 +1,5 @@
 /**
- * finalGroups (src/stack/run-retries.ts) and the export over it, on hand-made stores: a task of 3 samples whose
+ * finalGroups (src/rollout/run-retries.ts) and the export over it, on hand-made stores: a task of 3 samples whose
  * sample 1 failed for an infrastructure reason (an evaluator that could not run, so the failed attempt has a trace) and
  * a `polar run` retry `t~retry1` re-running it. Until the retry has a result the task has no evaluated group; after,
  * the group is over the 3 last attempts. A retry stored before its task (an earlier run's, left by `--fresh`) is never
@@ -9,7 +9,7 @@ import { expect, test } from 'bun:test';
 import type { SessionResult, Trace, TrajectoryStatus } from '../../src/core/records.ts';
 import { exportTraces } from '../../src/rollout/export.ts';
 import { putGroup } from '../../src/rollout/store-port.ts';
-import { finalGroups } from '../../src/stack/run-retries.ts';
+import { finalGroups } from '../../src/rollout/run-retries.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { grpoAdvantages } from '../../src/trace/advantages.ts';
 import { buildGroup } from '../../src/trace/groups.ts';

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
-import { isInfrastructureFailure } from '../../src/stack/run-retries.ts';
+import { isInfrastructureFailure } from '../../src/rollout/run-retries.ts';
 import { parseAccept } from '../../src/stack/run-outputs.ts';
 import { runTasks } from '../../src/stack/run-tasks.ts';
 import { openStore } from '../../src/store/index.ts';

@@ -1,6 +1,6 @@
 /**
  * `polar run --max-retries`: the training data folds a retried sample into the GRPO group of the task it re-ran
- * (src/stack/run-retries.ts finalGroups). `polar export` of a run where 1 of 4 samples failed for an infrastructure
+ * (src/rollout/run-retries.ts finalGroups). `polar export` of a run where 1 of 4 samples failed for an infrastructure
  * reason (its evaluator could not run, after the agent's model calls) and was retried gives one group of 4: rows with
  * task_id and group_id of the task, sample_index 0..3, the retried sample's traces from the retry, advantages over the
  * 4 final attempts; the failed attempt is not a trainer row. `accepted.jsonl` and `--format messages` say the same.
@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ExportRow, MessagesRow } from '../../src/rollout/export.ts';
-import { finalGroups } from '../../src/stack/run-retries.ts';
+import { finalGroups } from '../../src/rollout/run-retries.ts';
 import { openStore } from '../../src/store/index.ts';
 import { grpoAdvantages, leaveOneOutAdvantages } from '../../src/trace/advantages.ts';
 import { runPolar, SHELL_AGENT_COMMAND } from '../support/polar-cli.ts';

@@ -1,6 +1,6 @@
 /**
  * `polar run --max-retries`: every output that lists per-task results counts a retried sample once, by its last
- * attempt (src/stack/run-retries.ts finalAttempts): one summary row per task with num_samples rewards, pass@1 from the
+ * attempt (src/rollout/run-retries.ts finalAttempts): one summary row per task with num_samples rewards, pass@1 from the
  * retry, "harness ok" and statuses that agree with the exit code, split summaries, and `polar results`' totals.
  * The prepare step of each task fails for chosen attempts (an infrastructure failure), using `mkdir` as an atomic
  * once-only marker outside the session (so the run has no sandbox).
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ResultRow } from '../../src/observe/results.ts';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
-import { finalAttempts } from '../../src/stack/run-retries.ts';
+import { finalAttempts } from '../../src/rollout/run-retries.ts';
 import { runTasks } from '../../src/stack/run-tasks.ts';
 import type { RunSummary } from '../../src/stack/run-summary.ts';
 import { openStore } from '../../src/store/index.ts';

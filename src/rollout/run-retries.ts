@@ -12,7 +12,7 @@
  */
 import { isCancelledError } from '../core/contracts/index.ts';
 import type { SessionResult, TaskRequest } from '../core/records.ts';
-import { groupFromRow } from '../rollout/store-port.ts';
+import { groupFromRow } from './store-port.ts';
 import type { Store } from '../store/index.ts';
 import type { TaskRow } from '../store/tasks.ts';
 import { buildGroup, type GroupRecord } from '../trace/groups.ts';
