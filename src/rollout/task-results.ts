@@ -27,14 +27,14 @@ export class TaskResults {
 
   /**
    * Cancel sessions on their nodes and record each as CANCELLED with `reason` (a result row, unless its current
-   * attempt already has one), so the task view, the stored result and exports agree.
+   * attempt already has one), so the task view, the stored result and exports agree. The rows are written before the
+   * nodes are told: a node's result that arrives while its cancel is in flight then keeps this reason (#storeResult).
    */
   async cancel(sessions: SessionRow[], reason: string): Promise<number> {
-    const n = await this.dispatcher.cancelSessions(sessions, reason);
     this.ctx.store.transaction(() => {
       for (const s of sessions) this.ctx.store.results.put(placeholderResult(s, 'CANCELLED', s.node_id ?? '', reason, s.attempt));
     });
-    return n;
+    return this.dispatcher.cancelSessions(sessions, reason);
   }
 
   /**

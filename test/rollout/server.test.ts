@@ -422,6 +422,29 @@ test('a cancelled session reads "cancelled: by request" in the DELETE answer, in
   expect(cancelledText('cancelled by the trainer')).toBe('cancelled by the trainer');
 });
 
+test('a session whose node result arrives while its cancel is in flight keeps the cancel\'s reason', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  // The node finished the session just as the cancel came: its COMPLETED result (error null) reaches the server
+  // before the node answers the DELETE.
+  let callback: Promise<unknown> = Promise.resolve();
+  const node = startFakeGatewayNode(undefined, undefined, async (id) => {
+    const spec = node.dispatched.find((d) => d.session_id === id)!;
+    callback = post(`${server.url}/callbacks/session_result`, resultFor(spec, 1));
+    await callback;
+  });
+  cleanups.push(() => node.stop());
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t-race', { num_samples: 1 }));
+  await until(() => node.dispatched.length === 1);
+  type Status = { results: { status: string; error: string | null }[] };
+  const deleted = (await (await fetch(`${server.url}/rollout/task/t-race`, { method: 'DELETE' })).json()) as Status;
+  await callback;
+  expect(deleted.results.map((r) => r.error)).toEqual(['cancelled: by request']);
+  expect(store.results.get(node.dispatched[0]!.session_id)).toMatchObject({ status: 'CANCELLED', error: 'cancelled: by request' });
+});
+
 test('bad input gives 4xx, never a crash', async () => {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());

@@ -25,9 +25,10 @@ export interface FakeGatewayNode {
 
 /**
  * Start a fake node; with `token`, a dispatch without `authorization: Bearer <token>` gets 401. `answer` may replace
- * the 202 for a dispatch (a refusal, a 409, a 5xx): return a Response, or null for the default.
+ * the 202 for a dispatch (a refusal, a 409, a 5xx): return a Response, or null for the default. `onCancel` runs (and is
+ * awaited) before a `DELETE /sessions/{id}` is answered: e.g. the session's result callback racing the cancel.
  */
-export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpec) => Response | null): FakeGatewayNode {
+export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpec) => Response | null, onCancel?: (sessionId: string) => Promise<void>): FakeGatewayNode {
   const dispatched: DispatchSpec[] = [];
   const cancelled: string[] = [];
   const known = new Set<string>();
@@ -56,8 +57,9 @@ export function startFakeGatewayNode(token?: string, answer?: (spec: DispatchSpe
           if (result !== undefined) return Response.json({ status: 'COMPLETED', attempt: (result as { attempt?: number }).attempt ?? 0, result });
           return known.has(req.params.id) ? Response.json({ status: 'RUNNING' }) : new Response('', { status: 404 });
         },
-        DELETE: (req) => {
+        DELETE: async (req) => {
           cancelled.push(req.params.id);
+          await onCancel?.(req.params.id);
           return known.delete(req.params.id) ? Response.json({ ok: true }) : new Response('', { status: 404 });
         },
       },
