@@ -5,6 +5,7 @@
  * Built from the rollout store on each call; pure apart from reading the `DashboardSource`.
  */
 import type { SessionResult, TaskRequest } from '../../core/records.ts';
+import { isUsable, sampledPolicyVersions } from '../../trace/groups.ts';
 import { evaluatedReward } from '../results.ts';
 
 /** A reward at or above this counts as a pass for pass@1 (binary evaluators give 0 or 1). */
@@ -47,6 +48,7 @@ export interface DashboardTask {
   session_list: { session_id: string; sample_index: number; status: string; node_id: string | null; finished: boolean; reward: number | null }[];
   mean_reward: number | null;
   pass_at_1: number | null;
+  /** The group's policy_version: the one version its usable sessions were sampled at, else the declared one. */
   policy_version: string | null;
   created_at: number;
   updated_at: number;
@@ -95,7 +97,10 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
     const scored = rewards.filter((x): x is number => x !== null);
     // pass@1 as c/n over the task's samples; a finished session without a reward counts as a failure.
     const passAt1 = results.size === 0 ? null : scored.filter((x) => x >= PASS_REWARD).length / Math.max(row.task.num_samples, results.size);
-    const policy = row.task.metadata?.policy_version ?? null;
+    // The group's rule (src/trace/groups.ts buildGroup): the one version its usable sessions were sampled at, else the
+    // task's declared one; so tasks sampled after a weight sync chart under the version set by that sync.
+    const sampled = sampledPolicyVersions([...results.values()].filter(isUsable));
+    const policy = sampled.length === 1 ? sampled[0]! : (row.task.metadata?.policy_version ?? null);
     tasks.push({
       task_id: taskId, status: row.status, harness: row.task.agent.harness ?? 'shell', num_samples: row.task.num_samples,
       finished: results.size, sessions: counts, rewards, session_list, mean_reward: mean(scored), pass_at_1: passAt1,
