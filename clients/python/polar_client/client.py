@@ -122,6 +122,10 @@ class TaskStatus:
                    polar_status=None if polar_status is None else str(polar_status), group=dict(group) if isinstance(group, Mapping) else None)
 
 
+#: Answers of a rollout server that is restarting (or of a proxy in front of it): unreachable (None), 502, 503, 504.
+_RESTARTING = (None, 502, 503, 504)
+
+
 class PolarClient:
     """Client of one rollout server.
 
@@ -198,17 +202,28 @@ class PolarClient:
 
         With ``callback`` (a running :class:`CallbackServer` whose URL was the task's ``callback_url``) it waits for
         the callback, re-checking the status every ``poll_interval`` × 10 s in case the callback is lost; without it,
-        it polls every ``poll_interval`` seconds.
+        it polls every ``poll_interval`` seconds. A server that cannot be reached or answers 502/503/504 (it is
+        restarting: tasks survive that, README "Stopping and restarting never cancels work") is asked again at the
+        next poll until ``timeout``.
 
         :param timeout: seconds, None = forever.
         :raises PolarTimeout: past ``timeout`` (``last`` = last status seen).
+        :raises PolarError: past ``timeout`` while the server cannot be reached (that error), or on any other error
+            answer (e.g. 404 for an unknown task) at once.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         last: TaskStatus | None = None
         while True:
-            if callback is not None and callback.received(task_id) is not None:
-                return self.task(task_id)
-            last = self.task(task_id)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            try:
+                if callback is not None and callback.received(task_id) is not None:
+                    return self.task(task_id)
+                last = self.task(task_id)
+            except PolarError as err:
+                if err.status not in _RESTARTING or (remaining is not None and remaining <= 0):
+                    raise
+                time.sleep(poll_interval if remaining is None else min(poll_interval, remaining))
+                continue
             if last.done:
                 return last
             remaining = None if deadline is None else deadline - time.monotonic()

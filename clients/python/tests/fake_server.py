@@ -170,6 +170,7 @@ class FakeRollout:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return
 
+        self._handler = Handler
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=lambda: self.server.serve_forever(poll_interval=0.05), daemon=True)
 
@@ -184,6 +185,22 @@ class FakeRollout:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def go_down(self, seconds: float) -> threading.Thread:
+        """Stop listening now (connections are refused, as while a rollout server restarts) and listen again on the same
+        port, with the same state, after ``seconds``; returns the thread that brings it back."""
+        port = self.server.server_address[1]
+        self.server.shutdown()
+        self.server.server_close()
+
+        def back() -> None:
+            time.sleep(seconds)
+            self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler)
+            self.server.serve_forever(poll_interval=0.05)
+
+        thread = threading.Thread(target=back, daemon=True)
+        thread.start()
+        return thread
 
     def add_group(self, group: dict[str, Any]) -> None:
         self.groups[group["task_id"]] = group

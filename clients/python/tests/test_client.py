@@ -104,6 +104,22 @@ class ClientTest(unittest.TestCase):
             self.assertLess(time.monotonic() - started, 2)
             self.assertEqual(ctx.exception.last.status, "running")
 
+    def test_wait_keeps_polling_while_the_server_restarts(self):
+        with FakeRollout(polls_until_done=2) as server:
+            server.add_group(load_fixture("polar-group.json"))
+            client = PolarClient(server.url)
+            client.submit({"task_id": "t", "num_samples": 2})
+            server.go_down(0.5)
+            status = client.wait("t", timeout=10, poll_interval=0.05)
+            self.assertEqual(status.status, "completed")
+            # Down past the deadline: the unreachable server is the error, not a timeout with no status.
+            client.submit({"task_id": "late", "num_samples": 1})
+            server.go_down(5)
+            with self.assertRaises(PolarError) as ctx:
+                client.wait("late", timeout=0.3, poll_interval=0.05)
+            self.assertIsNone(ctx.exception.status)
+            self.assertIn("cannot reach", str(ctx.exception))
+
     def test_wait_with_reference_server_returns_results(self):
         group = load_fixture("polar-group.json")
         with FakeRollout(shape="reference") as server:
