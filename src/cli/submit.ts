@@ -84,6 +84,8 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
 
 /** Task statuses after which a task never changes again (the Python Polar's words; ours lowercased). */
 const FINAL_TASK = new Set(['completed', 'failed', 'cancelled']);
+/** Answers of a proxy in front of a rollout server that is restarting: `--wait` polls again. */
+const RESTARTING_STATUS = new Set([502, 503, 504]);
 
 /**
  * The Python Polar CLI's summary of a finished TaskStatus (src/polar/cli.py `_handle_submit`), plus the mean reward.
@@ -124,7 +126,7 @@ export function register(program: Command): void {
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
     .option('--builder <strategy>', 'per_request or prefix_merging')
     .option('--task-runtime <kind>', `runtime Harbor task directories run in: ${HARBOR_RUNTIMES.join(', ')} (containers need [environment].docker_image)`, 'local')
-    .option('--wait', 'poll each task until it is completed, failed or cancelled, then print a summary (exit 1 unless every task completed)')
+    .option('--wait', 'poll each task until it is completed, failed or cancelled, then print a summary (exit 1 unless every task completed); an unreachable server is polled again')
     .option('--poll-interval <s>', 'seconds between polls with --wait', parsePositiveSeconds, 2)
     .option('--json', 'with --wait: print each final TaskStatus as JSON instead of the summary')
     .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)');
@@ -155,11 +157,28 @@ export function register(program: Command): void {
         }
       }
       if (opts.wait) {
+        // A restart of the rollout server never cancels work (README, "As a service"), so an unreachable server, or a
+        // 502/503/504 from a proxy in front of it, is asked again at the next poll; said once per outage on stderr.
+        let down = false;
         for (const taskId of submitted) {
           let status: Record<string, unknown>;
           for (;;) {
             await Bun.sleep((opts.pollInterval ?? 2) * 1000);
-            const response = await call(`/rollout/task/${encodeURIComponent(taskId)}`);
+            let response: Response;
+            try {
+              response = await call(`/rollout/task/${encodeURIComponent(taskId)}`);
+            } catch (error) {
+              if (!down) console.error(`polar: ${(error as Error).message}; still waiting for ${taskId}`);
+              down = true;
+              continue;
+            }
+            if (RESTARTING_STATUS.has(response.status)) {
+              if (!down) console.error(`polar: rollout server ${base} answered HTTP ${response.status}; still waiting for ${taskId}`);
+              down = true;
+              continue;
+            }
+            if (down) console.error(`polar: rollout server ${base} is back`);
+            down = false;
             status = (await response.json().catch(() => ({}))) as Record<string, unknown>;
             if (!response.ok) throw new Error(`${taskId}: HTTP ${response.status} ${JSON.stringify(status)}`);
             if (FINAL_TASK.has(String(status.status).toLowerCase())) break;

@@ -90,3 +90,37 @@ test('status against something that is not a rollout server says what answered, 
     server.stop(true);
   }
 });
+
+test('submit --wait keeps polling while the rollout server restarts, then prints the summary', async () => {
+  // A stand-in rollout server that goes away after the first poll (connection refused, as during a restart) and comes
+  // back on the same port 1 s later with the task completed.
+  const status = (done: boolean) => ({ task_id: 't-restart', status: done ? 'completed' : 'running', polar_status: done ? 'COMPLETED' : 'RUNNING', total_sessions: 1, completed_sessions: done ? 1 : 0, results: [], result_paths: [] });
+  let polls = 0;
+  const serve = (port: number, done: boolean) => Bun.serve({
+    hostname: '127.0.0.1', port,
+    fetch: (req) => {
+      if (req.method === 'POST') return Response.json({ task_id: 't-restart', status: 'running', sessions: 1, previous_run: null });
+      polls++;
+      return Response.json(status(done));
+    },
+  });
+  let server = serve(0, false);
+  const port = server.port!;
+  const taskFile = join(scratch, 'restart.json');
+  writeFileSync(taskFile, JSON.stringify({ task_id: 't-restart', instruction: 'x', num_samples: 1, agent: { harness: 'shell', command: 'true' } }));
+  const proc = Bun.spawn([process.execPath, join(REPO_ROOT, 'src/main.ts'), 'submit', taskFile, '--server', `http://127.0.0.1:${port}`, '--wait', '--poll-interval', '0.1'], { stdout: 'pipe', stderr: 'pipe' });
+  try {
+    for (const end = Date.now() + 20_000; polls === 0 && Date.now() < end;) await Bun.sleep(20);
+    expect(polls).toBeGreaterThan(0);
+    server.stop(true);
+    await Bun.sleep(1000);
+    server = serve(port, true);
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect({ code, out }).toMatchObject({ code: 0, out: expect.stringContaining('Status: completed') });
+    expect(err).toContain('cannot reach rollout server');
+    expect(err).toContain('still waiting');
+  } finally {
+    proc.kill();
+    server.stop(true);
+  }
+});
