@@ -138,6 +138,7 @@ function dashboardSource(server: RolloutApi, health: () => Record<string, unknow
     result: (sessionId) => server.store.results.get(sessionId),
     session: (sessionId) => server.store.sessions.get(sessionId),
     nodes: () => server.listNodes() as ReturnType<DashboardSource['nodes']>,
+    undispatched: () => server.store.sessions.countByStatus('REGISTERED'),
     health,
     nodeHealth: (node) => fetchNodeHealth(node.url, token),
   };

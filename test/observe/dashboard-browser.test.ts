@@ -84,6 +84,8 @@ test.skipIf(!HAVE_CHROMIUM)(TITLE, async () => {
     expect(await page.locator('tr[data-task="slow-task"]').innerText()).toContain('0 / 2 finished');
     expect(await page.locator('tr[data-node="box-0"]').innerText()).toContain('healthy');
     expect(await page.locator('#k-engine').innerText()).toBe('up');
+    // Both slow-task sessions are on the node: none waits on the server, and the node's queue is named as the node's.
+    expect(await page.locator('#k-running-sub').innerText()).toMatch(/^0 waiting for a node · \d+ queued on nodes · \d+ init · \d+ ready · \d+ postrun$/);
     expect(await page.locator('#errors').innerText()).toContain('broken #0');
     // pass@1 per policy_version: one point for version 1 (graded and solved, the finished tasks that declared one) and one for none.
     expect(await page.locator('#policy svg circle').count()).toBe(4);

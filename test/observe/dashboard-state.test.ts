@@ -56,3 +56,11 @@ test('a task sampled at one policy_version shows that version, in its row and in
   expect(byId).toEqual({ 'after-sync': '3', declared: '7', mixed: '2', 'before-sync': null });
   expect(state.policies.map((p) => [p.policy_version, p.tasks, p.mean_reward])).toEqual([['3', 1, 0.5], ['7', 1, 1], ['2', 1, 0.5], ['none', 1, 0]]);
 });
+
+test('the snapshot counts the sessions the server has not dispatched yet, which no node stage holds', async () => {
+  const task = taskRequest('waiting', { num_samples: 2 });
+  const src = { ...source([{ task, results: [] }]), undispatched: () => 214 };
+  expect((await dashboardState(src, 1_000)).undispatched).toBe(214);
+  // A source without the count (e.g. an older server's) reads as none waiting, never as undefined in the page.
+  expect((await dashboardState(source([{ task, results: [] }]), 1_000)).undispatched).toBe(0);
+});

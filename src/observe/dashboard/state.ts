@@ -27,6 +27,8 @@ export interface DashboardSource {
   result(sessionId: string): SessionResult | null;
   session(sessionId: string): SessionLike | null;
   nodes(): NodeLike[];
+  /** Sessions the server holds that no node has yet (REGISTERED: waiting for a free slot or a healthy node). */
+  undispatched?(): number;
   /** The server's `/health` extras (e.g. `engine: {ok, error}`). */
   health(): Record<string, unknown>;
   /** A node's own `/health` document (stages, engine health, engine busy fraction), or null when unreachable. */
@@ -57,6 +59,8 @@ export interface DashboardTask {
 export interface DashboardState {
   at: number;
   tasks: DashboardTask[];
+  /** Sessions on the server waiting for a node (REGISTERED), over every task; node queues are in `nodes[].stages`. */
+  undispatched: number;
   /** Task counts by status over every task in the store. */
   task_counts: Record<string, number>;
   nodes: (NodeLike & { health: Record<string, unknown> | null })[];
@@ -125,7 +129,7 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
   const extras = src.health();
   const engine = (extras.engine as Record<string, unknown> | undefined) ?? (nodes.find((n) => n.health?.engine)?.health?.engine as Record<string, unknown> | undefined) ?? null;
   errors.sort((a, b) => b.at - a.at);
-  return { at: now, tasks, task_counts, nodes, engine, policies, errors: errors.slice(0, MAX_ERRORS) };
+  return { at: now, tasks, task_counts, undispatched: src.undispatched?.() ?? 0, nodes, engine, policies, errors: errors.slice(0, MAX_ERRORS) };
 }
 
 /** One session for the session page: its row, result (trajectory with traces) and the token view of each trace. */
