@@ -18,7 +18,7 @@ import { createProgressView } from '../stack/run-progress.ts';
 import { formatSummaryTable } from '../stack/run-summary.ts';
 import { engineReplicasLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
-import { defaultRunDir, requestDifferences, RunRequestError, runRequests, runTasks } from '../stack/run-tasks.ts';
+import { DEFAULT_MODEL_NAME, defaultRunDir, requestDifferences, RunRequestError, runRequests, runTasks } from '../stack/run-tasks.ts';
 import { addDatasetFlags, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { printTaskNotes } from './harbor-flags.ts';
 import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
@@ -44,7 +44,7 @@ interface RunFlags extends DatasetFlags {
   out?: string;
   builder?: string;
   concurrency: number;
-  model: string;
+  model?: string;
   piApi?: string;
   agentSettings?: Record<string, unknown>;
   restoreReasoning?: boolean;
@@ -99,7 +99,7 @@ export function register(program: Command): void {
     .description('one-shot job: run every task × sample through a local gateway (simulator unless --engine), print a summary, write results')
     .argument('<tasks>', 'task.yaml, a task directory (ours or Harbor\'s), a directory of them (e.g. examples/tasks), or a dataset file with --dataset-format')
     .option('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')} (default: each task file's agent block; with it, the file's agent.env and agent.settings are kept)`)
-    .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction)')
+    .option('--command <cmd>', 'shell or custom harness: command line to run ({{INSTRUCTION}} is replaced by the quoted instruction); without --harness it replaces the task file\'s agent.command')
     .option('--samples <n>', "num_samples: sessions per task (default: the task file's num_samples, else 1)", parsePositiveInt('--samples'))
     .option('--engine <kind>', `inference engine: ${ENGINE_KINDS.join(', ')} (default: start the simulator in-process)`)
     .option('--engine-url <url>', 'engine base URL without /v1 (required with --engine); repeat it or separate URLs with commas for replicas of one engine (session affinity, least outstanding requests)', collectEngineUrls)
@@ -109,7 +109,7 @@ export function register(program: Command): void {
     .option('--mode <mode>', 'capture mode: chat (the engine renders the template) or token (the proxy renders and sends token ids)', 'chat')
     .option('--tokenizer <dir>', 'Hugging Face directory of the model (tokenizer.json + chat template): token mode renders with it, and the built-in simulator serves it (default: embedded Qwen3)')
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (default: refuse)')
-    .option('--model <name>', 'model name the harness asks for', 'polar-sim')
+    .option('--model <name>', `model name the harness asks for (default: the task file's agent.model_name; with --harness, ${DEFAULT_MODEL_NAME})`)
     .option('--restore-reasoning', "chat mode: restore reasoning a harness dropped from its history (from the session's own answers) before the engine renders it")
     .option('--db <file>', 'SQLite results file (default: <out>/results.db)')
     .option('--out <dir>', 'output directory (default: out/polar-run-<timestamp>)')
@@ -214,7 +214,7 @@ export function register(program: Command): void {
       const dbPath = resolve(flags.db ?? join(outDir, 'results.db'));
       mkdirSync(outDir, { recursive: true });
       checkRunRequest(outDir, {
-        harness: flags.harness ?? null, command: flags.command ?? null, model: flags.model,
+        harness: flags.harness ?? null, command: flags.command ?? null, model: flags.model ?? DEFAULT_MODEL_NAME,
         tasks: tasks.map((t) => t.task.task_id).sort(),
       }, flags.fresh === true);
       // SIGINT/SIGTERM: stop dispatching, interrupt what runs (its process groups end with the node; the sessions stay
@@ -346,7 +346,7 @@ interface RunRequest {
   /** null: each task file's own agent block. */
   harness: string | null;
   command: string | null;
-  model: string;
+  model?: string;
   tasks: string[];
 }
 

@@ -24,7 +24,8 @@ export interface RunTasksOptions {
   tasks: readonly LoadedTask[];
   /**
    * Harness adapter name (pi, claude_code, codex, qwen_code, gemini_cli, opencode, shell). Absent: each task file's
-   * own `agent` block (harness or command, model_name, env, settings) is run as written. Given: it replaces the file's
+   * own `agent` block (harness or command, model_name, env, settings) is run, with `modelName`, `command` and
+   * `settings` laid over it when given (`command` only on a shell or custom agent). Given: it replaces the file's
    * harness and model name; the file's `agent.env` and `agent.settings` are kept (flag settings win per key).
    */
   harness?: string;
@@ -32,8 +33,8 @@ export interface RunTasksOptions {
   command?: string;
   /** num_samples per task (absent: each task file's own, else 1). */
   samples?: number;
-  /** Model name the harness asks for. */
-  modelName: string;
+  /** Model name the harness asks for (absent: each task file's agent.model_name; with `harness`, polar-sim). */
+  modelName?: string;
   /** Trajectory builder (absent: each task file's own, else prefix_merging). */
   builder?: BuilderName;
   /** Agent settings passed to the adapter (e.g. pi's `api`). */
@@ -96,9 +97,13 @@ export interface RunReport {
   final: RunSnapshot;
 }
 
+/** The model name a harness given by flag asks for when no --model says otherwise. */
+export const DEFAULT_MODEL_NAME = 'polar-sim';
+
 /**
- * The TaskRequests `runTasks` submits for `opts.tasks`: each task file's own agent, or the given harness with the
- * file's agent.env and agent.settings kept (opts.settings win per key), with the samples, builder and runtime given.
+ * The TaskRequests `runTasks` submits for `opts.tasks`: each task file's own agent (with opts.modelName, opts.command
+ * and opts.settings laid over it), or the given harness with the file's agent.env and agent.settings kept
+ * (opts.settings win per key), with the samples, builder and runtime given.
  * Every request is checked as the rollout server's submit checks it (runnableProblems: harness, its settings, evaluator
  * config, …), so one bad task file is a usage error naming its file before anything starts (`polar run` calls this
  * before it creates its output directory or waits for the engine).
@@ -110,11 +115,20 @@ export function runRequests(opts: Pick<RunTasksOptions, 'tasks' | 'harness' | 'c
   const requests = opts.tasks.flatMap((loaded): TaskRequest[] => {
     const file = loaded.task.agent;
     const settings = { ...file?.settings, ...opts.settings };
+    if (adapter === null && file !== undefined && opts.command !== undefined && !['shell', 'custom'].includes((file.harness ?? 'shell').replaceAll('-', '_'))) {
+      problems.push(`${loaded.file}: --command applies to the shell and custom harnesses; this task's agent runs ${file.harness} (pass --harness shell to run the command instead)`);
+      return [];
+    }
     const agent = adapter === null
-      ? file
+      ? file && {
+          ...file,
+          ...(opts.modelName !== undefined ? { model_name: opts.modelName } : {}),
+          ...(opts.command !== undefined ? { command: opts.command } : {}),
+          ...(Object.keys(settings).length > 0 ? { settings } : {}),
+        }
       : {
           ...(file?.env ? { env: file.env } : {}),
-          harness: adapter.name, model_name: opts.modelName,
+          harness: adapter.name, model_name: opts.modelName ?? DEFAULT_MODEL_NAME,
           ...(opts.command !== undefined ? { command: opts.command } : file?.command !== undefined && adapter.name === 'shell' ? { command: file.command } : {}),
           ...(Object.keys(settings).length > 0 ? { settings } : {}),
         };

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadTaskDir } from '../../src/rollout/task-file.ts';
-import { RunRequestError, runTasks } from '../../src/stack/run-tasks.ts';
+import { RunRequestError, runRequests, runTasks } from '../../src/stack/run-tasks.ts';
 import { openStore } from '../../src/store/index.ts';
 import { runPolar, SHELL_AGENT_COMMAND, SHELL_AGENT_PATHS, writeSimTask } from '../support/polar-cli.ts';
 
@@ -109,3 +109,24 @@ test('an --out made by an older version (run.json with samples and builder) is r
   expect(other.code).toBe(2);
   expect(other.stderr).toContain('holds a different run (harness: "shell" there, "pi" now;');
 }, 60_000);
+
+test('without --harness, --model, --command and --agent-settings apply to each task file\'s own agent', () => {
+  const dir = join(scratch, 'own-agent');
+  writeTask(dir, 'own-agent', ['agent: {harness: shell, command: "true", model_name: file-model, env: {A: "1"}, settings: {sampling_params: {temperature: 0.5}}}']);
+  const tasks = loadTaskDir(dir);
+  const [asWritten] = runRequests({ tasks });
+  expect(asWritten!.agent).toMatchObject({ harness: 'shell', command: 'true', model_name: 'file-model', env: { A: '1' } });
+  const [flagged] = runRequests({ tasks, modelName: 'flag-model', command: 'exit 0', settings: { sampling_params: { temperature: 0.25 } } });
+  expect(flagged!.agent).toMatchObject({
+    harness: 'shell', command: 'exit 0', model_name: 'flag-model', env: { A: '1' }, settings: { sampling_params: { temperature: 0.25 } },
+  });
+  // With --harness the flags replace the file's harness and model (the default model name is polar-sim).
+  const [harnessed] = runRequests({ tasks, harness: 'shell' });
+  expect(harnessed!.agent).toMatchObject({ harness: 'shell', command: 'true', model_name: 'polar-sim', env: { A: '1' } });
+});
+
+test('without --harness, --command on a task whose agent is not shell or custom is refused, naming the file', () => {
+  const dir = join(scratch, 'pi-agent');
+  writeTask(dir, 'pi-agent', ['agent: {harness: pi, model_name: m}']);
+  expect(() => runRequests({ tasks: loadTaskDir(dir), command: 'true' })).toThrow(/pi-agent\/task\.yaml: --command applies to the shell and custom harnesses; this task's agent runs pi/);
+});
