@@ -13,6 +13,7 @@ import { parse as parseYaml } from 'yaml';
 import type { TaskRequest } from '../core/records.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { toTaskRequest } from '../rollout/task-file.ts';
+import { DEFAULT_MODEL_NAME } from '../stack/run-tasks.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
 import { addDatasetFlags, assertNoDatasetSelection, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
@@ -28,7 +29,7 @@ interface SubmitOptions extends Omit<DatasetFlags, 'taskRuntime'> {
   json?: boolean;
   harness?: string;
   command?: string;
-  model: string;
+  model?: string;
   samples?: number;
   builder?: 'per_request' | 'prefix_merging';
   token?: string;
@@ -44,7 +45,9 @@ interface SubmitOptions extends Omit<DatasetFlags, 'taskRuntime'> {
 export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder' | 'taskRuntime'> & Omit<DatasetFlags, 'taskRuntime'>): Promise<TaskRequest[]> {
   if (!existsSync(path)) throw new UsageError(`no such file or directory: ${path}`);
   if (opts.command !== undefined && opts.harness === undefined) opts = { ...opts, harness: 'shell' };
-  const agent = opts.harness ? { harness: opts.harness, model_name: opts.model, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
+  const agent = opts.harness ? { harness: opts.harness, model_name: opts.model ?? DEFAULT_MODEL_NAME, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
+  // Without --harness the file's own agent runs; --model still names the model it asks for.
+  const renamed = <A extends { model_name: string }>(own: A): A => (opts.model !== undefined ? { ...own, model_name: opts.model } : own);
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
   const ext = extname(path).toLowerCase();
   const taskFile = /^task\.ya?ml$/i.test(basename(path));
@@ -63,7 +66,9 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
     const isFull = list.every((t) => typeof t === 'object' && t !== null && 'agent' in t && 'instruction' in t && !('sim_script' in t));
     if (isFull) {
       return list.map((t) => {
-        const merged = { ...(t as object), ...(opts.samples ? { num_samples: opts.samples } : {}), ...(agent ? { agent } : {}), ...(builder ? { builder } : {}) };
+        const own = (t as { agent?: unknown }).agent;
+        const fileAgent = !agent && opts.model !== undefined && own !== null && typeof own === 'object' ? { agent: { ...own, model_name: opts.model } } : {};
+        const merged = { ...(t as object), ...(opts.samples ? { num_samples: opts.samples } : {}), ...(agent ? { agent } : fileAgent), ...(builder ? { builder } : {}) };
         try {
           return parseWireTaskRequest(merged);
         } catch (error) {
@@ -76,7 +81,7 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
   const loaded = await loadTasksArg(path, { ...opts, taskRuntime: opts.taskRuntime ?? 'local' });
   printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
   try {
-    return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent, builder }));
+    return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent: agent ?? (task.task.agent && renamed(task.task.agent)), builder }));
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -122,7 +127,7 @@ export function register(program: Command): void {
     .option('-c, --config <file>', 'topology file (ours or the Python Polar\'s) naming the rollout server, when no URL is given')
     .option('--harness <name>', `agent harness for task files that name none (${Object.keys(HARNESS_ADAPTERS).join(', ')})`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced); implies --harness shell')
-    .option('--model <name>', 'model name the harness asks for', 'polar-sim')
+    .option('--model <name>', `model name the harness asks for (default: the file's agent.model_name; with --harness, ${DEFAULT_MODEL_NAME})`)
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))
     .option('--builder <strategy>', 'per_request or prefix_merging')
     .option('--task-runtime <kind>', `runtime Harbor task directories run in: ${HARBOR_RUNTIMES.join(', ')} (containers need [environment].docker_image)`, 'local')
