@@ -1,6 +1,7 @@
 /**
  * `polar proxy --port P --engine KIND --engine-url URL[,URL…] [--mode chat|token] [--db FILE] [--host H] [--served-model NAME]
- * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]`: the
+ * [--tokenizer DIR] [--family NAME] [--allow-golden-mismatch] [--golden-rate R] [--max-body-bytes N] [--engine-stream auto|always|never]
+ * [--restore-reasoning]`: the
  * proxy alone, for capturing any harness run by hand (docs/architecture.md#processes). Every API key opens an ad-hoc
  * session (no key → one session with a random `anon-…` id, printed at start); records go to the SQLite store in --db
  * and are listed by `GET /sessions/{id}/completions`, which needs that session's own API key or the admin token.
@@ -50,6 +51,7 @@ interface ProxyFlags {
   task?: string;
   abortOnDisconnect?: boolean;
   keepBillingHeader?: boolean;
+  restoreReasoning?: boolean;
   insecureNoToken?: boolean;
   tokenizer?: string;
   family?: string;
@@ -106,6 +108,7 @@ export function register(program: Command): void {
     .option('--insecure-no-token', 'allow a non-loopback --host without an admin token (prints a warning)')
     .addOption(new Option('--engine-stream <setting>', 'streaming clients get a streamed engine call: auto (when the start-up probe finds its capture sound), always, never (synthetic replay)').choices(['auto', 'always', 'never']).default('auto'))
     .option('--keep-billing-header', "keep Claude Code's x-anthropic-billing-header system line (default: strip it)")
+    .option('--restore-reasoning', "chat mode: restore reasoning a harness dropped from its history (from the session's own answers) before the engine renders it")
     .action(async (flags: ProxyFlags) => {
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
       if (!(ENGINE_KINDS as readonly string[]).includes(flags.engine)) {
@@ -114,6 +117,7 @@ export function register(program: Command): void {
       if (flags.engine === 'llamacpp' && flags.mode !== 'token') throw new UsageError('--engine llamacpp has no chat-mode capture; use --mode token');
       if (flags.engine === 'openai' && flags.mode === 'token') throw new UsageError('--engine openai has no token endpoint; use --mode chat');
       if (flags.mode !== 'token' && (flags.tokenizer !== undefined || flags.family !== undefined)) throw new UsageError('--tokenizer and --family apply to --mode token only');
+      if (flags.mode === 'token' && flags.restoreReasoning === true) throw new UsageError('--restore-reasoning applies to --mode chat only (in token mode the proxy renders the sampled tokens itself)');
       if (flags.goldenRate !== undefined && !(flags.goldenRate >= 0 && flags.goldenRate <= 1)) throw new UsageError(`--golden-rate must be in [0, 1], got ${flags.goldenRate}`);
       const adminToken = flags.adminToken ?? (process.env.POLAR_ADMIN_TOKEN || undefined);
       if (adminToken !== undefined && adminToken.trim() === '') throw new UsageError('--admin-token must not be empty');
@@ -187,6 +191,7 @@ export function register(program: Command): void {
           abortOnClientDisconnect: flags.abortOnDisconnect === true,
           initialPolicyVersion: flags.policyVersion ?? null,
           dialectOptions: { stripBillingHeader: flags.keepBillingHeader !== true },
+          ...(flags.restoreReasoning === true ? { restoreReasoning: true } : {}),
           adminToken: adminToken ?? null,
         },
       });

@@ -10,6 +10,12 @@ import { staticSessions } from '../../src/proxy/sessions.ts';
 import { SimServer } from '../../src/sim/server.ts';
 import { buildTrajectory } from '../../src/trace/index.ts';
 import { startTestProxy, type TestProxy } from '../support/proxy-harness.ts';
+import { startPolarProxy } from '../support/polar-cli.ts';
+import { openStore } from '../../src/store/index.ts';
+import type { CompletionRecord } from '../../src/core/records.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 let sim: SimServer;
 const proxies: Record<'on' | 'off', TestProxy> = {} as never;
@@ -27,8 +33,11 @@ afterAll(async () => {
 });
 
 async function twoTurns(which: 'on' | 'off') {
-  const key = `sess-${which}`;
-  const client = new OpenAI({ baseURL: `${proxies[which].url}/v1`, apiKey: key, maxRetries: 0 });
+  return twoTurnsAt(proxies[which].url, `sess-${which}`, (key) => proxies[which].store.completions.listBySession(key));
+}
+
+async function twoTurnsAt(url: string, key: string, listRecords: (key: string) => CompletionRecord[]) {
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
   const tools = [{ type: 'function' as const, function: { name: 'bash', description: 'Run a shell command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }];
   const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'system', content: 'agent' }, { role: 'user', content: 'how many files?' }];
   const first = await client.chat.completions.create({ model: 'm', messages, tools });
@@ -36,7 +45,7 @@ async function twoTurns(which: 'on' | 'off') {
   // The harness drops the reasoning from its history.
   messages.push({ role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: call.function }] }, { role: 'tool', tool_call_id: call.id, content: 'a\nb' });
   await client.chat.completions.create({ model: 'm', messages, tools });
-  const records = proxies[which].store.completions.listBySession(key);
+  const records = listRecords(key);
   const trajectory = buildTrajectory(records, { strategy: 'prefix_merging', session_id: key, task_id: 't', harness: 'test', status: 'COMPLETED' });
   return { records, trajectory };
 }
@@ -56,6 +65,28 @@ test('not restored (option off): the same history is a re-rendered join', async 
   expect(sim.tokenizer.decode(records[1]!.prompt_ids)).not.toContain('List the files first.');
   expect(trajectory.metadata.reconstruction_stats.rerender_mismatches).toBe(1);
 });
+
+test('polar proxy --restore-reasoning turns it on (the config key proxy.restore_reasoning as a flag)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'polar-restore-cli-'));
+  const db = join(dir, 'proxy.db');
+  const { proc, url } = await startPolarProxy(['--port', '0', '--engine', 'sim', '--engine-url', sim.url, '--task', 't', '--db', db, '--restore-reasoning'], dir);
+  try {
+    const { records } = await twoTurnsAt(url, 'sess-cli', (key) => {
+      const store = openStore(db);
+      try {
+        return store.completions.listBySession(key);
+      } finally {
+        store.close();
+      }
+    });
+    expect(records).toHaveLength(2);
+    expect(records[1]!.warnings.join(' ')).toMatch(/^reasoning-restored/);
+    expect(sim.tokenizer.decode(records[1]!.prompt_ids)).toContain('List the files first.');
+  } finally {
+    proc.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
 
 test('answers that look alike keep their own reasoning, in the order they were given', () => {
   const memory = new ReasoningMemory();
