@@ -132,13 +132,14 @@ export function register(program: Command): void {
     .option('--network <mode>', 'sandbox network: gateway (only the model API, default), none or host')
     .option('--ro-path <path>', 'host path every sandbox sees read-only (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
-    .action(async (tasksPath: string, flags: RunFlags) => {
+    .action(async (tasksPath: string, flags: RunFlags, command: Command) => {
       if (flags.builder !== undefined && !(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
       if (flags.harness !== undefined && !HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
       if (flags.harness === 'custom' && !flags.command && typeof flags.agentSettings?.command !== 'string') {
         throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
       }
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      assertFlagsTakeEffect(flags, (key) => command.getOptionValueSource(key) === 'cli');
       if (flags.mode !== 'token' && flags.engine !== undefined && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token (or to the built-in simulator)');
       if (flags.tokenizer !== undefined && !existsSync(flags.tokenizer)) throw new UsageError(`--tokenizer ${flags.tokenizer} does not exist`);
       if (flags.engine !== undefined) {
@@ -312,6 +313,24 @@ export function register(program: Command): void {
         store.close();
       }
     });
+}
+
+/**
+ * Refuse flags that would be silently ignored: the external-engine flags without --engine (the built-in simulator runs
+ * instead), the simulator's speed flags with --engine, and --restore-reasoning in token mode.
+ * @param given whether the user passed the flag with this option key (not its default).
+ * @throws UsageError naming the flags.
+ */
+function assertFlagsTakeEffect(flags: RunFlags, given: (key: keyof RunFlags) => boolean): void {
+  const named = (keys: [keyof RunFlags, string][]) => keys.filter(([key]) => given(key)).map(([, flag]) => flag);
+  if (flags.engine === undefined) {
+    const engineOnly = named([['engineApiKey', '--engine-api-key'], ['servedModel', '--served-model'], ['systemMessages', '--system-messages'], ['allowGoldenMismatch', '--allow-golden-mismatch'], ['engineWaitS', '--engine-wait-s']]);
+    if (engineOnly.length > 0) throw new UsageError(`${engineOnly.join(', ')} ${engineOnly.length === 1 ? 'applies' : 'apply'} to an external engine: pass --engine KIND --engine-url URL (without them polar run starts the built-in simulator)`);
+  } else {
+    const simOnly = named([['decodeTps', '--decode-tps'], ['prefillTps', '--prefill-tps']]);
+    if (simOnly.length > 0) throw new UsageError(`${simOnly.join(', ')} ${simOnly.length === 1 ? 'sets' : 'set'} the built-in simulator, which --engine replaces`);
+  }
+  if (flags.mode === 'token' && flags.restoreReasoning === true) throw new UsageError('--restore-reasoning applies to --mode chat only (in token mode the proxy renders the sampled tokens itself)');
 }
 
 /** The `runtime` laid over every task from the command line (undefined when no flag says anything). */

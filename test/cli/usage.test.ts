@@ -85,3 +85,16 @@ test.skipIf(!allInstalled)(`polar harness install --all --to DIR: every package 
   expect(lines.filter((l) => l.startsWith('already installed: ')).map((l) => l.split(' ')[2])).toEqual(packages);
   expect(lines.at(-1)).toBe(`harness cache: ${cache} (copy it to the same path on the target box, or point $POLAR_HARNESS_CACHE at it)`);
 }, 60_000);
+
+test('polar run refuses flags that would have no effect: engine flags without --engine, simulator flags with it, --restore-reasoning in token mode', async () => {
+  const base = ['run', 'examples/tasks', '--harness', 'shell', '--command', 'true', '--out', join(scratch, 'noeffect'), '--quiet'];
+  const simOnly = await runPolar([...base, '--served-model', 'x', '--system-messages', 'merge']);
+  expect(simOnly.code).toBe(2);
+  expect(simOnly.stderr).toContain('--served-model, --system-messages apply to an external engine');
+  const engine = await runPolar([...base, '--engine', 'vllm', '--engine-url', 'http://127.0.0.1:9', '--decode-tps', '5']);
+  expect(engine.code).toBe(2);
+  expect(engine.stderr).toContain('--decode-tps sets the built-in simulator');
+  const token = await runPolar([...base, '--mode', 'token', '--restore-reasoning']);
+  expect(token.code).toBe(2);
+  expect(token.stderr).toContain('--restore-reasoning applies to --mode chat only');
+});
