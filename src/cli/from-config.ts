@@ -11,7 +11,7 @@ import type { GatewayConfig, GatewayNodeConfig, RuntimeConfig } from '../config/
 import { defaultHarnessCache } from '../gateway/harnesses/install.ts';
 import type { GatewayCapacity } from '../gateway/node.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
-import type { EngineSpec } from '../stack/local-stack.ts';
+import type { EngineSpec, SimEngineSettings } from '../stack/local-stack.ts';
 
 /** The engine section as the stack's EngineSpec (timeout in ms, sampling defaults in camelCase). */
 export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeoutMs: number } {
@@ -24,6 +24,17 @@ export function engineSpecFromConfig(engine: EngineConfig): EngineSpec & { timeo
     allowGoldenMismatch: engine.allow_golden_mismatch,
     defaults: { temperature: d.temperature, topP: d.top_p, topK: d.top_k, minP: d.min_p, ...(d.max_tokens !== null ? { maxTokens: d.max_tokens } : {}) },
   };
+}
+
+/**
+ * The engine section's serving settings for the in-process simulator (`polar serve --with-sim`): sampling defaults,
+ * timeout, streaming, golden-mismatch policy, and system_messages unless `auto` (the stack then picks in place for the
+ * embedded Qwen3 template, merge for another tokenizer). Where the engine is (kind, url, urls, api_key, served_model)
+ * is the simulator's own.
+ */
+export function simEngineFromConfig(engine: EngineConfig): SimEngineSettings {
+  const { timeoutMs, defaults, stream, systemMessages, allowGoldenMismatch } = engineSpecFromConfig(engine);
+  return { timeoutMs, defaults, stream, allowGoldenMismatch, ...(systemMessages !== 'auto' ? { systemMessages } : {}) };
 }
 
 /** A node's `runtime` section as the defaults under each task's runtime section. */

@@ -2,7 +2,8 @@
  * `polar serve --config FILE` (docs/architecture.md#processes): the single-box default. The rollout server and the first
  * `gateway.nodes` entry run in this process; the node hosts the proxy and registers with the server over HTTP like a
  * remote `polar gateway` would. With `--with-sim` the simulator (config `sim` section) runs in-process too and is the
- * engine. Refuses (exit 2) to listen on a non-loopback address without a control-plane token unless
+ * engine, served with the `engine` section's settings (mode, tokenizer, default_sampling, timeout_s, stream,
+ * allow_golden_mismatch, system_messages unless auto). Refuses (exit 2) to listen on a non-loopback address without a control-plane token unless
  * `--insecure-no-token`; checks the engine at start-up (a warning when it is down, serving goes on) and reports it in
  * `GET /health` `engine`. The gateway's proxy control endpoints (`/admin/*`, `GET /sessions/{id}/completions`) need
  * the control-plane token when one is set; without one, `/admin/*` answers loopback callers only, which includes
@@ -17,7 +18,7 @@ import { existsSync } from 'node:fs';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal, UsageError } from './common.ts';
-import { engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
+import { engineSpecFromConfig, nodeSettingsFromConfig, simEngineFromConfig, uploadRootsFromConfig } from './from-config.ts';
 import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 
@@ -27,7 +28,7 @@ export function register(program: Command): void {
     .description('rollout server + one local gateway node (hosting the proxy) on this box')
     .requiredOption('--config <file>', 'topology file (YAML or JSON)')
     .option('--port <port>', 'rollout server port (overrides rollout.port; 0 picks a free one)', parsePort)
-    .option('--with-sim', 'start the simulator from the `sim` section in-process and use it as the engine')
+    .option('--with-sim', 'start the simulator from the `sim` section in-process and use it as the engine (engine.url, urls, api_key and served_model are then unused)')
     .option('--insecure-no-token', 'allow non-loopback listen addresses without a control-plane token (prints a warning)')
     .option('--tokenizer <dir>', 'token mode: Hugging Face directory of the served model (overrides engine.tokenizer; with --with-sim the simulator serves it too)')
     .option('--allow-golden-mismatch', 'token mode: start even when our chat template rendering differs from the engine\'s (overrides engine.allow_golden_mismatch)')
@@ -60,6 +61,7 @@ export function register(program: Command): void {
           store,
           engine: opts.withSim ? null : { ...engineSpecFromConfig(config.engine), tokenizerDir, ...(opts.allowGoldenMismatch === true ? { allowGoldenMismatch: true } : {}) },
           mode: config.engine.mode,
+          simEngine: { ...simEngineFromConfig(config.engine), ...(opts.allowGoldenMismatch === true ? { allowGoldenMismatch: true } : {}) },
           sim: {
             host: sim.host, port: sim.port, tokenizerDir: sim.tokenizer ?? tokenizerDir, scriptsDir: sim.scripts ?? undefined,
             prefillTps: sim.prefill_tps, decodeTps: sim.decode_tps, maxConcurrency: sim.max_concurrency, decodeStepPerSeqMs: sim.decode_step_per_seq_ms,

@@ -27,8 +27,9 @@ const preamble = `# Polar configuration reference
 
 <!-- Generated from src/config/sections/*.ts by \`polar config docs\`; do not edit by hand. -->
 
-One topology file configures every form of the binary (\`polar serve\`, \`polar rollout\`, \`polar gateway\`,
-\`polar proxy\`, \`polar sim\`). Check a file with:
+One topology file configures the serving commands (\`polar serve\`, \`polar rollout\`, \`polar gateway\`); \`polar proxy\`
+and \`polar sim\` read no file and take the \`engine\`, \`proxy\` and \`sim\` settings as flags (\`--help\` lists them, with
+their own defaults). Check a file with:
 
 \`\`\`sh
 polar config check /etc/polar/polar.yaml   # prints the resolved config (defaults filled, secrets redacted), exit 0

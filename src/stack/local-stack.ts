@@ -44,6 +44,9 @@ export interface EngineSpec {
   stream?: EngineStreamSetting;
 }
 
+/** What an EngineSpec says about serving (not where the engine is), for the in-process simulator. */
+export type SimEngineSettings = Partial<Pick<EngineSpec, 'timeoutMs' | 'defaults' | 'stream' | 'systemMessages' | 'allowGoldenMismatch'>>;
+
 export interface LocalStackOptions {
   store: Store;
   engine?: EngineSpec | null;
@@ -51,6 +54,11 @@ export interface LocalStackOptions {
   sim?: SimServerOptions;
   /** Capture mode with the in-process simulator (default chat); an external engine's comes from its spec. */
   mode?: CaptureMode;
+  /**
+   * Serving settings for the in-process simulator's engine client, as for an external engine (`polar serve --with-sim`:
+   * the config's `engine` section); absent systemMessages: in place for the embedded Qwen3, else merge.
+   */
+  simEngine?: SimEngineSettings;
   node: {
     nodeId?: string;
     host?: string;
@@ -118,7 +126,10 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   let engineHealth: EngineHealthMonitor | null = null;
   try {
     // The embedded Qwen3 template renders later system messages in place; another model's template may reject them.
-    const engineSpec: EngineSpec = opts.engine ?? { kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: opts.sim?.tokenizerDir ? 'merge' : 'in-place' };
+    const engineSpec: EngineSpec = opts.engine ?? {
+      kind: 'sim', url: sim!.url, mode: opts.mode, tokenizerDir: opts.sim?.tokenizerDir, systemMessages: opts.sim?.tokenizerDir ? 'merge' : 'in-place',
+      ...Object.fromEntries(Object.entries(opts.simEngine ?? {}).filter(([, v]) => v !== undefined)),
+    };
     const engine = createEngineClient({
       kind: engineSpec.kind, url: engineSpec.url, urls: engineSpec.urls, mode: engineSpec.mode ?? 'chat', apiKey: engineSpec.apiKey, tokenizerDir: engineSpec.tokenizerDir,
       family: engineSpec.family, allowGoldenMismatch: engineSpec.allowGoldenMismatch, servedModel: engineSpec.servedModel, timeoutMs: engineSpec.timeoutMs ?? 600_000, defaults: engineSpec.defaults,

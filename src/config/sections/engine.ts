@@ -64,6 +64,6 @@ export const engineSchema = z
       .describe("Streaming clients are served from a streamed engine call, translated chunk by chunk: auto (when the start-up probe's streamed capture is sound), always, or never (the non-streaming call is replayed as a synthetic stream)."),
     default_sampling: defaultSamplingSchema.prefault({}),
   })
-  .describe('The inference engine the proxy forwards model calls to.');
+  .describe('The inference engine the proxy forwards model calls to. With `polar serve --with-sim` it is the in-process simulator, served with these settings; kind, url, urls, api_key and served_model are then unused.');
 
 export type EngineConfig = z.output<typeof engineSchema>;

@@ -21,6 +21,6 @@ export const simSchema = z
     /** Continuous batching: ms a decode step grows per further running sequence. */
     decode_step_per_seq_ms: z.number().min(0).default(0).describe('Continuous batching: milliseconds a decode step grows for each further sequence in the batch (step = 1000 / decode_tps + this × (batch − 1)); 0 keeps decode speed independent of the batch.'),
   })
-  .describe('The built-in inference simulator: real engine contracts, scripted behaviour, a deterministic toy policy.');
+  .describe('The built-in inference simulator: real engine contracts, scripted behaviour, a deterministic toy policy. Read by `polar serve --with-sim`; `polar sim` takes these as flags, whose speed defaults are realistic (--prefill-tps 200000, --decode-tps 2000) where these answer at once.');
 
 export type SimConfig = z.output<typeof simSchema>;
