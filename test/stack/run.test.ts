@@ -174,7 +174,7 @@ test("runTasks without a harness runs each task file's agent block; with one, th
   const tasks = loadTaskDir(dir);
   const store = openStore(join(scratch, 'agent-block.db'));
   try {
-    const own = await runTasks({ tasks: [tasks[0]!], samples: 1, modelName: 'polar-sim', builder: 'prefix_merging', store, concurrency: 2, workRoot: join(scratch, 'agent-block-work') });
+    const own = await runTasks({ tasks: [tasks[0]!], samples: 1, builder: 'prefix_merging', store, concurrency: 2, workRoot: join(scratch, 'agent-block-work') });
     expect(own.statuses).toEqual({ COMPLETED: 1 });
     const ownTask = store.tasks.get('touch-a')!.task;
     expect(ownTask.agent).toEqual({ harness: 'shell', model_name: 'file-model', command: 'echo $MARK > out.txt', env: { MARK: 'ok' }, settings: { sampling_params: { temperature: 0.5 } } });
