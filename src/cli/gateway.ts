@@ -92,6 +92,8 @@ export function register(program: Command): void {
         rollout: config.gateway.rollout_url ? { url: config.gateway.rollout_url, heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000 } : undefined,
         controlPlaneToken: config.rollout.control_plane_token,
         engineHealth: () => engineHealth.state(),
+        checkEngine: () => engineHealth.checkNow().then(() => engineHealth.state()),
+        engineWaitMs: config.gateway.engine_wait_s * 1000,
         beforeSession: config.engine.kind === 'sim' ? simScriptRegistrar(config.engine.url) : undefined,
         log,
       });

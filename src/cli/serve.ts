@@ -72,6 +72,7 @@ export function register(program: Command): void {
             heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000, callbackRetries: config.rollout.callback_retries,
           },
           heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000,
+          engineWaitMs: config.gateway.engine_wait_s * 1000,
           controlPlaneToken: config.rollout.control_plane_token,
           proxyOptions: proxyOptionsFromConfig(config.proxy),
           log: (line) => console.error(`polar serve: ${line}`),

@@ -100,7 +100,7 @@ export class EngineHealthMonitor {
       (error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);
         if (first || this.#state.ok) {
-          this.opts.log?.(`WARNING: ${this.opts.describe} is not reachable: ${message}. Still serving; sessions fail until it answers (GET /health reports engine.ok).`);
+          this.opts.log?.(`WARNING: ${this.opts.describe} is not reachable: ${message}. Still serving; model calls fail until it answers (GET /health reports engine.ok).`);
         }
         this.#state = { ok: false, error: message };
       },

@@ -132,8 +132,27 @@ export interface GatewayNodeOptions {
   evaluators?: Readonly<Record<string, Evaluator>>;
   /** End-of-turn token ids for prefix_merging (default: detected from the records). */
   eotIds?: number[];
-  /** Engine reachability for `GET /health` (`engine: {ok, error}`); absent = not reported. */
+  /**
+   * Engine reachability as last checked (`GET /health` `engine: {ok, error}`, the heartbeat's `engine_ok`); absent = not
+   * reported. While it says down the node starts no queued session (INIT) and no READY one (RUNNING): they wait, up to
+   * `engineWaitMs`, then end ERROR; running sessions are left alone.
+   */
   engineHealth?: () => EngineHealth;
+  /**
+   * Check the engine now and return its state (the same monitor as `engineHealth`: `EngineHealthMonitor.checkNow`,
+   * which shares a check in flight). The node calls it when a session's INIT or RUN ends in an error and starts no other
+   * session until it answers, so an engine that died between two periodic checks does not fail the whole queue; a
+   * session whose `beforeSession` hook failed while the check says down goes back to the queue. Absent: only
+   * `engineHealth` is read.
+   */
+  checkEngine?: () => Promise<EngineHealth>;
+  /**
+   * How long a session waits for a down engine before it ends ERROR (`engine down: …`), ms; config
+   * `gateway.engine_wait_s`, default 600 000.
+   */
+  engineWaitMs?: number;
+  /** While sessions wait for the engine, how often `engineHealth` is read (no engine call), ms; default 1000. */
+  engineWaitPollMs?: number;
   /**
    * Runs at the start of each session's INIT, before the runtime starts; a throw fails the session's INIT with its
    * message. The single-box stack uses it to register a task's behaviour script with the simulator
@@ -188,6 +207,12 @@ export interface Session {
   /** Host path of the harness log file, once written. */
   harnessLog: string | null;
   deadlineTimer: ReturnType<typeof setTimeout> | null;
+  /** When the total budget (`timeout_seconds`) runs out, node clock ms; null before INIT. */
+  deadlineAt: number | null;
+  /** The budget left while it is paused (waiting in READY for the engine), ms; null when not paused. */
+  deadlineLeftMs: number | null;
+  /** Since when (node clock ms) the session waits in the queue or READY for a down engine; null when not waiting. */
+  engineWaitSince: number | null;
   agentTimer: ReturnType<typeof setTimeout> | null;
   t: { dispatched: number; initStart?: number; initEnd?: number; runStart?: number; runEnd?: number; postrunStart?: number; build: number; eval: number };
   result: SessionResult | null;

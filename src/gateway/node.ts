@@ -28,7 +28,7 @@ import { GatewaySocket } from './runtimes/tunnel.ts';
 import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-roots.ts';
 import { reapOrphanSessions } from './runtimes/local.ts';
 import { startSessionServer } from './session-api.ts';
-import { initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
+import { BeforeSessionFailed, initSession, prepareFreshRuntime, runHarness } from './session-stages.ts';
 import { PoolSizer, type PoolSizes } from './pool-sizing.ts';
 import { ByteLru } from '../core/byte-lru.ts';
 
@@ -52,6 +52,9 @@ export { DispatchError } from '../core/contracts/index.ts';
 export type { DispatchSpec, StageCounts } from '../core/contracts/index.ts';
 export type { EngineHealth } from '../engines/health.ts';
 export type { GatewayCapacity, GatewayNodeOptions, GatewayStore, SessionEvent, SessionListFilter, SessionView } from './node-types.ts';
+
+/** How long a session waits for a down engine before it ends ERROR, ms (config `gateway.engine_wait_s`). */
+export const DEFAULT_ENGINE_WAIT_MS = 600_000;
 
 const DEFAULT_CAPACITY: GatewayCapacity = { init_workers: 4, ready_buffer: 4, max_run_workers: 8, postrun_workers: 4 };
 
@@ -93,6 +96,11 @@ export class GatewayNode {
   /** INIT pool and READY buffer in use: `capacity`'s, or with `poolSizing: auto` what observed stage times call for. */
   private pools: PoolSizes;
   private readonly sizer: PoolSizer | null;
+  private readonly engineWaitMs: number;
+  /** An engine check asked for after a session failed (GatewayNodeOptions.checkEngine): nothing starts until it answers. */
+  private engineRecheck: Promise<void> | null = null;
+  /** Reads `engineHealth` while sessions wait for the engine (ends them after `engineWaitMs`); null when none wait. */
+  private engineWaitTimer: ReturnType<typeof setInterval> | null = null;
 
   constructor(private readonly opts: GatewayNodeOptions) {
     this.nodeId = opts.nodeId;
@@ -106,6 +114,8 @@ export class GatewayNode {
     for (const [k, v] of Object.entries(this.capacity)) {
       if (!Number.isInteger(v) || v < (k === 'ready_buffer' ? 0 : 1)) throw new Error(`gateway capacity ${k} must be an integer ≥ ${k === 'ready_buffer' ? 0 : 1}, got ${v}`);
     }
+    this.engineWaitMs = opts.engineWaitMs ?? DEFAULT_ENGINE_WAIT_MS;
+    if (!(this.engineWaitMs >= 0)) throw new Error(`gateway engineWaitMs must be ≥ 0, got ${opts.engineWaitMs}`);
     this.keepFinished = opts.keepFinishedSessions ?? 256;
     if (!Number.isInteger(this.keepFinished) || this.keepFinished < 0) throw new Error(`gateway keepFinishedSessions must be an integer ≥ 0, got ${opts.keepFinishedSessions}`);
     this.pools = { init_workers: this.capacity.init_workers, ready_buffer: this.capacity.ready_buffer };
@@ -212,6 +222,7 @@ export class GatewayNode {
     this.stopping.abort(new Error('gateway stopping'));
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);
+    this.stopEngineWait();
     this.server?.stop(true);
     this.server = null;
     await this.gatewaySocket?.close();
@@ -259,7 +270,7 @@ export class GatewayNode {
       spec, id: spec.session_id, order: this.order++, priority: task.dispatch_priority ?? 0, stage: 'queued', status: 'REGISTERED',
       abort: new AbortController(), end: null, runtimeSpec, adapter, evaluator: evaluator ?? null,
       needsDiff: evaluator?.needsDiff(task.evaluator?.config ?? {}, refresh) ?? false,
-      runtime: null, evalRuntime: null, launch: null, toolDirs: [], proc: null, harness: null, harnessLog: null, deadlineTimer: null, agentTimer: null,
+      runtime: null, evalRuntime: null, launch: null, toolDirs: [], proc: null, harness: null, harnessLog: null, deadlineTimer: null, deadlineAt: null, deadlineLeftMs: null, engineWaitSince: null, agentTimer: null,
       t: { dispatched: this.clock(), build: 0, eval: 0 }, result: null, done, resolveDone,
     };
     this.sessions.set(session.id, session);
@@ -423,13 +434,95 @@ export class GatewayNode {
   private pump(): void {
     const cap = this.capacity;
     const pools = this.pools;
-    while (this.runningSet.size < cap.max_run_workers && this.readyQueue.length > 0) this.startRun(this.readyQueue.shift()!);
-    while (
-      this.initQueue.length > 0 &&
-      this.initing.size < pools.init_workers &&
-      this.initing.size + this.readyQueue.length < pools.ready_buffer + (cap.max_run_workers - this.runningSet.size)
-    ) this.startInit(this.initQueue.shift()!);
+    // The engine is down (or being checked after a failure): queued and READY sessions wait, running ones go on.
+    const held = this.engineRecheck !== null || this.engineDown() !== null;
+    if (!held) {
+      if (this.engineWaitTimer) this.stopEngineWait();
+      while (this.runningSet.size < cap.max_run_workers && this.readyQueue.length > 0) this.startRun(this.readyQueue.shift()!);
+      while (
+        this.initQueue.length > 0 &&
+        this.initing.size < pools.init_workers &&
+        this.initing.size + this.readyQueue.length < pools.ready_buffer + (cap.max_run_workers - this.runningSet.size)
+      ) this.startInit(this.initQueue.shift()!);
+    } else if (this.engineRecheck === null) {
+      this.waitForEngine();
+    }
     while (this.postrunQueue.length > 0 && this.postrunning.size < cap.postrun_workers) this.startPostrun(this.postrunQueue.shift()!);
+  }
+
+  /** Why the engine is down as last checked (`engineHealth`), or null when it is up or the node has no health source. */
+  private engineDown(): string | null {
+    const health = this.opts.engineHealth?.();
+    return health && !health.ok ? (health.error ?? 'not reachable') : null;
+  }
+
+  /**
+   * The engine is down: mark the queued and READY sessions as waiting (a READY one's total budget pauses) and read
+   * `engineHealth` every `engineWaitPollMs` until it is up (then pump) or a session has waited `engineWaitMs` (it ends
+   * ERROR, `engine down: …`).
+   */
+  private waitForEngine(): void {
+    const now = this.clock();
+    let marked = 0;
+    for (const s of [...this.initQueue, ...this.readyQueue]) {
+      if (s.engineWaitSince !== null) continue;
+      s.engineWaitSince = now;
+      marked++;
+      if (s.stage === 'ready') this.pauseDeadline(s);
+    }
+    if (this.initQueue.length + this.readyQueue.length === 0) {
+      if (this.engineWaitTimer) this.stopEngineWait();
+      return;
+    }
+    if (this.engineWaitTimer) return;
+    this.opts.log?.(`engine down (${this.engineDown() ?? 'being checked'}): ${marked} queued or READY session(s) wait for it, at most ${this.engineWaitMs / 1000} s each (gateway.engine_wait_s); running ones go on`);
+    this.engineWaitTimer = setInterval(() => this.engineWaitTick(), this.opts.engineWaitPollMs ?? 1000);
+    this.engineWaitTimer.unref?.();
+  }
+
+  private engineWaitTick(): void {
+    if (this.engineRecheck !== null) return;
+    const down = this.engineDown();
+    if (down === null) {
+      this.opts.log?.(`engine is back: starting the ${this.initQueue.length + this.readyQueue.length} session(s) that waited for it`);
+      this.pump();
+      return;
+    }
+    const now = this.clock();
+    for (const s of [...this.initQueue, ...this.readyQueue]) {
+      if (s.engineWaitSince === null || now - s.engineWaitSince < this.engineWaitMs || s.end !== null) continue;
+      const waited = Math.round((now - s.engineWaitSince) / 100) / 10;
+      s.end = { kind: 'error', error: `engine down: not started after waiting ${waited} s for the engine (gateway.engine_wait_s ${this.engineWaitMs / 1000}): ${down}` };
+      if (s.stage === 'queued') this.initQueue = this.initQueue.filter((x) => x !== s);
+      else this.readyQueue = this.readyQueue.filter((x) => x !== s);
+      this.toPostrun(s);
+    }
+  }
+
+  /** The engine is up (or nothing waits): stop reading it, resume the paused budgets, clear the waits. */
+  private stopEngineWait(): void {
+    if (this.engineWaitTimer) clearInterval(this.engineWaitTimer);
+    this.engineWaitTimer = null;
+    for (const s of [...this.initQueue, ...this.readyQueue]) {
+      s.engineWaitSince = null;
+      if (s.deadlineLeftMs !== null && s.end === null) this.armDeadline(s, s.deadlineLeftMs);
+      s.deadlineLeftMs = null;
+    }
+  }
+
+  /**
+   * A session's INIT or RUN ended in an error: check the engine before starting another session (pump holds while the
+   * check runs), so an engine that died since its last periodic check fails one wave, not the queue.
+   */
+  private recheckEngine(): Promise<void> | null {
+    const check = this.opts.checkEngine;
+    if (!check || this.stopping.signal.aborted) return null;
+    this.engineRecheck ??= check().then(() => {}, () => {}).finally(() => {
+      this.engineRecheck = null;
+      this.pump();
+    });
+    this.track(this.engineRecheck);
+    return this.engineRecheck;
   }
 
   /** `poolSizing: auto`: record a finished INIT or RUN (clean ones only) and resize INIT and READY. */
@@ -470,10 +563,24 @@ export class GatewayNode {
     if (s.deadlineTimer) clearTimeout(s.deadlineTimer);
     if (s.agentTimer) clearTimeout(s.agentTimer);
     s.deadlineTimer = s.agentTimer = null;
+    s.deadlineLeftMs = null;
+    s.engineWaitSince = null;
   }
 
-  /** The total budget (timeout_seconds) runs from the start of INIT; it aborts whatever stage the session is in. */
-  private armDeadline(s: Session): void {
+  /** Stop the total budget's clock (a READY session waiting for the engine); `armDeadline` resumes it. */
+  private pauseDeadline(s: Session): void {
+    if (!s.deadlineTimer || s.deadlineAt === null) return;
+    clearTimeout(s.deadlineTimer);
+    s.deadlineTimer = null;
+    s.deadlineLeftMs = Math.max(0, s.deadlineAt - this.clock());
+  }
+
+  /**
+   * The total budget (timeout_seconds) runs from the start of INIT, `ms` of it left (all of it by default), except
+   * while the session waits in READY for a down engine; it aborts whatever stage the session is in.
+   */
+  private armDeadline(s: Session, ms = s.spec.task.timeout_seconds * 1000): void {
+    s.deadlineAt = this.clock() + ms;
     s.deadlineTimer = setTimeout(() => {
       if (s.end !== null || s.stage === 'done' || s.stage === 'postrun' || s.stage === 'postrun_queued') return;
       s.end = { kind: 'timeout', timeoutKind: 'total' };
@@ -482,7 +589,7 @@ export class GatewayNode {
         this.readyQueue = this.readyQueue.filter((x) => x !== s);
         this.toPostrun(s);
       }
-    }, s.spec.task.timeout_seconds * 1000);
+    }, ms);
   }
 
   private startInit(s: Session): void {
@@ -504,11 +611,33 @@ export class GatewayNode {
       },
       (error: unknown) => {
         s.t.initEnd = this.clock();
+        const recheck = s.end === null ? this.recheckEngine() : null;
+        if (recheck && error instanceof BeforeSessionFailed) {
+          // Nothing of the session started yet: if the engine turns out to be down, the session waits in the queue.
+          this.initing.delete(s);
+          this.clearTimers(s);
+          void recheck.then(() => {
+            if (s.end === null && this.engineDown() !== null && !this.draining) return this.requeue(s);
+            s.end ??= { kind: 'error', error: `init failed: ${errorText(error)}` };
+            this.toPostrun(s);
+          });
+          return;
+        }
         if (s.end === null) s.end = { kind: 'error', error: `init failed: ${errorText(error)}` };
         this.toPostrun(s);
       },
     );
     this.track(job);
+  }
+
+  /** Back to the queue, ahead of its priority peers (its `beforeSession` failed while the engine was down). */
+  private requeue(s: Session): void {
+    s.stage = 'queued';
+    const at = this.initQueue.findIndex((x) => x.priority <= s.priority);
+    if (at === -1) this.initQueue.push(s);
+    else this.initQueue.splice(at, 0, s);
+    this.setStatus(s, 'REGISTERED');
+    this.pump();
   }
 
   private gatewaySocket: GatewaySocket | null = null;
@@ -544,11 +673,13 @@ export class GatewayNode {
       () => {
         s.t.runEnd = this.clock();
         if (s.end === null) this.observeStage('run', s.t.runEnd - s.t.runStart!);
+        if (s.end?.kind === 'error') this.recheckEngine();
         this.toPostrun(s);
       },
       (error: unknown) => {
         s.t.runEnd = this.clock();
         if (s.end === null) s.end = { kind: 'error', error: `run failed: ${errorText(error)}` };
+        if (s.end.kind === 'error') this.recheckEngine();
         this.toPostrun(s);
       },
     );

@@ -12,6 +12,17 @@ import { commitBaseline, runPrepare } from './prepare.ts';
 import type { Runtime } from './runtimes/types.ts';
 
 /**
+ * The `beforeSession` hook threw (nothing of the session was started yet). Its message is the hook's; the node puts
+ * the session back in its queue when the engine is down at that moment (the hook registers sim scripts with it).
+ */
+export class BeforeSessionFailed extends Error {
+  constructor(cause: unknown) {
+    super(errorText(cause), { cause });
+    this.name = 'BeforeSessionFailed';
+  }
+}
+
+/**
  * INIT: the `beforeSession` hook, the harness package (installed on first use), the runtime, prepare actions, the
  * diff baseline when the evaluator needs one, and the harness's files and links. Throws on any failure (the session
  * then goes to POSTRUN with `init failed: …`).
@@ -21,7 +32,13 @@ export async function initSession(ctx: NodeContext, s: Session): Promise<void> {
   const task = s.spec.task;
   let binPath: string | null = null;
   let installDir: string | null = null;
-  if (ctx.opts.beforeSession) await raceAbort(ctx.opts.beforeSession(task, signal), signal);
+  if (ctx.opts.beforeSession) {
+    try {
+      await raceAbort(ctx.opts.beforeSession(task, signal), signal);
+    } catch (error) {
+      throw signal.aborted ? error : new BeforeSessionFailed(error);
+    }
+  }
   const pkg = s.adapter.package;
   if (pkg) {
     const cacheDir = ctx.opts.harnessCacheDir ?? defaultHarnessCache();

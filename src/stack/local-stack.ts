@@ -92,6 +92,8 @@ export interface LocalStackOptions {
   onRecord?: (rec: CompletionRecord) => void;
   /** Interval of engine liveness checks for `GET /health`, ms (default 10 000). */
   engineCheckIntervalMs?: number;
+  /** How long a session waits for a down engine before it ends ERROR, ms (config `gateway.engine_wait_s`; default 600 000). */
+  engineWaitMs?: number;
   log?: (line: string) => void;
 }
 
@@ -178,6 +180,8 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       rollout: { url: server.url, heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 2000 },
       controlPlaneToken: opts.controlPlaneToken ?? null,
       engineHealth: () => engineHealth!.state(),
+      checkEngine: () => engineHealth!.checkNow().then(() => engineHealth!.state()),
+      ...(opts.engineWaitMs !== undefined ? { engineWaitMs: opts.engineWaitMs } : {}),
       beforeSession: engineSpec.kind === 'sim' ? simScriptRegistrar(engineSpec.url) : undefined,
       log: opts.log,
     });

@@ -97,6 +97,8 @@ export const gatewaySchema = z
     upload_roots: z.array(z.string().min(1)).default([]).describe('Host directories a TaskRequest\'s upload_file/upload_dir src may lie in (symlinks resolved); a task loaded from a file may also use its own directory. Anything else is refused with 400 at submit.'),
     /** Seconds between heartbeats to the rollout server. */
     heartbeat_interval_s: z.number().positive().default(5).describe('Seconds between a node\'s heartbeats to the rollout server.'),
+    /** How long a session waits for a down engine (GatewayNodeOptions.engineWaitMs). */
+    engine_wait_s: z.number().nonnegative().default(600).describe('Seconds a session that has not started waits for a down engine (the node\'s periodic engine check, every 10 s, or a check after a session failed says so) before it ends ERROR with "engine down: …" (an infrastructure failure `polar run --max-retries` re-runs). While the engine is down a node starts no queued session (INIT) and no READY one (RUNNING); a READY session\'s timeout_seconds does not run while it waits; running sessions go on.'),
   })
   .describe('Gateway nodes: sandboxes, harness runs and trajectory building.');
 
