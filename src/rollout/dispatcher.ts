@@ -6,7 +6,7 @@ import type { TaskRequest } from '../core/records.ts';
 import { FINAL_SESSION, type RolloutContext } from './context.ts';
 import type { NodeRegistry, NodeState } from './node-registry.ts';
 import { SESSION_LIST_LIMIT } from './node-client.ts';
-import { nodeSlots, pickNode } from './scheduler.ts';
+import { freeSlots, pickNode } from './scheduler.ts';
 import type { SessionRow } from './store-port.ts';
 
 /** Dispatch requests in flight to one node at a time. */
@@ -62,7 +62,7 @@ export class Dispatcher {
     if (this.nodes.size === 0) return;
     const nodes = this.nodes.states().map((s) => this.nodes.schedulable(s));
     let free = 0;
-    for (const n of nodes) if (n.healthy && !n.draining) free += Math.max(0, nodeSlots(n.capacity) - n.in_flight);
+    for (const n of nodes) free += freeSlots(n);
     if (free === 0) return;
     const queued = store.sessions.listQueued(free);
     if (queued.length === 0) return;

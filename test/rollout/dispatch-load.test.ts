@@ -58,7 +58,7 @@ test('a pass keeps at most DISPATCH_CONCURRENCY dispatch requests in flight per 
   cleanups.push(() => store.close());
   const server = new RolloutServer({ store, tickMs: 60_000 }).start();
   cleanups.push(() => server.stop());
-  const capacity = { init_workers: 40, ready_buffer: 0, max_run_workers: 1, postrun_workers: 1 };
+  const capacity = { init_workers: 4, ready_buffer: 40, max_run_workers: 1, postrun_workers: 1 }; // 41 before POSTRUN
   server.registerNode({ node_id: 'n1', url: node.url, capacity });
   server.submit({ ...taskRequest('burst'), num_samples: 3 * DISPATCH_CONCURRENCY });
   await server.pump();

@@ -147,7 +147,7 @@ test('a deep queue is dispatched up to the free slots, higher dispatch_priority 
   cleanups.push(() => store.close());
   const server = makeServer(store);
   const node = fakeNode();
-  const one = { init_workers: 1, ready_buffer: 0, max_run_workers: 1, postrun_workers: 1 }; // 3 slots
+  const one = { init_workers: 1, ready_buffer: 2, max_run_workers: 1, postrun_workers: 1 }; // 3 slots before POSTRUN
   expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity: one })).status).toBe(200);
   expect((await post(`${server.url}/rollout/task/submit`, task('bulk', { num_samples: 40 }))).status).toBe(200);
   await until(() => node.dispatched.length === 3);
@@ -162,6 +162,34 @@ test('a deep queue is dispatched up to the free slots, higher dispatch_priority 
   expect(node.dispatched.length).toBe(4);
   expect(node.dispatched[3]!.task.task_id).toBe('urgent');
   expect(store.sessions.listByTask('bulk').filter((s) => s.status === 'INITIALIZING').length).toBe(2);
+});
+
+test('the dispatcher sends a node only what its pipeline can start: the rest waits on the server for the next free node', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const gw1 = fakeNode();
+  const gw2 = fakeNode();
+  const full = { init_workers: 4, ready_buffer: 4, max_run_workers: 8, postrun_workers: 4 }; // 12 before POSTRUN
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'gw-2', url: gw2.url, capacity: full })).status).toBe(200);
+  expect((await post(`${server.url}/rollout/task/submit`, task('batch', { num_samples: 40 }))).status).toBe(200);
+  await until(() => gw2.dispatched.length === 12);
+  const beat = (id: string, stages: Partial<typeof idle>) => post(`${server.url}/nodes/${id}/heartbeat`, { stages: { ...idle, ...stages } });
+  expect((await beat('gw-2', { running: 8, init: 4 })).status).toBe(200);
+  await server.pump();
+  expect(gw2.dispatched.length).toBe(12);
+  expect(store.sessions.countByStatus('REGISTERED')).toBe(28);
+  // gw-1 (re)joins: the sessions still on the server go to it, not into gw-2's queue.
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'gw-1', url: gw1.url, capacity: full })).status).toBe(200);
+  await until(() => gw1.dispatched.length === 12);
+  await server.pump();
+  expect(gw2.dispatched.length).toBe(12);
+  // 4 of gw-2's sessions left RUN for POSTRUN (its READY ones took their RUN slots): INIT/READY is refilled with 4.
+  expect((await beat('gw-2', { running: 8, postrun: 4 })).status).toBe(200);
+  await until(() => gw2.dispatched.length === 16);
+  await server.pump();
+  expect(gw2.dispatched.length).toBe(16);
+  expect(store.sessions.countByStatus('REGISTERED')).toBe(12);
 });
 
 test('a result whose callback never arrived is fetched from the node after two heartbeats report the session ended', async () => {
