@@ -146,6 +146,7 @@ function timing(s: Session, now: number): SessionTiming {
   const t = s.t;
   const span = (a?: number, b?: number) => (a !== undefined && b !== undefined ? Math.max(0, b - a) : 0);
   return {
+    init_queue_ms: span(t.dispatched, t.initStart),
     init_ms: span(t.initStart, t.initEnd),
     ready_queue_ms: span(t.initEnd, t.runStart),
     run_ms: span(t.runStart, t.runEnd),

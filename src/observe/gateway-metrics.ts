@@ -3,7 +3,7 @@
  * its proxy's (./proxy-metrics.ts). Names (units in the name, https://prometheus.io/docs/practices/naming/):
  *   polar_gateway_sessions{stage=queued|init|ready|running|postrun}   sessions on the node by stage, now
  *   polar_gateway_pool_occupancy{pool=init|ready|run|postrun}         sessions in the pool / its capacity, 0..1
- *   polar_gateway_stage_duration_seconds{stage=init|ready_queue|run|postrun|build|eval|e2e}   per finished session
+ *   polar_gateway_stage_duration_seconds{stage=init_queue|init|ready_queue|run|postrun|build|eval|e2e}   per finished session
  *   polar_gateway_session_results_total{status,harness}               finished sessions
  *   polar_gateway_harness_failures_total{harness}                     sessions that ended ERROR or TIMEOUT (not cancelled)
  *   polar_trace_chains_total                                          trajectory chains (traces) built
@@ -71,7 +71,7 @@ export class GatewayMetrics {
     const cancelled = result.status === 'CANCELLED' || isCancelledError(result.error);
     if ((result.status === 'ERROR' || result.status === 'TIMEOUT') && !cancelled) this.harnessFailures.inc({ harness });
     const t = result.timing;
-    const stages: [string, number][] = [['init', t.init_ms], ['ready_queue', t.ready_queue_ms], ['run', t.run_ms], ['postrun', t.postrun_ms], ['build', t.build_ms], ['eval', t.eval_ms], ['e2e', t.e2e_ms]];
+    const stages: [string, number][] = [['init_queue', t.init_queue_ms ?? NaN], ['init', t.init_ms], ['ready_queue', t.ready_queue_ms], ['run', t.run_ms], ['postrun', t.postrun_ms], ['build', t.build_ms], ['eval', t.eval_ms], ['e2e', t.e2e_ms]];
     for (const [stage, ms] of stages) if (Number.isFinite(ms) && ms >= 0) this.stageDuration.observe({ stage }, ms / 1000);
     const stats = result.trajectory.metadata.reconstruction_stats;
     if (stats) {

@@ -199,7 +199,7 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
     taskRows.push(task);
     if (rewards.some((r) => r !== rewards[0])) variance++;
   }
-  const median = (key: keyof SessionTiming) => p50(timings.map((t) => t[key]));
+  const median = (key: Exclude<keyof SessionTiming, 'init_queue_ms'>) => p50(timings.map((t) => t[key]));
   return {
     harness,
     tasks: folded.length,

@@ -112,6 +112,14 @@ test('READY never exceeds its bound, and INIT keeps preparing while RUNNING is f
   }
   // The last sessions waited in READY for a RUNNING slot.
   expect(results.some((r) => r.timing.ready_queue_ms >= 50)).toBe(true);
+  // d and e waited in the node's queue for INIT until a's run ended; the queue gap is in the timings, so the stages add
+  // up to e2e (less the POSTRUN worker wait, none here).
+  expect(results[0]!.timing.init_queue_ms).toBeLessThan(20);
+  expect(results[4]!.timing.init_queue_ms).toBeGreaterThanOrEqual(50);
+  for (const { timing: t } of results) {
+    const stages = t.init_queue_ms! + t.init_ms + t.ready_queue_ms + t.run_ms + t.postrun_ms;
+    expect(Math.abs(t.e2e_ms - stages)).toBeLessThan(5);
+  }
 });
 
 test('INIT pulls by dispatch_priority (higher first), then FIFO', async () => {

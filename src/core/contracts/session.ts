@@ -20,8 +20,13 @@ export const LIVE_SESSION_STATUSES = ['INITIALIZING', 'READY', 'RUNNING', 'POST_
 export const RESULT_STATUSES = ['COMPLETED', 'ERROR', 'TIMEOUT', 'CANCELLED'] as const;
 export type ResultStatus = (typeof RESULT_STATUSES)[number];
 
-/** Per-stage timings of a session, in ms. */
+/**
+ * Per-stage timings of a session, in ms. `init_queue_ms`: from the node receiving the dispatch to the start of INIT
+ * (time in the node's queue; 0 when INIT never started; absent from nodes before it was added), so `e2e_ms` ≈
+ * init_queue + init + ready_queue + run + postrun + the wait for a POSTRUN worker.
+ */
 export const sessionTimingSchema = z.object({
+  init_queue_ms: z.number().optional(),
   init_ms: z.number(),
   ready_queue_ms: z.number(),
   run_ms: z.number(),
