@@ -8,8 +8,9 @@
  *   test/fixtures/harness-traffic that POSTs each recorded request body in order with `curl` to the gateway's own proxy
  *   (`$POLAR_BASE_URL`, the session id as the API key in the dialect's header). Not a real CLI: a session costs a
  *   process group, a work dir and 2–3 model calls, so the control plane is what is measured.
- * - Gateway pools (per gateway): init_workers 8, ready_buffer 4, max_run_workers 16, postrun_workers 8 (36 slots), so at
- *   most 16 × N harness scripts run at once; `--run-workers=K` changes max_run_workers.
+ * - Gateway pools (per gateway): init_workers 8, ready_buffer 4, max_run_workers 16, postrun_workers 8 (the rollout
+ *   server's nodeSlots: 28, 20 of them before POSTRUN), so at most 16 × N harness scripts run at once;
+ *   `--run-workers=K` changes max_run_workers.
  * Measured, all from the stores after the run plus /proc while it runs:
  * - dispatch rate: sessions / (last − first arrival at a gateway), arrival = the gateway's result row time − the
  *   result's timing.e2e_ms (e2e counts from the gateway's accept); fill rate: the first min(S, slots) dispatches over
@@ -36,6 +37,7 @@ import { defineBench, type BenchContext } from './lib/bench.ts';
 import { peakRssBytes, treeCpuMs, treeRssBytes } from './lib/proc.ts';
 import { freePort, startServer, stopAll, type ServerProcess } from './lib/servers.ts';
 import { percentile } from './lib/stats.ts';
+import { nodeSlots } from '../src/rollout/scheduler.ts';
 import { HARNESS_TRAFFIC } from '../test/support/harness-traffic.ts';
 
 const ROOT = join(import.meta.dir, '..');
@@ -158,7 +160,7 @@ async function run(sz: Sizes) {
     servers.push(server);
 
     const capacity = { init_workers: 8, ready_buffer: 4, max_run_workers: sz.runWorkers, postrun_workers: 8 };
-    const slots = capacity.init_workers + capacity.ready_buffer + capacity.max_run_workers + capacity.postrun_workers;
+    const slots = nodeSlots(capacity);
     const t0Start = performance.now();
     const idx = Array.from({ length: sz.gateways }, (_, i) => i);
     const gwDbs: string[] = [];
