@@ -533,3 +533,25 @@ test('encodeError renders the OpenAI error shape with the status of the kind', (
   });
   expect(openaiResponses.encodeError(new GatewayError('rate-limited', 'slow down')).status).toBe(429);
 });
+
+test('a length cut with text after an open tool call: each output_item.done has the status of the final object', () => {
+  // A live stream can start a message while a tool call is still open (the IR ends calls only at finish); the item
+  // the cut marks incomplete in response.incomplete must say so in its own output_item.done too.
+  const response = irResponse({ content: [{ type: 'text', text: 'and more' }], toolCalls: [{ id: 'call_1', name: 'shell', arguments: '{"cmd":"ls"}' }], finishReason: { unified: 'length', raw: 'length' } });
+  const events: IRStreamEvent[] = [
+    { type: 'start', id: response.id, model: response.model, createdAt: response.createdAt, inputTokens: 0 },
+    { type: 'tool-call-start', index: 0, id: 'call_1', name: 'shell' },
+    { type: 'tool-call-delta', index: 0, argumentsDelta: '{"cmd":"ls"}' },
+    { type: 'text-delta', text: 'and more' },
+    { type: 'finish', finishReason: response.finishReason, usage: response.usage, response },
+  ];
+  const frames = parseSse(streamText(events, ctx()));
+  const final = frames.at(-1)!.data.response as { status: string; output: { id: string; status?: string }[] };
+  expect(final.status).toBe('incomplete');
+  const done = new Map(frames.filter((f) => f.event === 'response.output_item.done').map((f) => {
+    const item = f.data.item as { id: string; status?: string };
+    return [item.id, item.status];
+  }));
+  expect(final.output.map((item) => done.get(item.id))).toEqual(final.output.map((item) => item.status));
+  expect(final.output.filter((item) => item.status === 'incomplete')).toHaveLength(1);
+});

@@ -365,10 +365,21 @@ export class ResponseAssembler {
     this.hold(call, out);
   }
 
+  /**
+   * Close every open item in output order, so the last one closed (whose `output_item.done` is held for `finish`) is
+   * the last of `output`, the one a length limit marks incomplete. A tool call can be open before a reasoning or
+   * message item that started after it (the IR ends calls only at finish); at most one call is open at a time.
+   */
   private closeAll(out: WireEvent[]): void {
+    for (const call of this.calls.values()) call.ended = true;
+    const [earliest] = this.calls;
+    const text = this.reasoning ?? this.message;
+    if (earliest?.[1].open && text && earliest[1].open.index < text.index) {
+      this.closeCall(earliest[1].open, out);
+      this.calls.delete(earliest[0]);
+    }
     this.closeReasoning(out);
     this.closeMessage(out);
-    for (const call of this.calls.values()) call.ended = true;
     this.advanceCalls(out);
   }
 
