@@ -2,7 +2,8 @@
  * `polar submit FILE --server URL`: send a TaskRequest (JSON or YAML file) or task directory to a rollout server.
  * A TaskRequest file may use the Python Polar's spelling (src/core/contracts/reference-task.ts). `--wait` polls each task
  * until it is no longer running and prints the Python Polar CLI's summary (`--json`: the final TaskStatus).
- * Task files (src/rollout/task-file.ts) need --harness (or an agent in the file); --samples sets num_samples. A task's behaviour
+ * Task files (src/rollout/task-file.ts) need --harness (or an agent in the file); --samples sets num_samples; --harness,
+ * --command and --model build the agent as polar run does (src/stack/run-tasks.ts agentWithFlags). A task's behaviour
  * script (`sim_script:`) travels in the TaskRequest as `metadata.sim_script`, for gateways whose engine is the simulator.
  */
 import type { Command } from 'commander';
@@ -10,10 +11,10 @@ import { controlTokenFromEnv } from '../core/control-token.ts';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import type { TaskRequest } from '../core/records.ts';
+import type { AgentSpec, TaskRequest } from '../core/records.ts';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { toTaskRequest } from '../rollout/task-file.ts';
-import { DEFAULT_MODEL_NAME } from '../stack/run-tasks.ts';
+import { agentWithFlags, DEFAULT_MODEL_NAME } from '../stack/run-tasks.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
 import { UsageError, parsePositiveInt } from './common.ts';
 import { addDatasetFlags, assertNoDatasetSelection, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
@@ -45,9 +46,19 @@ interface SubmitOptions extends Omit<DatasetFlags, 'taskRuntime'> {
 export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOptions, 'harness' | 'command' | 'model' | 'samples' | 'builder' | 'taskRuntime'> & Omit<DatasetFlags, 'taskRuntime'>): Promise<TaskRequest[]> {
   if (!existsSync(path)) throw new UsageError(`no such file or directory: ${path}`);
   if (opts.command !== undefined && opts.harness === undefined) opts = { ...opts, harness: 'shell' };
-  const agent = opts.harness ? { harness: opts.harness, model_name: opts.model ?? DEFAULT_MODEL_NAME, ...(opts.command !== undefined ? { command: opts.command } : {}) } : undefined;
-  // Without --harness the file's own agent runs; --model still names the model it asks for.
-  const renamed = <A extends { model_name: string }>(own: A): A => (opts.model !== undefined ? { ...own, model_name: opts.model } : own);
+  // The agent rule polar run uses (src/stack/run-tasks.ts agentWithFlags): --harness replaces the file's harness and
+  // model name, keeping its env and settings; without it the file's own agent runs, --model renaming its model.
+  const flags = { harness: opts.harness, command: opts.command, modelName: opts.model };
+  const agentFor = (own: AgentSpec | undefined): AgentSpec | undefined => {
+    try {
+      return agentWithFlags(own, flags);
+    } catch (error) {
+      throw new UsageError(`${path}: ${(error as Error).message}`);
+    }
+  };
+  if (opts.harness !== undefined && !HARNESS_ADAPTERS[opts.harness.replaceAll('-', '_')]) {
+    throw new UsageError(`--harness: unknown harness ${JSON.stringify(opts.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
+  }
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
   const ext = extname(path).toLowerCase();
   const taskFile = /^task\.ya?ml$/i.test(basename(path));
@@ -66,14 +77,14 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
     const isFull = list.every((t) => typeof t === 'object' && t !== null && 'agent' in t && 'instruction' in t && !('sim_script' in t));
     if (isFull) {
       return list.map((t) => {
-        const own = (t as { agent?: unknown }).agent;
-        const fileAgent = !agent && opts.model !== undefined && own !== null && typeof own === 'object' ? { agent: { ...own, model_name: opts.model } } : {};
-        const merged = { ...(t as object), ...(opts.samples ? { num_samples: opts.samples } : {}), ...(agent ? { agent } : fileAgent), ...(builder ? { builder } : {}) };
+        const merged = { ...(t as object), ...(opts.samples ? { num_samples: opts.samples } : {}), ...(builder ? { builder } : {}) };
+        let request: TaskRequest;
         try {
-          return parseWireTaskRequest(merged);
+          request = parseWireTaskRequest(merged);
         } catch (error) {
           throw new UsageError(`${path}: ${(error as Error).message}`);
         }
+        return { ...request, agent: agentFor(request.agent)! };
       });
     }
   }
@@ -81,7 +92,7 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
   const loaded = await loadTasksArg(path, { ...opts, taskRuntime: opts.taskRuntime ?? 'local' });
   printTaskNotes(loaded, (line) => console.error(`polar submit: ${line}`));
   try {
-    return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent: agent ?? (task.task.agent && renamed(task.task.agent)), builder }));
+    return loaded.map((task) => toTaskRequest(task, { num_samples: opts.samples, agent: agentFor(task.task.agent), builder }));
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -125,7 +136,7 @@ export function register(program: Command): void {
     .option('--server <url>', 'rollout server base URL')
     .option('--rollout-url <url>', 'same as --server (the Python Polar CLI flag)')
     .option('-c, --config <file>', 'topology file (ours or the Python Polar\'s) naming the rollout server, when no URL is given')
-    .option('--harness <name>', `agent harness for task files that name none (${Object.keys(HARNESS_ADAPTERS).join(', ')})`)
+    .option('--harness <name>', `agent harness: ${Object.keys(HARNESS_ADAPTERS).join(', ')} (default: each file's agent block; with it, the file's agent.env and agent.settings are kept)`)
     .option('--command <cmd>', 'shell harness: command line to run ({{INSTRUCTION}} is replaced); implies --harness shell')
     .option('--model <name>', `model name the harness asks for (default: the file's agent.model_name; with --harness, ${DEFAULT_MODEL_NAME})`)
     .option('--samples <n>', 'num_samples (sessions per task)', parsePositiveInt('--samples'))

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { BuilderName, TaskRequest } from '../core/records.ts';
+import type { AgentSpec, BuilderName, TaskRequest } from '../core/records.ts';
 import { promptIdsLength } from '../core/int32-twin.ts';
 import type { CaptureMode } from '../engines/index.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
@@ -100,6 +100,41 @@ export interface RunReport {
 /** The model name a harness given by flag asks for when no --model says otherwise. */
 export const DEFAULT_MODEL_NAME = 'polar-sim';
 
+/** The agent flags of `polar run` and `polar submit` (RunTasksOptions `harness`, `command`, `modelName`, `settings`). */
+export type AgentFlags = Pick<RunTasksOptions, 'harness' | 'command' | 'modelName' | 'settings'>;
+
+/**
+ * The agent a task runs, from its file's own `agent` block and the agent flags, the one rule `polar run` and
+ * `polar submit` share. No `harness`: the file's agent with `modelName`, `command` (a shell or custom agent only) and
+ * `settings` laid over it (undefined when the file has none). `harness` given: that harness (canonical adapter name)
+ * asking for `modelName` (default polar-sim), with the file's `env` and `settings` kept (flag settings win per key) and
+ * its `command` kept only when the harness is shell.
+ * @throws Error for an unknown harness (naming the known ones), or `--command` over a file agent that is neither shell
+ *   nor custom.
+ * Source: src/stack/run-tasks.ts.
+ */
+export function agentWithFlags(file: AgentSpec | undefined, flags: AgentFlags): AgentSpec | undefined {
+  const adapter = flags.harness === undefined ? null : getHarnessAdapter(flags.harness);
+  const settings = { ...file?.settings, ...flags.settings };
+  if (adapter === null && file !== undefined && flags.command !== undefined && !['shell', 'custom'].includes((file.harness ?? 'shell').replaceAll('-', '_'))) {
+    throw new Error(`--command applies to the shell and custom harnesses; this task's agent runs ${file.harness} (pass --harness shell to run the command instead)`);
+  }
+  if (adapter === null) {
+    return file && {
+      ...file,
+      ...(flags.modelName !== undefined ? { model_name: flags.modelName } : {}),
+      ...(flags.command !== undefined ? { command: flags.command } : {}),
+      ...(Object.keys(settings).length > 0 ? { settings } : {}),
+    };
+  }
+  return {
+    ...(file?.env ? { env: file.env } : {}),
+    harness: adapter.name, model_name: flags.modelName ?? DEFAULT_MODEL_NAME,
+    ...(flags.command !== undefined ? { command: flags.command } : file?.command !== undefined && adapter.name === 'shell' ? { command: file.command } : {}),
+    ...(Object.keys(settings).length > 0 ? { settings } : {}),
+  };
+}
+
 /**
  * The TaskRequests `runTasks` submits for `opts.tasks`: each task file's own agent (with opts.modelName, opts.command
  * and opts.settings laid over it), or the given harness with the file's agent.env and agent.settings kept
@@ -110,28 +145,16 @@ export const DEFAULT_MODEL_NAME = 'polar-sim';
  * @throws RunRequestError `<file>: <path>: <message>; …` for every task that cannot run; Error for an unknown harness.
  */
 export function runRequests(opts: Pick<RunTasksOptions, 'tasks' | 'harness' | 'command' | 'samples' | 'modelName' | 'builder' | 'settings' | 'runtime'>): TaskRequest[] {
-  const adapter = opts.harness === undefined ? null : getHarnessAdapter(opts.harness);
+  if (opts.harness !== undefined) getHarnessAdapter(opts.harness);
   const problems: string[] = [];
   const requests = opts.tasks.flatMap((loaded): TaskRequest[] => {
-    const file = loaded.task.agent;
-    const settings = { ...file?.settings, ...opts.settings };
-    if (adapter === null && file !== undefined && opts.command !== undefined && !['shell', 'custom'].includes((file.harness ?? 'shell').replaceAll('-', '_'))) {
-      problems.push(`${loaded.file}: --command applies to the shell and custom harnesses; this task's agent runs ${file.harness} (pass --harness shell to run the command instead)`);
+    let agent: AgentSpec | undefined;
+    try {
+      agent = agentWithFlags(loaded.task.agent, opts);
+    } catch (error) {
+      problems.push(`${loaded.file}: ${(error as Error).message}`);
       return [];
     }
-    const agent = adapter === null
-      ? file && {
-          ...file,
-          ...(opts.modelName !== undefined ? { model_name: opts.modelName } : {}),
-          ...(opts.command !== undefined ? { command: opts.command } : {}),
-          ...(Object.keys(settings).length > 0 ? { settings } : {}),
-        }
-      : {
-          ...(file?.env ? { env: file.env } : {}),
-          harness: adapter.name, model_name: opts.modelName ?? DEFAULT_MODEL_NAME,
-          ...(opts.command !== undefined ? { command: opts.command } : file?.command !== undefined && adapter.name === 'shell' ? { command: file.command } : {}),
-          ...(Object.keys(settings).length > 0 ? { settings } : {}),
-        };
     let request: TaskRequest;
     try {
       request = toTaskRequest(loaded, { ...(opts.samples !== undefined ? { num_samples: opts.samples } : {}), ...(agent ? { agent } : {}), ...(opts.builder !== undefined ? { builder: { strategy: opts.builder } } : {}) });

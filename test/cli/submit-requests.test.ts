@@ -32,3 +32,27 @@ test('--model without --harness renames the model of a full TaskRequest file', a
   const [renamed] = await taskRequestsFromPath(file, { model: 'flag-model' });
   expect(renamed!.agent).toMatchObject({ harness: 'shell', command: 'true', model_name: 'flag-model' });
 });
+
+test('--harness replaces the harness and model of a task file\'s own agent, keeping its env and settings (as polar run does)', async () => {
+  const dir = join(scratch, 'replaced');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'task.yaml'), 'task_id: replaced\ninstruction: hi\ntimeout_seconds: 60\nagent: {harness: shell, command: "true", model_name: file-model, env: {A: "1"}, settings: {sampling_params: {temperature: 0.5}}}\n');
+  const [request] = await taskRequestsFromPath(join(dir, 'task.yaml'), { harness: 'pi' });
+  expect(request!.agent).toEqual({ harness: 'pi', model_name: 'polar-sim', env: { A: '1' }, settings: { sampling_params: { temperature: 0.5 } } });
+  // --command (implying --harness shell) keeps them too.
+  const [shell] = await taskRequestsFromPath(join(dir, 'task.yaml'), { command: 'echo hi', model: 'm' });
+  expect(shell!.agent).toEqual({ harness: 'shell', command: 'echo hi', model_name: 'm', env: { A: '1' }, settings: { sampling_params: { temperature: 0.5 } } });
+});
+
+test('--harness keeps the env and settings of a full TaskRequest file\'s agent', async () => {
+  const file = join(scratch, 'request-env.json');
+  writeFileSync(file, JSON.stringify({ task_id: 'full-env', instruction: 'hi', agent: { harness: 'shell', command: 'true', model_name: 'file-model', env: { B: '2' }, settings: { k: 1 } } }));
+  const [request] = await taskRequestsFromPath(file, { harness: 'pi', model: 'flag-model' });
+  expect(request!.agent).toEqual({ harness: 'pi', model_name: 'flag-model', env: { B: '2' }, settings: { k: 1 } });
+});
+
+test('an unknown --harness is a usage error naming the known ones', async () => {
+  const file = join(scratch, 'request-unknown.json');
+  writeFileSync(file, JSON.stringify({ task_id: 'u', instruction: 'hi', agent: { harness: 'shell', command: 'true' } }));
+  await expect(taskRequestsFromPath(file, { harness: 'nope' })).rejects.toThrow(/nope.*known/);
+});
