@@ -148,7 +148,10 @@ export function register(program: Command): void {
     .option('--token <token>', 'control-plane token (default: env POLAR_CONTROL_TOKEN or POLAR_CONTROL_PLANE_TOKEN)');
   addDatasetFlags(command);
   command
-    .action(async (file: string, opts: SubmitOptions) => {
+    .action(async (file: string, opts: SubmitOptions, command: Command) => {
+      // Without --wait submit prints each submit answer and ends: the polling flags would be silently ignored.
+      const pollingOnly = ([['pollInterval', '--poll-interval'], ['json', '--json']] as const).filter(([key]) => command.getOptionValueSource(key) === 'cli').map(([, flag]) => flag);
+      if (!opts.wait && pollingOnly.length > 0) throw new UsageError(`${pollingOnly.join(', ')} ${pollingOnly.length === 1 ? 'applies' : 'apply'} to --wait (without it polar submit prints each submit answer and does not poll)`);
       if (opts.builder && opts.builder !== 'per_request' && opts.builder !== 'prefix_merging') throw new UsageError('--builder must be per_request or prefix_merging');
       const base = resolveRolloutUrl(opts);
       const tasks = await taskRequestsFromPath(file, opts);

@@ -98,3 +98,14 @@ test('polar run refuses flags that would have no effect: engine flags without --
   expect(token.code).toBe(2);
   expect(token.stderr).toContain('--restore-reasoning applies to --mode chat only');
 });
+
+test('polar submit refuses --json and --poll-interval without --wait (before submitting anything)', async () => {
+  // Port 9 answers nothing: a refused flag must fail before any submit is tried.
+  const base = ['submit', 'examples/tasks', '--server', 'http://127.0.0.1:9', '--harness', 'shell', '--command', 'true'];
+  const json = await runPolar([...base, '--json']);
+  expect(json.code).toBe(2);
+  expect(json.stderr).toContain('--json applies to --wait');
+  const poll = await runPolar([...base, '--poll-interval', '5', '--json']);
+  expect(poll.code).toBe(2);
+  expect(poll.stderr).toContain('--poll-interval, --json apply to --wait');
+});
