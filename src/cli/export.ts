@@ -5,7 +5,8 @@
  * reward, advantage, metadata incl. trajectory_status, training_filter, reconstruction_stats, evaluation; Parquet adds
  * string columns finish_reason (unified), finish_reason_raw, group_id, session_id, task_id, status) or the
  * accepted-sessions dataset in OpenAI messages form. Field list: src/rollout/export.ts `ExportRow`, `writeParquet`.
- * Sessions with records but no SessionResult (a `polar proxy` capture) are built from their records with --builder and
+ * Sessions with records but no SessionResult (a `polar proxy` capture) are built from their records with --builder (jsonl
+ * and parquet; refused with messages, whose rows no builder shapes) and
  * exported with `reward: null` and `metadata.evaluated: false`, unless --only-evaluated; in messages form they are
  * included only with --include-unevaluated. Prints how many evaluated and unevaluated sessions went in.
  * A `polar run --max-retries` retry is folded into the task it re-ran: its rows carry the task's task_id, group_id
@@ -39,15 +40,18 @@ export function register(program: Command): void {
     .requiredOption('--db <file>', 'SQLite results file')
     .requiredOption('--format <format>', 'jsonl, parquet or messages')
     .requiredOption('--out <path>', 'output file')
-    .option('--builder <name>', `builder for sessions without an evaluation (${BUILDER_NAMES.join('|')})`, 'prefix_merging')
+    .option('--builder <name>', `jsonl/parquet: builder for sessions without an evaluation (${BUILDER_NAMES.join('|')})`, 'prefix_merging')
     .option('--only-evaluated', 'jsonl/parquet: only sessions with a stored result (leave out unevaluated captures)')
     .option('--include-unevaluated', 'messages: also sessions without an evaluation (reward null, evaluated false)')
-    .action((opts: ExportFlags) => {
+    .action((opts: ExportFlags, command: Command) => {
       if (!(FORMATS as readonly string[]).includes(opts.format)) throw new UsageError(`--format must be one of ${FORMATS.join(', ')}, got ${JSON.stringify(opts.format)}`);
       if (!(BUILDER_NAMES as string[]).includes(opts.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join('|')}, got ${JSON.stringify(opts.builder)}`);
       if (opts.onlyEvaluated && opts.includeUnevaluated) throw new UsageError('--only-evaluated and --include-unevaluated contradict each other');
       if (opts.format === 'messages' && opts.onlyEvaluated) {
         throw new UsageError('--only-evaluated applies to jsonl and parquet; --format messages holds only evaluated sessions unless --include-unevaluated');
+      }
+      if (opts.format === 'messages' && command.getOptionValueSource('builder') === 'cli') {
+        throw new UsageError('--builder applies to --format jsonl and parquet; a --format messages row is the session\'s main-thread conversation, which no trajectory builder shapes');
       }
       if (opts.format !== 'messages' && opts.includeUnevaluated) {
         throw new UsageError('--include-unevaluated applies to --format messages; jsonl and parquet include unevaluated sessions unless --only-evaluated');

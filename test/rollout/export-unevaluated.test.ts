@@ -224,4 +224,11 @@ describe('polar export of a database captured by the proxy', () => {
       expect(proc.stderr.toString()).toMatch(/--builder|--include-unevaluated|--only-evaluated/);
     }
   });
+
+  test('--builder with --format messages exits 2: a messages row is a conversation, built by no trajectory builder', () => {
+    const out = join(scratch, 'builder.messages.jsonl');
+    const proc = polarExport(['--format', 'messages', '--out', out, '--include-unevaluated', '--builder', 'per_request']);
+    expect(proc.exitCode).toBe(2);
+    expect(proc.stderr.toString()).toContain('--builder applies to --format jsonl and parquet');
+  });
 });
