@@ -35,7 +35,7 @@ export function register(program: Command): void {
     .option('--all', 'every harness with an npm package (each package once)')
     .option('--to <dir>', 'cache directory to fill (same as --cache)')
     .option('--cache <dir>', 'cache directory (default: $POLAR_HARNESS_CACHE or ~/.cache/polar/harnesses)')
-    .option('--installer <kind>', 'npm or bun (default: npm when on PATH, else the Bun built into polar)')
+    .option('--installer <kind>', 'npm or bun (default: $POLAR_HARNESS_INSTALLER, else npm when on PATH, else the Bun built into polar)')
     .option('--from <file>', 'install from a pack written by `polar harness pack` (offline; checksums verified)')
     .action(async (names: string[], opts: { all?: boolean; to?: string; cache?: string; installer?: string; from?: string }) => {
       if (opts.to !== undefined && opts.cache !== undefined && opts.to !== opts.cache) throw new UsageError('--to and --cache name the same directory: give one');

@@ -107,3 +107,29 @@ test('installer choice: an npm path wins, `bun` forces the built-in one, and a h
   fakeInstall(cacheDir);
   expect(await installHarness(pkg, { cacheDir, installer: 'bun' })).toBe(harnessPaths(cacheDir, pkg).bin);
 });
+
+test('$POLAR_HARNESS_INSTALLER chooses the installer of installs no flag chooses (polar run, serve, gateway); a flag beats it; another value is an error naming it', () => {
+  const bin = join(dir, 'npm-on-path');
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(join(bin, 'npm'), '#!/bin/sh\nexit 0\n');
+  chmodSync(join(bin, 'npm'), 0o755);
+  const saved = { PATH: process.env.PATH, POLAR_HARNESS_INSTALLER: process.env.POLAR_HARNESS_INSTALLER };
+  try {
+    process.env.PATH = bin;
+    delete process.env.POLAR_HARNESS_INSTALLER;
+    expect(chooseInstaller()).toEqual({ kind: 'npm', npm: join(bin, 'npm') });
+    process.env.POLAR_HARNESS_INSTALLER = 'bun';
+    expect(chooseInstaller()).toEqual({ kind: 'bun' });
+    expect(chooseInstaller({ installer: 'npm' })).toEqual({ kind: 'npm', npm: join(bin, 'npm') });
+    process.env.POLAR_HARNESS_INSTALLER = 'yarn';
+    expect(() => chooseInstaller()).toThrow('$POLAR_HARNESS_INSTALLER must be npm or bun, got "yarn"');
+    process.env.POLAR_HARNESS_INSTALLER = 'npm';
+    process.env.PATH = join(dir, 'no-such-dir');
+    expect(() => chooseInstaller()).toThrow('installer npm was asked for but npm is not on PATH');
+  } finally {
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  }
+});

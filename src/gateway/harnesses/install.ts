@@ -43,11 +43,22 @@ export function ownBun(): { argv0: string; env: Record<string, string> } {
 /** Which installer `installHarness` uses: an explicit choice, else npm when on PATH, else this process's Bun. */
 export type HarnessInstaller = { kind: 'npm'; npm: string } | { kind: 'bun' };
 
+/**
+ * The installer of a harness install: `opts.npm` (an npm path), else `opts.installer` (`polar harness install
+ * --installer`), else `$POLAR_HARNESS_INSTALLER` (npm or bun: the choice for installs no flag makes, those of `polar
+ * run`, `polar serve` and gateway nodes), else npm when it is on the current PATH, else this process's Bun.
+ * @throws Error when $POLAR_HARNESS_INSTALLER is neither npm nor bun, or npm is asked for and not on PATH.
+ * Source: src/gateway/harnesses/install.ts.
+ */
 export function chooseInstaller(opts: { npm?: string; installer?: 'npm' | 'bun' } = {}): HarnessInstaller {
   if (opts.npm) return { kind: 'npm', npm: opts.npm };
-  const wanted = opts.installer ?? (process.env.POLAR_HARNESS_INSTALLER as 'npm' | 'bun' | undefined);
+  const fromEnv = process.env.POLAR_HARNESS_INSTALLER || undefined;
+  if (opts.installer === undefined && fromEnv !== undefined && fromEnv !== 'npm' && fromEnv !== 'bun') {
+    throw new Error(`$POLAR_HARNESS_INSTALLER must be npm or bun, got ${JSON.stringify(fromEnv)}`);
+  }
+  const wanted = opts.installer ?? (fromEnv as 'npm' | 'bun' | undefined);
   if (wanted === 'bun') return { kind: 'bun' };
-  const npm = Bun.which('npm');
+  const npm = Bun.which('npm', { PATH: process.env.PATH ?? '' });
   if (wanted === 'npm') {
     if (!npm) throw new Error('installer npm was asked for but npm is not on PATH');
     return { kind: 'npm', npm };
