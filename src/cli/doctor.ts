@@ -161,6 +161,7 @@ export function register(program: Command): void {
     .option('--json', 'print the checks as JSON')
     .action(async (flags: { engine: string; engineUrl?: string; mode: string; servedModel?: string; tokenizer?: string; harness?: string[]; cache?: string; workRoot: string; minFreeGib: string; port?: string[]; host: string; adminToken?: string; json?: boolean }) => {
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
+      if (flags.mode !== 'token' && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token only (in chat mode the engine renders the template)');
       const minFree = Number(flags.minFreeGib);
       if (!(minFree >= 0)) throw new UsageError(`--min-free-gib must be a number ≥ 0, got ${JSON.stringify(flags.minFreeGib)}`);
       const checks = await runDoctor({

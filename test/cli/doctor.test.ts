@@ -64,3 +64,34 @@ test('no node on PATH: an installed JavaScript harness is reported as running on
   expect(byName(checks, 'harness pi').detail).toContain("runs on polar's own Bun");
   expect(byName(checks, 'bubblewrap').status).toBe('warn');
 });
+
+test('polar doctor\'s flags reach the checks (the CLI, --json)', async () => {
+  const { runPolar } = await import('../support/polar-cli.ts');
+  const doctor = async (args: string[]) => {
+    const run = await runPolar(['doctor', '--cache', dir, '--work-root', dir, '--json', ...args]);
+    return { code: run.code, stderr: run.stderr, checks: run.code === 2 ? [] : (JSON.parse(run.stdout) as DoctorCheck[]) };
+  };
+  const held = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('') });
+  try {
+    const a = await doctor(['--engine', 'vllm', '--engine-url', engine.url, '--served-model', 'qwen3-doctor', '--harness', 'pi', '--min-free-gib', '0', '--port', String(held.port), '--host', '127.0.0.1']);
+    expect(a.code).toBe(1);
+    expect(byName(a.checks, 'engine')).toMatchObject({ status: 'ok', detail: expect.stringContaining('serves qwen3-doctor') });
+    expect(byName(a.checks, 'harness pi').status).toBe('fail');
+    expect(byName(a.checks, `port ${held.port}`).status).toBe('fail');
+    expect(byName(a.checks, 'disk').status).toBe('ok');
+  } finally {
+    await held.stop(true);
+  }
+  const served = await doctor(['--engine-url', engine.url, '--served-model', 'not-served', '--min-free-gib', '0']);
+  expect(byName(served.checks, 'engine')).toMatchObject({ status: 'fail', detail: expect.stringContaining('not-served') });
+  const disk = await doctor(['--min-free-gib', '1e12']);
+  expect(byName(disk.checks, 'disk').status).toBe('fail');
+  const open = await doctor(['--min-free-gib', '0', '--host', '0.0.0.0', '--admin-token', 't']);
+  expect(byName(open.checks, 'admin token')).toMatchObject({ status: 'ok', detail: 'set for non-loopback 0.0.0.0' });
+  const token = await doctor(['--engine-url', engine.url, '--mode', 'token', '--tokenizer', join(dir, 'no-tokenizer'), '--min-free-gib', '0']);
+  expect(byName(token.checks, 'engine')).toMatchObject({ status: 'fail', detail: expect.stringContaining(join(dir, 'no-tokenizer')) });
+  // --tokenizer has no effect in chat mode: refused rather than ignored.
+  const chat = await doctor(['--engine-url', engine.url, '--tokenizer', join(dir, 'no-tokenizer')]);
+  expect(chat.code).toBe(2);
+  expect(chat.stderr).toContain('--tokenizer applies to --mode token');
+}, 60_000);
