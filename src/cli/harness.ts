@@ -44,6 +44,7 @@ export function register(program: Command): void {
       if (opts.from) {
         if (names.length) throw new UsageError('give either harness names or --from, not both');
         if (opts.all) throw new UsageError('give either --all or --from, not both');
+        if (opts.installer !== undefined) throw new UsageError('--installer applies to installs from the registry; an install --from a pack runs no installer');
         for (const r of await installPack(opts.from, cacheDir)) console.log(`${r.status}: ${r.name}@${r.version} (from ${opts.from})`);
         return;
       }
