@@ -36,7 +36,7 @@ export function register(program: Command): void {
     .option('--samples <g>', 'G: sessions per task per step (the GRPO group size)', parsePositiveInt('--samples'), 8)
     .option('--harness <name>', 'agent harness CLI the sessions run', 'pi')
     .option('--async', 'keep sampling while training (off-policy by at most --max-staleness versions)')
-    .option('--max-staleness <k>', 'K: async sampling runs K steps ahead; groups more than K versions behind are dropped', '1')
+    .option('--max-staleness <k>', 'with --async, K: sampling runs K steps ahead; groups more than K versions behind are dropped', '1')
     .option('--lr <x>', 'learning rate on the logits', '1.5')
     .option('--out <dir>', 'output directory (default out/train-demo-<time>)')
     .option('--tasks <dir>', 'task directories with sim scripts', 'examples/tasks')
@@ -44,13 +44,15 @@ export function register(program: Command): void {
     .option('--trainer <file>', 'trainer script (default examples/closed-loop/train.py)')
     .option('--concurrency <n>', 'harness runs at once (gateway max_run_workers)', parsePositiveInt('--concurrency'), 8)
     .option('--task-timeout-s <s>', "seconds to wait for one step's tasks", parsePositiveInt('--task-timeout-s'), 900)
-    .action(async (flags: Flags) => {
+    .action(async (flags: Flags, command: Command) => {
       if (!HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')] || flags.harness === 'shell') {
         throw new UsageError(`--harness must be a harness CLI (${Object.keys(HARNESS_ADAPTERS).filter((h) => h !== 'shell').join(', ')}), got ${JSON.stringify(flags.harness)}`);
       }
       const maxStaleness = Number(flags.maxStaleness);
       if (!Number.isInteger(maxStaleness) || maxStaleness < 0) throw new UsageError(`--max-staleness must be an integer ≥ 0, got ${JSON.stringify(flags.maxStaleness)}`);
       if (flags.async && maxStaleness < 1) throw new UsageError('--async needs --max-staleness ≥ 1 (sampling runs that many versions ahead)');
+      // A sync step trains on groups sampled at the current version: nothing is ever stale, K changes nothing.
+      if (!flags.async && command.getOptionValueSource('maxStaleness') === 'cli') throw new UsageError('--max-staleness applies to --async (a sync step trains only on groups sampled at the current policy version)');
       const lr = Number(flags.lr);
       if (!Number.isFinite(lr) || lr <= 0) throw new UsageError(`--lr must be a number > 0, got ${JSON.stringify(flags.lr)}`);
       if (!existsSync(flags.tasks)) throw new UsageError(`--tasks ${flags.tasks}: no such directory`);
