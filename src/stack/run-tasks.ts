@@ -10,7 +10,7 @@ import type { CaptureMode } from '../engines/index.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
 import { getHarnessAdapter } from '../gateway/harnesses/index.ts';
 import { defaultHarnessCache, installHarness } from '../gateway/harnesses/install.ts';
-import { formatProblems, runnableProblems } from '../core/contracts/index.ts';
+import { formatProblems, runnableProblems, samplingSettings } from '../core/contracts/index.ts';
 import { toTaskRequest, type LoadedTask } from '../rollout/task-file.ts';
 import type { SimServerOptions } from '../sim/server.ts';
 import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
@@ -115,7 +115,11 @@ export type AgentFlags = Pick<RunTasksOptions, 'harness' | 'command' | 'modelNam
  */
 export function agentWithFlags(file: AgentSpec | undefined, flags: AgentFlags): AgentSpec | undefined {
   const adapter = flags.harness === undefined ? null : getHarnessAdapter(flags.harness);
-  const settings = { ...file?.settings, ...flags.settings };
+  // Another harness than the file's takes none of the file's harness settings (each harness has its own keys,
+  // contracts/harness-settings.ts), only the gateway-read sampling keys every harness shares.
+  const sameHarness = adapter === null || (file?.harness ?? 'shell').replaceAll('-', '_') === adapter.name;
+  const fileSettings = sameHarness ? file?.settings : samplingSettings(file?.settings);
+  const settings = { ...fileSettings, ...flags.settings };
   if (adapter === null && file !== undefined && flags.command !== undefined && !['shell', 'custom'].includes((file.harness ?? 'shell').replaceAll('-', '_'))) {
     throw new Error(`--command applies to the shell and custom harnesses; this task's agent runs ${file.harness} (pass --harness shell to run the command instead)`);
   }

@@ -44,11 +44,15 @@ test('--harness replaces the harness and model of a task file\'s own agent, keep
   expect(shell!.agent).toEqual({ harness: 'shell', command: 'echo hi', model_name: 'm', env: { A: '1' }, settings: { sampling_params: { temperature: 0.5 } } });
 });
 
-test('--harness keeps the env and settings of a full TaskRequest file\'s agent', async () => {
+test('--harness keeps the env and settings of a full TaskRequest file\'s agent; another harness keeps only the sampling settings', async () => {
   const file = join(scratch, 'request-env.json');
-  writeFileSync(file, JSON.stringify({ task_id: 'full-env', instruction: 'hi', agent: { harness: 'shell', command: 'true', model_name: 'file-model', env: { B: '2' }, settings: { k: 1 } } }));
-  const [request] = await taskRequestsFromPath(file, { harness: 'pi', model: 'flag-model' });
-  expect(request!.agent).toEqual({ harness: 'pi', model_name: 'flag-model', env: { B: '2' }, settings: { k: 1 } });
+  const sampling = { sampling_params: { temperature: 0.5 } };
+  writeFileSync(file, JSON.stringify({ task_id: 'full-env', instruction: 'hi', agent: { harness: 'pi', model_name: 'file-model', env: { B: '2' }, settings: { api: 'openai-completions', ...sampling } } }));
+  const [same] = await taskRequestsFromPath(file, { harness: 'pi', model: 'flag-model' });
+  expect(same!.agent).toEqual({ harness: 'pi', model_name: 'flag-model', env: { B: '2' }, settings: { api: 'openai-completions', ...sampling } });
+  // pi's `api` means nothing to codex (and its strict settings schema would refuse it at submit).
+  const [other] = await taskRequestsFromPath(file, { harness: 'codex', model: 'flag-model' });
+  expect(other!.agent).toEqual({ harness: 'codex', model_name: 'flag-model', env: { B: '2' }, settings: sampling });
 });
 
 test('an unknown --harness is a usage error naming the known ones', async () => {

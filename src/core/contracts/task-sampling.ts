@@ -95,6 +95,13 @@ function readTaskSampling(settings: Record<string, unknown> | undefined): { samp
   return { sampling: out, issues: [] };
 }
 
+/** Only the gateway-read sampling keys of `settings` (TASK_SAMPLING_KEYS), the part of a task's settings every harness shares. */
+export function samplingSettings(settings: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of TASK_SAMPLING_KEYS) if (settings?.[key] !== undefined) out[key] = settings[key];
+  return out;
+}
+
 /** `agent.settings` without the keys the gateway reads (what the harness adapter gets). */
 export function harnessSettings(settings: Record<string, unknown> | undefined): Record<string, unknown> {
   if (!settings) return {};
