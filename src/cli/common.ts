@@ -2,11 +2,13 @@
  * Shared CLI plumbing: exit codes (0 ok, 1 failed work, 2 bad usage), the usage-error type, config loading, the
  * listen-address guard and signal waiting.
  */
+import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { importReferenceTopology, type ImportedTopology } from '../config/import-reference.ts';
 import { ConfigError, formatIssue, loadConfig, resolveConfig } from '../config/load.ts';
 import type { PolarConfig } from '../config/schema.ts';
+import { getHarnessAdapter, type HarnessAdapter } from '../gateway/harnesses/index.ts';
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -23,6 +25,26 @@ export function parsePositiveInt(flag: string) {
     if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got ${JSON.stringify(value)}`);
     return n;
   };
+}
+
+/** The adapter of a `--harness` value (`-` or `_` spelling), or UsageError naming the known ones. */
+export function harnessFlag(name: string): HarnessAdapter {
+  try {
+    return getHarnessAdapter(name);
+  } catch (error) {
+    throw new UsageError(`--harness: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Refuse flags that would be silently ignored: UsageError `--a, --b apply <rest>` when the user passed any of `flags`
+ * ([option key, flag as typed]) on the command line; defaults do not count.
+ * @param verbs the verb for one flag and for several (default `applies` / `apply`).
+ * @throws UsageError naming the flags given.
+ */
+export function refuseGivenFlags(command: Command, flags: readonly (readonly [string, string])[], rest: string, verbs: readonly [string, string] = ['applies', 'apply']): void {
+  const given = flags.filter(([key]) => command.getOptionValueSource(key) === 'cli').map(([, flag]) => flag);
+  if (given.length > 0) throw new UsageError(`${given.join(', ')} ${given.length === 1 ? verbs[0] : verbs[1]} ${rest}`);
 }
 
 /** Parse a port (0 = pick a free one). */

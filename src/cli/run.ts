@@ -24,7 +24,7 @@ import { printTaskNotes } from './harbor-flags.ts';
 import { formatSplits, parseAccept, summarizeSplits, writeAccepted, type AcceptFilter } from '../stack/run-outputs.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
-import { EXIT_FAILED, UsageError, parsePositiveInt, polarCommand } from './common.ts';
+import { EXIT_FAILED, harnessFlag, refuseGivenFlags, UsageError, parsePositiveInt, polarCommand } from './common.ts';
 import type { SystemMessagePlacement } from '../engines/chat-request.ts';
 
 interface RunFlags extends DatasetFlags {
@@ -134,12 +134,12 @@ export function register(program: Command): void {
     .option('--no-sandbox', 'local runtime without bubblewrap: harnesses run as plain host processes (trusted tasks only)')
     .action(async (tasksPath: string, flags: RunFlags, command: Command) => {
       if (flags.builder !== undefined && !(BUILDER_NAMES as string[]).includes(flags.builder)) throw new UsageError(`--builder must be one of ${BUILDER_NAMES.join(', ')}, got ${JSON.stringify(flags.builder)}`);
-      if (flags.harness !== undefined && !HARNESS_ADAPTERS[flags.harness.replaceAll('-', '_')]) throw new UsageError(`unknown harness ${JSON.stringify(flags.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
+      if (flags.harness !== undefined) harnessFlag(flags.harness);
       if (flags.harness === 'custom' && !flags.command && typeof flags.agentSettings?.command !== 'string') {
         throw new UsageError('--harness custom needs --command (or "command" in --agent-settings)');
       }
       if (flags.mode !== 'chat' && flags.mode !== 'token') throw new UsageError(`--mode must be chat or token, got ${JSON.stringify(flags.mode)}`);
-      assertFlagsTakeEffect(flags, (key) => command.getOptionValueSource(key) === 'cli');
+      assertFlagsTakeEffect(flags, command);
       if (flags.mode !== 'token' && flags.engine !== undefined && flags.tokenizer !== undefined) throw new UsageError('--tokenizer applies to --mode token (or to the built-in simulator)');
       if (flags.tokenizer !== undefined && !existsSync(flags.tokenizer)) throw new UsageError(`--tokenizer ${flags.tokenizer} does not exist`);
       if (flags.engine !== undefined) {
@@ -172,9 +172,6 @@ export function register(program: Command): void {
           throw new UsageError(`${task.file}: no agent to run task ${JSON.stringify(task.task.task_id)}: pass --harness NAME (e.g. --harness pi) or give \`agent: {harness: NAME, model_name: MODEL}\` in the task file`);
         }
         if (flags.harness === 'shell' && !flags.command && agent?.command === undefined) throw new UsageError('--harness shell needs --command (or a task file agent.command)');
-        if (flags.harness === undefined && agent?.harness !== undefined && !HARNESS_ADAPTERS[agent.harness.replaceAll('-', '_')]) {
-          throw new UsageError(`${task.file}: agent.harness: unknown harness ${JSON.stringify(agent.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
-        }
       }
       const settings = flags.piApi || flags.agentSettings ? { ...flags.agentSettings, ...(flags.piApi ? { api: flags.piApi } : {}) } : undefined;
       const requestOptions = {
@@ -318,17 +315,14 @@ export function register(program: Command): void {
 /**
  * Refuse flags that would be silently ignored: the external-engine flags without --engine (the built-in simulator runs
  * instead), the simulator's speed flags with --engine, and --restore-reasoning in token mode.
- * @param given whether the user passed the flag with this option key (not its default).
  * @throws UsageError naming the flags.
  */
-function assertFlagsTakeEffect(flags: RunFlags, given: (key: keyof RunFlags) => boolean): void {
-  const named = (keys: [keyof RunFlags, string][]) => keys.filter(([key]) => given(key)).map(([, flag]) => flag);
+function assertFlagsTakeEffect(flags: RunFlags, command: Command): void {
   if (flags.engine === undefined) {
-    const engineOnly = named([['engineApiKey', '--engine-api-key'], ['servedModel', '--served-model'], ['systemMessages', '--system-messages'], ['allowGoldenMismatch', '--allow-golden-mismatch'], ['engineWaitS', '--engine-wait-s']]);
-    if (engineOnly.length > 0) throw new UsageError(`${engineOnly.join(', ')} ${engineOnly.length === 1 ? 'applies' : 'apply'} to an external engine: pass --engine KIND --engine-url URL (without them polar run starts the built-in simulator)`);
+    refuseGivenFlags(command, [['engineApiKey', '--engine-api-key'], ['servedModel', '--served-model'], ['systemMessages', '--system-messages'], ['allowGoldenMismatch', '--allow-golden-mismatch'], ['engineWaitS', '--engine-wait-s']],
+      'to an external engine: pass --engine KIND --engine-url URL (without them polar run starts the built-in simulator)');
   } else {
-    const simOnly = named([['decodeTps', '--decode-tps'], ['prefillTps', '--prefill-tps']]);
-    if (simOnly.length > 0) throw new UsageError(`${simOnly.join(', ')} ${simOnly.length === 1 ? 'sets' : 'set'} the built-in simulator, which --engine replaces`);
+    refuseGivenFlags(command, [['decodeTps', '--decode-tps'], ['prefillTps', '--prefill-tps']], 'the built-in simulator, which --engine replaces', ['sets', 'set']);
   }
   if (flags.mode === 'token' && flags.restoreReasoning === true) throw new UsageError('--restore-reasoning applies to --mode chat only (in token mode the proxy renders the sampled tokens itself)');
 }

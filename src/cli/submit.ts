@@ -16,7 +16,7 @@ import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { toTaskRequest } from '../rollout/task-file.ts';
 import { agentWithFlags, DEFAULT_MODEL_NAME } from '../stack/run-tasks.ts';
 import { parseWireTaskRequest } from '../core/contracts/index.ts';
-import { UsageError, parsePositiveInt } from './common.ts';
+import { harnessFlag, refuseGivenFlags, UsageError, parsePositiveInt } from './common.ts';
 import { addDatasetFlags, assertNoDatasetSelection, loadTasksArg, type DatasetFlags } from './dataset-flags.ts';
 import { HARBOR_RUNTIMES, printTaskNotes } from './harbor-flags.ts';
 import { resolveRolloutUrl } from './rollout-url.ts';
@@ -56,9 +56,7 @@ export async function taskRequestsFromPath(path: string, opts: Pick<SubmitOption
       throw new UsageError(`${path}: ${(error as Error).message}`);
     }
   };
-  if (opts.harness !== undefined && !HARNESS_ADAPTERS[opts.harness.replaceAll('-', '_')]) {
-    throw new UsageError(`--harness: unknown harness ${JSON.stringify(opts.harness)}; known: ${Object.keys(HARNESS_ADAPTERS).join(', ')}`);
-  }
+  if (opts.harness !== undefined) harnessFlag(opts.harness);
   const builder = opts.builder ? { strategy: opts.builder } : undefined;
   const ext = extname(path).toLowerCase();
   const taskFile = /^task\.ya?ml$/i.test(basename(path));
@@ -150,8 +148,7 @@ export function register(program: Command): void {
   command
     .action(async (file: string, opts: SubmitOptions, command: Command) => {
       // Without --wait submit prints each submit answer and ends: the polling flags would be silently ignored.
-      const pollingOnly = ([['pollInterval', '--poll-interval'], ['json', '--json']] as const).filter(([key]) => command.getOptionValueSource(key) === 'cli').map(([, flag]) => flag);
-      if (!opts.wait && pollingOnly.length > 0) throw new UsageError(`${pollingOnly.join(', ')} ${pollingOnly.length === 1 ? 'applies' : 'apply'} to --wait (without it polar submit prints each submit answer and does not poll)`);
+      if (!opts.wait) refuseGivenFlags(command, [['pollInterval', '--poll-interval'], ['json', '--json']], 'to --wait (without it polar submit prints each submit answer and does not poll)');
       if (opts.builder && opts.builder !== 'per_request' && opts.builder !== 'prefix_merging') throw new UsageError('--builder must be per_request or prefix_merging');
       const base = resolveRolloutUrl(opts);
       const tasks = await taskRequestsFromPath(file, opts);
