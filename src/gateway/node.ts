@@ -290,13 +290,7 @@ export class GatewayNode {
     if (s.end?.kind === 'cancelled') return true;
     s.end = { kind: 'cancelled', ...(reason ? { reason } : {}), ...(opts.interrupted ? { interrupted: true } : {}) };
     s.abort.abort(new StageAborted('cancelled'));
-    if (s.stage === 'queued') {
-      this.initQueue = this.initQueue.filter((x) => x !== s);
-      this.toPostrun(s);
-    } else if (s.stage === 'ready') {
-      this.readyQueue = this.readyQueue.filter((x) => x !== s);
-      this.toPostrun(s);
-    }
+    this.endWaiting(s);
     return true;
   }
 
@@ -493,9 +487,7 @@ export class GatewayNode {
       if (s.engineWaitSince === null || now - s.engineWaitSince < this.engineWaitMs || s.end !== null) continue;
       const waited = Math.round((now - s.engineWaitSince) / 100) / 10;
       s.end = { kind: 'error', error: `engine down: not started after waiting ${waited} s for the engine (gateway.engine_wait_s ${this.engineWaitMs / 1000}): ${down}` };
-      if (s.stage === 'queued') this.initQueue = this.initQueue.filter((x) => x !== s);
-      else this.readyQueue = this.readyQueue.filter((x) => x !== s);
-      this.toPostrun(s);
+      this.endWaiting(s);
     }
   }
 
@@ -585,11 +577,19 @@ export class GatewayNode {
       if (s.end !== null || s.stage === 'done' || s.stage === 'postrun' || s.stage === 'postrun_queued') return;
       s.end = { kind: 'timeout', timeoutKind: 'total' };
       s.abort.abort(new StageAborted('timeout'));
-      if (s.stage === 'ready') {
-        this.readyQueue = this.readyQueue.filter((x) => x !== s);
-        this.toPostrun(s);
-      }
+      this.endWaiting(s);
     }, ms);
+  }
+
+  /**
+   * A session that ended (its `end` set) while waiting in the queue or READY leaves it for POSTRUN; one in any other
+   * stage is left to the stage it is in, which sees the end when it returns.
+   */
+  private endWaiting(s: Session): void {
+    if (s.stage === 'queued') this.initQueue = this.initQueue.filter((x) => x !== s);
+    else if (s.stage === 'ready') this.readyQueue = this.readyQueue.filter((x) => x !== s);
+    else return;
+    this.toPostrun(s);
   }
 
   private startInit(s: Session): void {
