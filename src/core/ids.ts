@@ -1,11 +1,13 @@
 /** Id generation, injectable so snapshots are stable in tests. */
 export type IdGenerator = (prefix: string) => string;
 
+/** `bytes` random bytes as lowercase hex (2 chars each; crypto.getRandomValues, encoded natively). */
+function randomHex(bytes: number): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString('hex');
+}
+
 /** Random ids: `<prefix>_<24 hex chars>` (96 bits from crypto.getRandomValues). */
-export const randomId: IdGenerator = (prefix) => {
-  const bytes = crypto.getRandomValues(new Uint8Array(12));
-  return `${prefix}_${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
-};
+export const randomId: IdGenerator = (prefix) => `${prefix}_${randomHex(12)}`;
 
 /**
  * Time-ordered ids: `<prefix>_<12 hex: ms since the epoch><12 hex: 48 random bits>`, 24 hex chars as `randomId` (the
@@ -14,10 +16,7 @@ export const randomId: IdGenerator = (prefix) => {
  * insert at its rightmost leaf instead of a random page: a group commit of 32 small records writes a third less WAL
  * (bench/store-keys.ts). Not secrets: 48 random bits keep ids of the same millisecond apart, not unguessable.
  */
-export const timeOrderedId: IdGenerator = (prefix) => {
-  const bytes = crypto.getRandomValues(new Uint8Array(6));
-  return `${prefix}_${Date.now().toString(16).padStart(12, '0')}${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
-};
+export const timeOrderedId: IdGenerator = (prefix) => `${prefix}_${Date.now().toString(16).padStart(12, '0')}${randomHex(6)}`;
 
 /** A session secret: 32 random bytes as base64url (43 chars); also the harness's API key, so never guessable. */
 export function newSessionSecret(): string {

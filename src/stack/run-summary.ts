@@ -121,7 +121,9 @@ export function summarizeRun(
   const byHarness = new Map<string, FinalTask[]>();
   for (const task of finalAttempts(store, taskIds)) {
     const harness = store.tasks.get(task.task_id)?.task.agent.harness ?? 'shell';
-    byHarness.set(harness, [...(byHarness.get(harness) ?? []), task]);
+    const list = byHarness.get(harness);
+    if (list) list.push(task);
+    else byHarness.set(harness, [task]);
   }
   const tasks: TaskSummary[] = [];
   const harnesses = [...byHarness.entries()].map(([harness, folded]) => summarizeHarness(store, harness, folded, opts.eotIds, tasks));

@@ -117,10 +117,11 @@ export function agentWithFlags(file: AgentSpec | undefined, flags: AgentFlags): 
   const adapter = flags.harness === undefined ? null : getHarnessAdapter(flags.harness);
   // Another harness than the file's takes none of the file's harness settings (each harness has its own keys,
   // contracts/harness-settings.ts), only the gateway-read sampling keys every harness shares.
-  const sameHarness = adapter === null || (file?.harness ?? 'shell').replaceAll('-', '_') === adapter.name;
+  const fileHarness = (file?.harness ?? 'shell').replaceAll('-', '_');
+  const sameHarness = adapter === null || fileHarness === adapter.name;
   const fileSettings = sameHarness ? file?.settings : samplingSettings(file?.settings);
   const settings = { ...fileSettings, ...flags.settings };
-  if (adapter === null && file !== undefined && flags.command !== undefined && !['shell', 'custom'].includes((file.harness ?? 'shell').replaceAll('-', '_'))) {
+  if (adapter === null && file !== undefined && flags.command !== undefined && !['shell', 'custom'].includes(fileHarness)) {
     throw new Error(`--command applies to the shell and custom harnesses; this task's agent runs ${file.harness} (pass --harness shell to run the command instead)`);
   }
   if (adapter === null) {
