@@ -20,7 +20,7 @@ import type { BuilderName } from '../core/records.ts';
 import { acceptedMessages, exportTraces, unevaluatedSessionIds, writeJsonl, writeMessages, writeParquet } from '../rollout/export.ts';
 import { openStore } from '../store/index.ts';
 import { BUILDER_NAMES } from '../trace/index.ts';
-import { UsageError } from './common.ts';
+import { refuseGivenFlags, UsageError } from './common.ts';
 
 const FORMATS = ['jsonl', 'parquet', 'messages'] as const;
 
@@ -50,8 +50,8 @@ export function register(program: Command): void {
       if (opts.format === 'messages' && opts.onlyEvaluated) {
         throw new UsageError('--only-evaluated applies to jsonl and parquet; --format messages holds only evaluated sessions unless --include-unevaluated');
       }
-      if (opts.format === 'messages' && command.getOptionValueSource('builder') === 'cli') {
-        throw new UsageError('--builder applies to --format jsonl and parquet; a --format messages row is the session\'s main-thread conversation, which no trajectory builder shapes');
+      if (opts.format === 'messages') {
+        refuseGivenFlags(command, [['builder', '--builder']], 'to --format jsonl and parquet; a --format messages row is the session\'s main-thread conversation, which no trajectory builder shapes');
       }
       if (opts.format !== 'messages' && opts.includeUnevaluated) {
         throw new UsageError('--include-unevaluated applies to --format messages; jsonl and parquet include unevaluated sessions unless --only-evaluated');

@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { HARNESS_ADAPTERS } from '../gateway/harnesses/index.ts';
 import { openStore } from '../store/index.ts';
 import { defaultDemoDir, demoStorePath, runTrainDemo } from '../train/demo.ts';
-import { EXIT_FAILED, UsageError, parsePositiveInt } from './common.ts';
+import { EXIT_FAILED, refuseGivenFlags, UsageError, parsePositiveInt } from './common.ts';
 
 interface Flags {
   steps: number;
@@ -52,7 +52,7 @@ export function register(program: Command): void {
       if (!Number.isInteger(maxStaleness) || maxStaleness < 0) throw new UsageError(`--max-staleness must be an integer ≥ 0, got ${JSON.stringify(flags.maxStaleness)}`);
       if (flags.async && maxStaleness < 1) throw new UsageError('--async needs --max-staleness ≥ 1 (sampling runs that many versions ahead)');
       // A sync step trains on groups sampled at the current version: nothing is ever stale, K changes nothing.
-      if (!flags.async && command.getOptionValueSource('maxStaleness') === 'cli') throw new UsageError('--max-staleness applies to --async (a sync step trains only on groups sampled at the current policy version)');
+      if (!flags.async) refuseGivenFlags(command, [['maxStaleness', '--max-staleness']], 'to --async (a sync step trains only on groups sampled at the current policy version)');
       const lr = Number(flags.lr);
       if (!Number.isFinite(lr) || lr <= 0) throw new UsageError(`--lr must be a number > 0, got ${JSON.stringify(flags.lr)}`);
       if (!existsSync(flags.tasks)) throw new UsageError(`--tasks ${flags.tasks}: no such directory`);
