@@ -1,7 +1,7 @@
 /**
  * A task's own sampling (agent.settings.sampling_params, slime's names, or model_kwargs, the Python Polar's): read
  * strictly at submit (unknown or unsupported keys name their path), kept away from the harness, and laid over every
- * model call of the task's sessions at the proxy: temperature / top_p / top_k / min_p replace the harness's, max tokens
+ * model call of the task's sessions at the proxy: temperature / top_p / top_k / min_p / seed replace the harness's, max tokens
  * is the smaller cap, stop strings add up. What the engine got is what the record says.
  */
 import OpenAI from 'openai';
@@ -30,6 +30,19 @@ test('both spellings read into one shape; text-only keys accepted; the rest is a
   expect(harnessSettings({ api: 'x', sampling_params: { temperature: 1 }, model_kwargs: null })).toEqual({ api: 'x' });
 });
 
+test("a seed in any of its three names (the Python Polar's sampling_seed, SGLang's, model_kwargs.seed) is the task's seed", () => {
+  expect(taskSamplingOf({ sampling_seed: 42 })).toEqual({ seed: 42 });
+  expect(taskSamplingOf({ sampling_seed: 0, model_kwargs: { temperature: 1 } })).toEqual({ temperature: 1, seed: 0 });
+  expect(taskSamplingOf({ sampling_params: { sampling_seed: 5 } })).toEqual({ seed: 5 });
+  expect(taskSamplingOf({ model_kwargs: { seed: 6 } })).toEqual({ seed: 6 });
+  expect(taskSamplingOf({ sampling_seed: 6, model_kwargs: { seed: 6 } })).toEqual({ seed: 6 });
+  expect(taskSamplingOf({ sampling_seed: null })).toBeNull();
+  expect(() => taskSamplingOf({ sampling_seed: 1, model_kwargs: { seed: 2 } })).toThrow('agent.settings.sampling_seed: conflicts with agent.settings.model_kwargs.seed; give one');
+  expect(() => taskSamplingOf({ sampling_seed: 1.5 })).toThrow('agent.settings.sampling_seed:');
+  expect(() => taskSamplingOf({ sampling_seed: '7' })).toThrow('agent.settings.sampling_seed:');
+  expect(harnessSettings({ sampling_seed: 3, thinking: 'low' })).toEqual({ thinking: 'low' });
+});
+
 test('a TaskRequest with bad sampling is refused at submit (runnableProblems), naming the path', () => {
   const task = taskRequest('t', { agent: { harness: 'custom', command: 'true', model_name: 'm', settings: { sampling_params: { temprature: 0.5 } } } });
   expect(runnableProblems(task)).toEqual([{ path: 'agent.settings.sampling_params.temprature', message: 'unknown key' }]);
@@ -43,7 +56,7 @@ beforeAll(async () => {
   proxy = await startTestProxy({
     engineUrl: engine.url, kind: 'vllm',
     sessions: staticSessions({
-      trained: { session_id: 'trained', task_id: 't', sampling: { temperature: 0.6, topP: 0.95, topK: 20, maxTokens: 256, stop: ['</answer>'] } },
+      trained: { session_id: 'trained', task_id: 't', sampling: { temperature: 0.6, topP: 0.95, topK: 20, maxTokens: 256, stop: ['</answer>'], seed: 1234 } },
       plain: { session_id: 'plain', task_id: 't' },
     }),
   });
@@ -55,17 +68,17 @@ afterAll(async () => {
 
 test("the task's sampling replaces the harness's at the engine; max tokens is the smaller cap; the record keeps it", async () => {
   const call = (key: string, max_tokens: number) =>
-    new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi there' }], temperature: 0.2, top_p: 0.5, max_tokens, stop: ['STOP'] });
+    new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: key, maxRetries: 0 }).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi there' }], temperature: 0.2, top_p: 0.5, max_tokens, stop: ['STOP'], seed: 9 });
   await call('trained', 4096);
   await call('trained', 16); // a harness's own smaller cap (a title request) stays
   await call('plain', 4096);
   const [big, small, plain] = engine.chatRequests().slice(-3).map((r) => r.body);
-  expect(big).toMatchObject({ temperature: 0.6, top_p: 0.95, top_k: 20, max_tokens: 256 });
+  expect(big).toMatchObject({ temperature: 0.6, top_p: 0.95, top_k: 20, max_tokens: 256, seed: 1234 });
   expect(big!.stop).toEqual(['STOP', '</answer>']);
   expect(small).toMatchObject({ temperature: 0.6, max_tokens: 16 });
-  expect(plain).toMatchObject({ temperature: 0.2, top_p: 0.5, max_tokens: 4096, stop: ['STOP'] });
+  expect(plain).toMatchObject({ temperature: 0.2, top_p: 0.5, max_tokens: 4096, stop: ['STOP'], seed: 9 });
   const [record] = proxy.store.completions.listBySession('trained');
-  expect(record!.ir_request.sampling).toMatchObject({ temperature: 0.6, topP: 0.95, topK: 20, maxTokens: 256, stop: ['STOP', '</answer>'] });
+  expect(record!.ir_request.sampling).toMatchObject({ temperature: 0.6, topP: 0.95, topK: 20, maxTokens: 256, stop: ['STOP', '</answer>'], seed: 1234 });
 });
 
 test('an instruction too long for one command-line argument is refused at submit, not as E2BIG in every session', () => {

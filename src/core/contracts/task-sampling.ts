@@ -8,8 +8,12 @@
  *   Source: https://docs.sglang.ai/basic_usage/sampling_params.html
  * - `model_kwargs`: the Python Polar's (NVIDIA-NeMo/ProRL-Agent-Server AgentSpec.settings.model_kwargs: temperature,
  *   top_p, max_tokens, stop, and `extra_body` with top_k, min_p, stop_token_ids, skip_special_tokens, no_stop_trim).
+ * A seed: `sampling_params.sampling_seed` (SGLang's name), `model_kwargs.seed`, or, with either or alone,
+ * `sampling_seed`: the Python Polar's per-sample seed (an integer ≥ 0, as its rollout
+ * manager writes it from `metadata.eval_sampling_seed_base`); here it replaces the `seed` of every model call, which
+ * the engine gets as SGLang's `sampling_seed` / vLLM's `seed`.
  *
- * At the proxy (src/proxy/task-sampling.ts) temperature, top_p, top_k and min_p replace the request's; max tokens is
+ * At the proxy (src/proxy/task-sampling.ts) temperature, top_p, top_k, min_p and the seed replace the request's; max tokens is
  * the smaller of the request's and the task's (a harness's short side request keeps its own cap); stop strings are
  * added to the request's. Keys that only shape detokenised text (skip_special_tokens, no_stop_trim,
  * spaces_between_special_tokens) are accepted and have no effect: the proxy captures token ids, and the harness gets
@@ -22,7 +26,7 @@ import type { IRSampling } from '../ir.ts';
 import { issueList, type IssueAt } from './issues.ts';
 
 /** The task's sampling, in the IR's names (every field optional; `maxTokens` caps new tokens per call). */
-export type TaskSampling = Pick<IRSampling, 'temperature' | 'topP' | 'topK' | 'minP' | 'maxTokens' | 'stop'>;
+export type TaskSampling = Pick<IRSampling, 'temperature' | 'topP' | 'topK' | 'minP' | 'maxTokens' | 'stop' | 'seed'>;
 
 const stopSchema = z.union([z.string().min(1), z.array(z.string().min(1))]).nullish();
 /** Accepted only empty: the engine already stops at the chat template's end-of-turn token. */
@@ -33,6 +37,8 @@ const topP = z.number().gt(0).max(1).nullish();
 const topK = z.number().int().min(-1).nullish();
 const minP = z.number().min(0).max(1).nullish();
 const maxTokens = z.number().int().positive().nullish();
+/** A sampling seed: a non-negative integer (the Python Polar refuses negative seeds too). */
+const seedSchema = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullish();
 
 /** Accepted at its neutral value only (what verl's agent loop sends by default). */
 const neutralRepetitionPenalty = z.literal(1, 'only 1 (no penalty) is supported by this server').nullish();
@@ -40,18 +46,22 @@ const neutralRepetitionPenalty = z.literal(1, 'only 1 (no penalty) is supported 
 const samplingParamsSchema = z.strictObject({
   temperature, top_p: topP, top_k: topK, min_p: minP, max_new_tokens: maxTokens, max_tokens: maxTokens, stop: stopSchema,
   stop_token_ids: noStopIds, skip_special_tokens: textOnly, no_stop_trim: textOnly, spaces_between_special_tokens: textOnly,
-  n: z.literal(1).nullish(),
+  n: z.literal(1).nullish(), sampling_seed: seedSchema,
   // verl's agent loop: logprobs are always captured here, whatever it asks.
   repetition_penalty: neutralRepetitionPenalty, logprobs: z.union([z.boolean(), z.number().int().min(0)]).nullish(),
 });
 
 const modelKwargsSchema = z.strictObject({
-  temperature, top_p: topP, max_tokens: maxTokens, stop: stopSchema,
+  temperature, top_p: topP, max_tokens: maxTokens, stop: stopSchema, seed: seedSchema,
   extra_body: z.strictObject({ top_k: topK, min_p: minP, stop_token_ids: noStopIds, skip_special_tokens: textOnly, no_stop_trim: textOnly, spaces_between_special_tokens: textOnly }).nullish(),
 });
 
 /** The settings keys the gateway reads (and removes before the harness sees the settings). */
-export const TASK_SAMPLING_KEYS = ['sampling_params', 'model_kwargs'] as const;
+export const TASK_SAMPLING_KEYS = ['sampling_params', 'model_kwargs', 'sampling_seed'] as const;
+
+/** The two spellings of a task's sampling parameters (one at most). */
+const SAMPLING_PARAM_KEYS = ['sampling_params', 'model_kwargs'] as const;
+
 
 /** The problems of a task's sampling settings as `{path, message}` (empty when there are none or it sets none). */
 export function taskSamplingIssues(settings: Record<string, unknown> | undefined): IssueAt[] {
@@ -71,7 +81,21 @@ export function taskSamplingOf(settings: Record<string, unknown> | undefined): T
 
 function readTaskSampling(settings: Record<string, unknown> | undefined): { sampling: TaskSampling | null; issues: IssueAt[] } {
   if (!settings) return { sampling: null, issues: [] };
-  const given = TASK_SAMPLING_KEYS.filter((k) => settings[k] !== undefined && settings[k] !== null);
+  const seed = seedSchema.safeParse(settings.sampling_seed);
+  if (!seed.success) return { sampling: null, issues: issueList(seed.error, 'agent.settings.sampling_seed') };
+  const withSeed = (r: { sampling: TaskSampling | null; issues: IssueAt[] }) => {
+    if (seed.data == null || r.issues.length > 0) return r;
+    if (r.sampling?.seed !== undefined && r.sampling.seed !== seed.data) {
+      const inner = settings.sampling_params != null ? 'agent.settings.sampling_params.sampling_seed' : 'agent.settings.model_kwargs.seed';
+      return { sampling: null, issues: [{ path: 'agent.settings.sampling_seed', message: `conflicts with ${inner}; give one` }] };
+    }
+    return { sampling: { ...r.sampling, seed: seed.data }, issues: r.issues };
+  };
+  return withSeed(readSamplingParams(settings));
+}
+
+function readSamplingParams(settings: Record<string, unknown>): { sampling: TaskSampling | null; issues: IssueAt[] } {
+  const given = SAMPLING_PARAM_KEYS.filter((k) => settings[k] !== undefined && settings[k] !== null);
   if (given.length === 0) return { sampling: null, issues: [] };
   if (given.length > 1) return { sampling: null, issues: [{ path: 'agent.settings.model_kwargs', message: 'conflicts with agent.settings.sampling_params; give one' }] };
   const key = given[0]!;
@@ -90,6 +114,7 @@ function readTaskSampling(settings: Record<string, unknown> | undefined): { samp
   set('topK', num(p.top_k ?? extra.top_k));
   set('minP', num(p.min_p ?? extra.min_p));
   set('maxTokens', num(p.max_new_tokens ?? p.max_tokens));
+  set('seed', num(p.sampling_seed ?? p.seed));
   if (typeof p.stop === 'string') out.stop = [p.stop];
   else if (Array.isArray(p.stop) && p.stop.length > 0) out.stop = p.stop as string[];
   return { sampling: out, issues: [] };
