@@ -22,10 +22,13 @@ test('a misspelt key is refused for any harness, naming its path', () => {
   expect(runnableProblems(withAgent('claude-code', { allowed_tool: 'Bash' }))).toEqual([{ path: 'agent.settings.allowed_tool', message: 'unknown key' }]);
   expect(runnableProblems(withAgent('kilo', { retry_limt: 3 }))).toEqual([{ path: 'agent.settings.retry_limt', message: 'unknown key' }]);
   expect(runnableProblems(withAgent('shell', { comand: 'x' }, { command: 'true' }))).toEqual([{ path: 'agent.settings.comand', message: 'unknown key' }]);
-  // Adapters that read no settings take none (the Python Polar's codex keys are not read here).
-  for (const harness of ['codex', 'qwen_code', 'gemini_cli', 'opencode', 'continue', 'cline']) {
-    expect(runnableProblems(withAgent(harness, { reasoning_effort: 'high' }))).toEqual([{ path: 'agent.settings.reasoning_effort', message: 'unknown key' }]);
+  // Adapters that read no settings take none; those that read the Python Polar's keys take only those.
+  for (const harness of ['qwen_code', 'opencode', 'continue', 'cline', 'gemini_cli', 'codex']) {
+    expect(runnableProblems(withAgent(harness, { reasoning_efort: 'high' }))).toEqual([{ path: 'agent.settings.reasoning_efort', message: 'unknown key' }]);
   }
+  // A reference key read for one harness is not a key of another that has no use for it.
+  expect(runnableProblems(withAgent('qwen_code', { reasoning_effort: 'high' }))).toEqual([{ path: 'agent.settings.reasoning_effort', message: 'unknown key' }]);
+  expect(runnableProblems(withAgent('opencode', { thinking: 'low' }))).toEqual([{ path: 'agent.settings.thinking', message: 'unknown key' }]);
 });
 
 test('a value of the wrong type or out of range is refused, naming its path', () => {
@@ -40,6 +43,23 @@ test('a value of the wrong type or out of range is refused, naming its path', ()
   // 0 does not mean "no retries" to Kilo Code (it waits for ever): docs/protocol-notes.md.
   expect(paths('kilo', { retry_limit: 0 })).toEqual(['agent.settings.retry_limit']);
   expect(paths('shell', { command: 3 })).toEqual(['agent.settings.command']);
+  // The Python Polar's keys, checked as strictly.
+  expect(paths('codex', { reasoning_effort: 'max', reasoning_summary: 'short' }).sort()).toEqual(['agent.settings.reasoning_effort', 'agent.settings.reasoning_summary']);
+  expect(paths('codex', { version: 125 })).toEqual(['agent.settings.version']);
+  expect(paths('pi', { api_type: 'openai', thinking: 'max', compat: [] }).sort()).toEqual(['agent.settings.api_type', 'agent.settings.compat', 'agent.settings.thinking']);
+  expect(paths('claude_code', { max_turns: 0, reasoning_effort: 'minimal', max_budget_usd: -1, max_thinking_tokens: 1.5 }).sort())
+    .toEqual(['agent.settings.max_budget_usd', 'agent.settings.max_thinking_tokens', 'agent.settings.max_turns', 'agent.settings.reasoning_effort']);
+  expect(paths('gemini_cli', { sandbox: 'docker' })).toEqual(['agent.settings.sandbox']);
+  expect(paths('openclaw', { thinking: 'huge', openclaw_agent_id: 'ops' }).sort()).toEqual(['agent.settings.openclaw_agent_id', 'agent.settings.thinking']);
+});
+
+test("the Python Polar's keys parse to what the adapters read; api_type is pi's api; nulls mean unset", () => {
+  expect(parseHarnessSettings('pi', { api_type: 'openai-responses' })).toEqual({ api: 'openai-responses', reasoning: false, context_window: 32768, max_tokens: 4096 });
+  expect(parseHarnessSettings('pi', { api: 'openai-responses', api_type: 'openai-responses' }).api).toBe('openai-responses');
+  expect(() => parseHarnessSettings('pi', { api: 'anthropic-messages', api_type: 'openai-completions' })).toThrow('agent.settings.api_type: conflicts with agent.settings.api');
+  expect(parseHarnessSettings('claude_code', { allowed_tools: null }).allowed_tools).toBe('Bash,Read,Edit,Write');
+  expect(parseHarnessSettings('codex', { version: '', reasoning_effort: null })).toEqual({ version: '', reasoning_effort: null });
+  expect(runnableProblems(withAgent('codex', { version: null }))).toEqual([]);
 });
 
 test('valid settings pass; the sampling keys are accepted for any harness and stripped before the adapter parses', () => {

@@ -132,10 +132,10 @@ test("submit refuses a harness's misspelt or mistyped agent.settings with a 400 
   const mistyped = await post(`${server.url}/rollout/task/submit`, task('pi-type', { agent: { harness: 'pi', model_name: 'm', settings: { api: 'openai', sampling_params: { temperature: 1 } } } }));
   expect(mistyped.status).toBe(400);
   expect(String(mistyped.body.error)).toMatch(/agent\.settings\.api: .*anthropic-messages/);
-  // The Python Polar's spelling (reference-task.ts) reaches the same check: its pi `api_type` is not a key here.
-  const reference = await post(`${server.url}/rollout/task/submit`, { task_id: 'ref', instruction: 'x', agent: { harness: 'pi', import_path: null, settings: { api_type: 'openai-completions' } } });
+  // The Python Polar's spelling (reference-task.ts) reaches the same check.
+  const reference = await post(`${server.url}/rollout/task/submit`, { task_id: 'ref', instruction: 'x', agent: { harness: 'pi', import_path: null, settings: { api_typ: 'openai-completions' } } });
   expect(reference.status).toBe(400);
-  expect(String(reference.body.error)).toContain('agent.settings.api_type: unknown key');
+  expect(String(reference.body.error)).toContain('agent.settings.api_typ: unknown key');
   expect(['pi-typo', 'pi-type', 'ref'].map((id) => store.tasks.get(id))).toEqual([null, null, null]);
   // Valid settings with the gateway-read sampling keys are accepted.
   const ok = await post(`${server.url}/rollout/task/submit`, task('pi-ok', { agent: { harness: 'pi', model_name: 'm', settings: { context_window: 65536, sampling_params: { temperature: 1 } } } }));

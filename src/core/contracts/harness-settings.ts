@@ -5,6 +5,14 @@
  * reads its parsed, typed settings (parseHarnessSettings). An adapter that reads no settings takes none (`{}`).
  * The gateway-read keys (task-sampling.ts TASK_SAMPLING_KEYS) are not part of any of them: they are checked by their
  * own schema and removed before the adapter sees the settings. Keys, types and defaults: README.md#harnesses.
+ *
+ * The keys the Python Polar's harness presets read (NVIDIA-NeMo/ProRL-Agent-Server `src/polar/agent/presets/*.py`
+ * `self.settings.get(...)`) are accepted here under the same names for the harnesses both have, and each one reaches
+ * the CLI: codex `reasoning_effort` / `reasoning_summary` (config.toml) and `version`; pi `api_type`, `compat`,
+ * `thinking`; claude_code `max_turns`, `reasoning_effort`, `max_budget_usd`, `fallback_model`,
+ * `append_system_prompt`, `disallowed_tools`, `max_thinking_tokens`; gemini_cli `sandbox`; openclaw `thinking` and
+ * `openclaw_agent_id`. A value this server cannot honour (another codex version, another OpenClaw agent) is refused
+ * naming the key, why, and what to give instead.
  */
 import { z } from 'zod';
 import { issueList } from './issues.ts';
@@ -37,17 +45,84 @@ const contextWindow = z.number().int().positive().default(32768);
 /** The most output tokens a call asks for, as pi and OpenClaw write it into their model entry (`maxTokens`). */
 const maxTokens = z.number().int().positive().default(4096);
 
-/** `pi`: the provider API and the model entry of its models.json (Source: pi docs/models.md). */
-export const piSettingsSchema = z.strictObject({
-  api: z.enum(PI_APIS).default('anthropic-messages'),
-  reasoning: z.boolean().default(false),
-  context_window: contextWindow,
-  max_tokens: maxTokens,
+/** pi's `--thinking` levels. Source: `pi --help` (pi-coding-agent 0.73.1). */
+export const PI_THINKING_LEVELS = ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
+
+/**
+ * `pi`: the provider API and the model entry of its models.json (Source: pi docs/models.md). `api_type` is the Python
+ * Polar's name for `api` (give one, or both the same); `compat` is merged into the provider's `compat` object (pi's
+ * OpenAI/Anthropic compatibility switches, e.g. `supportsDeveloperRole`, `maxTokensField`); `thinking` is pi's
+ * `--thinking` level. Parsed, `api` holds whichever was given (default `anthropic-messages`) and `api_type` is gone.
+ */
+export const piSettingsSchema = z
+  .strictObject({
+    api: z.enum(PI_APIS).optional(),
+    api_type: z.enum(PI_APIS).nullish(),
+    reasoning: z.boolean().default(false),
+    context_window: contextWindow,
+    max_tokens: maxTokens,
+    compat: z.record(z.string(), z.unknown()).nullish(),
+    thinking: z.enum(PI_THINKING_LEVELS).nullish(),
+  })
+  .superRefine((s, ctx) => {
+    if (s.api !== undefined && s.api_type != null && s.api !== s.api_type) ctx.addIssue({ code: 'custom', path: ['api_type'], message: `conflicts with agent.settings.api ${JSON.stringify(s.api)}; give one` });
+  })
+  .transform(({ api, api_type, ...rest }) => ({ ...rest, api: api ?? api_type ?? 'anthropic-messages' }));
+
+/** Claude Code's `--effort` levels. Source: `claude --help` (2.1.197). */
+export const CLAUDE_CODE_EFFORTS = ['low', 'medium', 'high', 'xhigh', 'max'] as const;
+
+/** The `--allowedTools` value when a task gives none. */
+export const CLAUDE_CODE_DEFAULT_TOOLS = 'Bash,Read,Edit,Write';
+
+/**
+ * `claude_code`: its `--allowedTools` value (comma-separated tool names; null = the default), and the Python Polar's
+ * keys, each the CLI flag of the same meaning: `disallowed_tools` `--disallowedTools`, `max_turns` `--max-turns`,
+ * `reasoning_effort` `--effort`, `max_budget_usd` `--max-budget-usd`, `fallback_model` `--fallback-model`,
+ * `append_system_prompt` `--append-system-prompt`; `max_thinking_tokens` is the MAX_THINKING_TOKENS variable (0 = unset,
+ * as there). Source: `claude --help` (2.1.197); ProRL-Agent-Server `agent/presets/claude_code.py`.
+ */
+export const claudeCodeSettingsSchema = z.strictObject({
+  allowed_tools: z.string().min(1).nullish().transform((v) => v ?? CLAUDE_CODE_DEFAULT_TOOLS),
+  disallowed_tools: z.string().min(1).nullish(),
+  max_turns: z.number().int().positive().nullish(),
+  reasoning_effort: z.enum(CLAUDE_CODE_EFFORTS).nullish(),
+  max_budget_usd: z.number().positive().nullish(),
+  fallback_model: z.string().min(1).nullish(),
+  append_system_prompt: z.string().min(1).nullish(),
+  max_thinking_tokens: z.number().int().min(0).nullish(),
 });
 
-/** `claude_code`: its `--allowedTools` value (comma-separated tool names, e.g. `Bash,Read,Edit,Write`). */
-export const claudeCodeSettingsSchema = z.strictObject({
-  allowed_tools: z.string().min(1).default('Bash,Read,Edit,Write'),
+/** The @openai/codex version every gateway installs for the `codex` harness (src/gateway/harnesses/codex.ts). */
+export const CODEX_VERSION = '0.171.0';
+
+/** Codex's `model_reasoning_effort` values (the Responses API's `reasoning.effort`). */
+export const CODEX_REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
+/** Codex's `model_reasoning_summary` values. Source: codex 0.171.0's own config error ("expected one of …"). */
+export const CODEX_REASONING_SUMMARIES = ['auto', 'concise', 'detailed', 'none'] as const;
+
+/**
+ * `codex`: `reasoning_effort` and `reasoning_summary` go into its config.toml (`model_reasoning_effort`,
+ * `model_reasoning_summary`), so every Responses request carries them (the gateway maps `reasoning.effort` to the
+ * engine's thinking switch, off for `none`, and records the level); unset, codex's own default applies. `version` is the Python Polar's check of the installed CLI:
+ * accepted as {@link CODEX_VERSION} (what is installed), null or empty; another version is refused, since a gateway
+ * runs only its pinned package. Source: ProRL-Agent-Server `agent/presets/codex.py`; codex docs/config.md.
+ */
+export const codexSettingsSchema = z.strictObject({
+  reasoning_effort: z.enum(CODEX_REASONING_EFFORTS).nullish(),
+  reasoning_summary: z.enum(CODEX_REASONING_SUMMARIES).nullish(),
+  version: z
+    .string()
+    .nullish()
+    .refine((v) => v == null || v === '' || v === CODEX_VERSION, `not installable here: every gateway runs the pinned @openai/codex ${CODEX_VERSION}; give "${CODEX_VERSION}", null or "", or leave version out`),
+});
+
+/**
+ * `gemini_cli`: `sandbox: true` adds `--sandbox` (Gemini CLI runs its tools in its own container, which needs docker or
+ * podman inside the runtime). Source: `gemini --help` (0.61.0); ProRL-Agent-Server `agent/presets/gemini_cli.py`.
+ */
+export const geminiCliSettingsSchema = z.strictObject({
+  sandbox: z.boolean().nullish(),
 });
 
 /**
@@ -64,11 +139,21 @@ export const kiloSettingsSchema = z.strictObject({
  */
 export const OPENCLAW_DEFAULT_TOOLS_DENY: readonly string[] = ['process', 'sessions_spawn'];
 
-/** `openclaw`: its `tools.deny` list (`[]` = its full tool set) and the model entry of its provider config. */
+/** OpenClaw's thinking levels. Source: https://docs.openclaw.ai/tools/thinking */
+export const OPENCLAW_THINKING_LEVELS = ['off', 'minimal', 'low', 'medium', 'high', 'xhigh', 'adaptive', 'max'] as const;
+
+/**
+ * `openclaw`: its `tools.deny` list (`[]` = its full tool set), the model entry of its provider config, `thinking`
+ * (its `agents.defaults.thinkingDefault`, the level every call of the run uses), and the Python Polar's
+ * `openclaw_agent_id`, accepted only as `main`: the adapter runs OpenClaw's default agent from its own config, and no
+ * other agent is configured.
+ */
 export const openclawSettingsSchema = z.strictObject({
   tools_deny: z.array(z.string().regex(/\S/, 'must be a tool name')).default(() => [...OPENCLAW_DEFAULT_TOOLS_DENY]),
   context_window: contextWindow,
   max_tokens: maxTokens,
+  thinking: z.enum(OPENCLAW_THINKING_LEVELS).nullish(),
+  openclaw_agent_id: z.literal('main', 'only "main" is supported: the adapter runs OpenClaw\'s default agent from its own config, and no other agent is configured; leave it out').nullish(),
 });
 
 /** Adapters that read no settings. */
@@ -80,9 +165,9 @@ export const HARNESS_SETTINGS_SCHEMAS = {
   custom: customSettingsSchema,
   pi: piSettingsSchema,
   claude_code: claudeCodeSettingsSchema,
-  codex: noSettings,
+  codex: codexSettingsSchema,
   qwen_code: noSettings,
-  gemini_cli: noSettings,
+  gemini_cli: geminiCliSettingsSchema,
   opencode: noSettings,
   kilo: kiloSettingsSchema,
   continue: noSettings,

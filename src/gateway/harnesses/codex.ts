@@ -1,8 +1,12 @@
 /**
  * `codex` (@openai/codex): only the Responses API; OPENAI_BASE_URL is ignored and the built-in provider can't be
  * overridden, so a `polar` provider goes in `$CODEX_HOME/config.toml`. `codex exec --json` with stdin closed; the
- * `turn.completed` / `turn.failed` events decide. Source: docs/protocol-notes.md#harness-clis; https://github.com/openai/codex docs/config.md
+ * `turn.completed` / `turn.failed` events decide. Settings (harness-settings.ts codexSettingsSchema): `reasoning_effort`
+ * and `reasoning_summary` become config.toml's `model_reasoning_effort` / `model_reasoning_summary` (codex then sends
+ * them as `reasoning: {effort, summary}` on every Responses request); `version` is checked at submit only.
+ * Source: docs/protocol-notes.md#harness-clis; https://github.com/openai/codex docs/config.md
  */
+import { CODEX_VERSION, parseHarnessSettings } from '../../core/contracts/index.ts';
 import { jsonLines, type HarnessAdapter } from './types.ts';
 
 /** TOML basic string (JSON string escapes are valid TOML basic-string escapes for these characters). */
@@ -10,12 +14,15 @@ const tomlString = (value: string) => JSON.stringify(value);
 
 export const codexAdapter: HarnessAdapter = {
   name: 'codex',
-  package: { name: '@openai/codex', version: '0.171.0', bin: 'codex' },
+  package: { name: '@openai/codex', version: CODEX_VERSION, bin: 'codex' },
   launch(ctx) {
+    const settings = parseHarnessSettings('codex', ctx.settings);
     const codexHome = `${ctx.home}/.codex`;
     const config = [
       `model = ${tomlString(ctx.modelName)}`,
       'model_provider = "polar"',
+      ...(settings.reasoning_effort != null ? [`model_reasoning_effort = ${tomlString(settings.reasoning_effort)}`] : []),
+      ...(settings.reasoning_summary != null ? [`model_reasoning_summary = ${tomlString(settings.reasoning_summary)}`] : []),
       'check_for_update_on_startup = false',
       '',
       '[model_providers.polar]',

