@@ -99,6 +99,8 @@ export class GatewayNode {
   private readonly engineWaitMs: number;
   /** An engine check asked for after a session failed (GatewayNodeOptions.checkEngine): nothing starts until it answers. */
   private engineRecheck: Promise<void> | null = null;
+  /** Sessions whose `beforeSession` failed, held out of every queue while the engine re-check runs: counted as queued. */
+  private readonly rechecking = new Set<Session>();
   /** Reads `engineHealth` while sessions wait for the engine (ends them after `engineWaitMs`); null when none wait. */
   private engineWaitTimer: ReturnType<typeof setInterval> | null = null;
 
@@ -183,6 +185,7 @@ export class GatewayNode {
         server: this.opts.rollout.url, nodeId: this.nodeId, url: this.opts.publicUrl ?? this.url, capacity: this.capacity,
         intervalMs: this.opts.rollout.heartbeatIntervalMs ?? 5000, token: this.opts.controlPlaneToken, signal: this.stopping.signal,
         stages: () => this.stageCounts(), sessions: () => this.heartbeatStatuses(), engineOk: () => this.engineHealth()?.ok ?? null,
+        pools: () => (this.sizer ? this.poolSizes() : null),
         track: (p) => this.track(p), fetch: this.opts.fetch, log: this.opts.log,
       });
     }
@@ -391,9 +394,14 @@ export class GatewayNode {
     return { ...this.pools };
   }
 
+  /**
+   * Sessions by stage, as `GET /health` and the heartbeat report them (the rollout server plans its dispatches with
+   * them): every unfinished session is in exactly one count. One being re-checked after its `beforeSession` failed
+   * counts as queued (it goes back there, or to POSTRUN).
+   */
   stageCounts(): StageCounts {
     return {
-      queued: this.initQueue.length,
+      queued: this.initQueue.length + this.rechecking.size,
       init: this.initing.size,
       ready: this.readyQueue.length,
       running: this.runningSet.size,
@@ -616,7 +624,9 @@ export class GatewayNode {
           // Nothing of the session started yet: if the engine turns out to be down, the session waits in the queue.
           this.initing.delete(s);
           this.clearTimers(s);
+          this.rechecking.add(s);
           void recheck.then(() => {
+            this.rechecking.delete(s);
             if (s.end === null && this.engineDown() !== null && !this.draining) return this.requeue(s);
             s.end ??= { kind: 'error', error: `init failed: ${errorText(error)}` };
             this.toPostrun(s);

@@ -3,7 +3,7 @@
  * and each held session's live status every interval; a 404 heartbeat (the server forgot the node: restart, drain)
  * registers again. Shapes: src/core/contracts/nodes.ts.
  */
-import { controlPlaneHeaders, type NodeCapacity, type StageCounts } from '../core/contracts/index.ts';
+import { controlPlaneHeaders, type NodeCapacity, type PoolSizesReport, type StageCounts } from '../core/contracts/index.ts';
 import { postWithRetry } from './callback.ts';
 import { errorText } from './node-types.ts';
 
@@ -21,6 +21,8 @@ export interface RegistrationOptions {
   sessions(): Record<string, string>;
   /** Whether the node's engine answers its health checks; null when the node does not check. */
   engineOk?(): boolean | null;
+  /** The INIT pool and READY buffer in use when they differ from `capacity` (`pool_sizing: auto`); null: capacity's. */
+  pools?(): PoolSizesReport | null;
   track(p: Promise<unknown>): void;
   fetch?: typeof fetch;
   log?: (line: string) => void;
@@ -40,7 +42,7 @@ export function startRegistration(o: RegistrationOptions): () => void {
     if (!registered) return;
     const doFetch = o.fetch ?? fetch;
     void doFetch(`${base}/nodes/${encodeURIComponent(o.nodeId)}/heartbeat`, {
-      method: 'POST', headers: controlPlaneHeaders(o.token), body: JSON.stringify({ stages: o.stages(), sessions: o.sessions(), ...engineField(o.engineOk?.() ?? null) }),
+      method: 'POST', headers: controlPlaneHeaders(o.token), body: JSON.stringify(heartbeatBody(o)),
       signal: AbortSignal.timeout(Math.max(1000, o.intervalMs)),
     }).then(async (response) => {
       await response.body?.cancel();
@@ -52,6 +54,18 @@ export function startRegistration(o: RegistrationOptions): () => void {
     }, (error) => o.log?.(`heartbeat to ${base} failed: ${errorText(error)}`));
   }, o.intervalMs);
   return () => clearInterval(timer);
+}
+
+/**
+ * One heartbeat's body (src/core/contracts/nodes.ts `heartbeatSchema`): stage counts and session statuses read in the
+ * same synchronous step, so a session is listed exactly when the counts include it (the server counts a dispatch not
+ * listed yet as queued: one that reaches the node while this heartbeat is on its way).
+ */
+function heartbeatBody(o: RegistrationOptions): Record<string, unknown> {
+  const stages = o.stages();
+  const sessions = o.sessions();
+  const pools = o.pools?.() ?? null;
+  return { stages, sessions, ...engineField(o.engineOk?.() ?? null), ...(pools ? { pools } : {}) };
 }
 
 /** The heartbeat's `engine_ok`, when the node checks its engine. */

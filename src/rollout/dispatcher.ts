@@ -80,8 +80,7 @@ export class Dispatcher {
         if (!target) break;
         const attempt = session.attempt;
         store.sessions.update(session.session_id, { status: 'INITIALIZING', node_id: target.node_id, attempt });
-        this.nodes.track(target.node_id, session.session_id);
-        target.state.dispatchedSinceHeartbeat++;
+        this.nodes.dispatched(target.state, session.session_id);
         // The snapshot pickNode compares moves with the registry.
         target.in_flight++;
         target.dispatched_since_heartbeat++;

@@ -3,7 +3,7 @@
  * status), draining, health, and which sessions this server has in flight on each node.
  * Shapes: src/core/contracts/nodes.ts.
  */
-import { formatIssues, heartbeatSchema, LIVE_SESSION_STATUSES, nodeRegistrationSchema, type StageCounts } from '../core/contracts/index.ts';
+import { formatIssues, heartbeatSchema, LIVE_SESSION_STATUSES, nodeRegistrationSchema, type NodeCapacity, type PoolSizesReport, type StageCounts } from '../core/contracts/index.ts';
 import { FINAL_SESSION, HttpError, type RolloutContext } from './context.ts';
 import type { NodeClient } from './node-client.ts';
 import type { SchedulableNode } from './scheduler.ts';
@@ -15,7 +15,12 @@ const NO_STAGES: StageCounts = { init: 0, ready: 0, running: 0, postrun: 0, queu
 export interface NodeState {
   row: NodeRow;
   client: NodeClient;
-  dispatchedSinceHeartbeat: number;
+  /**
+   * Sessions dispatched to the node that no heartbeat has listed yet (its `sessions`), so its stage counts do not
+   * include them either. A heartbeat the node built before a dispatch arrived may reach this server after it: only the
+   * ids it lists leave this set (a heartbeat without `sessions` clears it, as counting alone did before).
+   */
+  unconfirmed: Set<string>;
   /** Dispatches in a row that failed in transport (network, 5xx); reset by a heartbeat or an answered dispatch. */
   transportFailures: number;
   /**
@@ -28,6 +33,8 @@ export interface NodeState {
    * sessions: its harnesses would only fail on 502s, each a lost sample.
    */
   engineOk?: boolean | null;
+  /** The INIT pool and READY buffer the node reported using (`pool_sizing: auto`); absent: its registered capacity's. */
+  pools?: PoolSizesReport | null;
 }
 
 export class NodeRegistry {
@@ -62,7 +69,7 @@ export class NodeRegistry {
   /** Known nodes from the store after a restart, each given a full heartbeat period before it is declared dead. */
   load(): void {
     for (const row of this.ctx.store.nodes.list()) {
-      this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0, fromStore: true });
+      this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), unconfirmed: new Set(), transportFailures: 0, fromStore: true });
     }
     this.restartHeartbeatClocks();
   }
@@ -95,7 +102,7 @@ export class NodeRegistry {
       registered_at: now,
     };
     this.ctx.store.nodes.upsert(row);
-    this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), dispatchedSinceHeartbeat: 0, transportFailures: 0 });
+    this.#nodes.set(row.node_id, { row, client: this.makeClient(row.url), unconfirmed: new Set(), transportFailures: 0 });
     this.ctx.events.publish('node_registered', { node_id: row.node_id, url: row.url });
     return { row, known: previous !== undefined };
   }
@@ -116,7 +123,10 @@ export class NodeRegistry {
     state.engineOk = parsed.data.engine_ok ?? null;
     if (engineWasOk && state.engineOk === false) this.ctx.events.publish('node_engine_down', { node_id: nodeId });
     if (!engineWasOk && state.engineOk !== false) this.ctx.events.publish('node_engine_up', { node_id: nodeId });
-    state.dispatchedSinceHeartbeat = 0;
+    state.pools = parsed.data.pools ?? null;
+    // Only the dispatches this heartbeat shows the node holding are in its counts now; the rest still count as queued.
+    if (parsed.data.sessions) for (const id of Object.keys(parsed.data.sessions)) state.unconfirmed.delete(id);
+    else state.unconfirmed.clear();
     state.transportFailures = 0;
     const ended = this.ctx.store.transaction(() => {
       this.ctx.store.nodes.upsert(state.row);
@@ -191,9 +201,10 @@ export class NodeRegistry {
    */
   list() {
     const now = this.ctx.clock();
-    return this.states().map(({ row, fromStore, engineOk }) => ({
+    return this.states().map(({ row, fromStore, engineOk, pools }) => ({
       ...row,
       engine_ok: engineOk ?? null,
+      pools: pools ?? null,
       stages: row.healthy && !fromStore ? row.stages : { ...NO_STAGES },
       stages_stale: !row.healthy || fromStore === true,
       last_reported_stages: row.stages,
@@ -209,12 +220,29 @@ export class NodeRegistry {
       healthy: s.row.healthy,
       draining: s.row.draining,
       engine_ok: s.engineOk ?? null,
-      capacity: s.row.capacity,
+      capacity: effectiveCapacity(s.row.capacity, s.pools ?? null),
       stages: s.row.stages,
       in_flight: this.inFlightCount(s.row.node_id),
-      dispatched_since_heartbeat: s.dispatchedSinceHeartbeat,
+      dispatched_since_heartbeat: this.#unconfirmedCount(s),
       state: s,
     };
+  }
+
+  /** Of the node's unconfirmed dispatches, those still in flight there (a refused or finished one no longer counts). */
+  #unconfirmedCount(s: NodeState): number {
+    const mine = this.#inFlight.get(s.row.node_id);
+    let n = 0;
+    for (const id of s.unconfirmed) {
+      if (mine?.has(id)) n++;
+      else s.unconfirmed.delete(id);
+    }
+    return n;
+  }
+
+  /** A session was just dispatched to the node: it counts as queued there until a heartbeat lists it. */
+  dispatched(state: NodeState, sessionId: string): void {
+    this.track(state.row.node_id, sessionId);
+    state.unconfirmed.add(sessionId);
   }
 
   track(nodeId: string, sessionId: string): void {
@@ -226,6 +254,7 @@ export class NodeRegistry {
   /** Forget a session on a node; true when it was tracked there. */
   untrack(nodeId: string, sessionId: string): boolean {
     this.#endedSightings.delete(sessionId);
+    this.#nodes.get(nodeId)?.unconfirmed.delete(sessionId);
     return this.#inFlight.get(nodeId)?.delete(sessionId) ?? false;
   }
 
@@ -234,6 +263,7 @@ export class NodeRegistry {
     this.#endedSightings.delete(sessionId);
     const nodes: string[] = [];
     for (const [nodeId, set] of this.#inFlight) if (set.delete(sessionId)) nodes.push(nodeId);
+    for (const state of this.#nodes.values()) state.unconfirmed.delete(sessionId);
     return nodes;
   }
 
@@ -256,4 +286,14 @@ export class NodeRegistry {
     }
     return out;
   }
+}
+
+/**
+ * The capacity the scheduler plans with: the registered one, its INIT pool and READY buffer lowered to what the node
+ * reported using (`pool_sizing: auto` sizes them below the configured bounds, and a node's pump starts INIT only while
+ * INIT + READY fit in the buffer in use, so a session counted on the registered buffer would wait in its queue).
+ */
+export function effectiveCapacity(capacity: NodeCapacity, pools: PoolSizesReport | null): NodeCapacity {
+  if (!pools) return capacity;
+  return { ...capacity, init_workers: Math.min(capacity.init_workers, pools.init_workers), ready_buffer: Math.min(capacity.ready_buffer, pools.ready_buffer) };
 }

@@ -3,7 +3,8 @@
  * once it is back; running ones are left alone; past `engineWaitMs` the waiting ones end ERROR "engine down: …".
  * The engine is a flag behind a real EngineHealthMonitor (as `polar gateway` wires it); the fake runtime's harness
  * exits 1 when the engine is down at its end (a harness that got 502s), and `beforeSession` throws while it is down
- * (the simulator's script registration).
+ * (the simulator's script registration). A session held while the engine is re-checked after its `beforeSession`
+ * failed stays in the stage counts the rollout server plans with.
  */
 import { afterEach, expect, test } from 'bun:test';
 import type { TaskRequest } from '../../src/core/records.ts';
@@ -122,4 +123,31 @@ test('engine down past engineWaitMs: the waiting sessions end ERROR "engine down
   }
   expect(engine.inits).toEqual([]);
   expect(engine.spawned).toEqual([]);
+});
+
+test('a session whose beforeSession failed stays in the stage counts while the engine is re-checked', async () => {
+  const store = openStore(':memory:');
+  cleanup.push(() => store.close());
+  let answer!: () => void;
+  const recheck = new Promise<void>((r) => { answer = r; });
+  const e: Engine = { up: true, spawned: [], inits: [] };
+  const health = () => ({ ok: e.up, error: e.up ? null : 'down' });
+  let failures = 1;
+  const n = new GatewayNode({
+    nodeId: 'n', store, workRoot: '/nonexistent', runtimeFactory: fakeRuntimes(e, 50), engineHealth: health,
+    checkEngine: async () => { await recheck; return health(); },
+    beforeSession: async () => { if (failures-- > 0) throw new Error('cannot reach the simulator'); },
+  });
+  cleanup.push(() => n.stop({ graceMs: 100 }), () => answer());
+  n.dispatch(spec('s0', task()));
+  await Bun.sleep(50);
+  // In no queue while the check runs, but still on this node: the rollout server must count it (it goes back to the
+  // queue or on to POSTRUN).
+  expect(n.stageCounts()).toEqual({ queued: 1, init: 0, ready: 0, running: 0, postrun: 0 });
+  answer();
+  const result = await n.wait('s0');
+  // The engine was up: the failure was the session's own.
+  expect(result.status).toBe('ERROR');
+  for (let i = 0; i < 100 && n.stageCounts().postrun > 0; i++) await Bun.sleep(10);
+  expect(n.stageCounts()).toEqual({ queued: 0, init: 0, ready: 0, running: 0, postrun: 0 });
 });

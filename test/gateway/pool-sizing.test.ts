@@ -67,13 +67,15 @@ afterEach(async () => {
  * 18 sessions (INIT ~10 ms, RUN 150 ms, one run worker); the most sessions in INIT + READY once 10 have started RUN
  * (by then the sessions prepared under the configured sizes before the first observations have run).
  */
-async function maxPreparedAhead(poolSizing: 'fixed' | 'auto') {
+async function maxPreparedAhead(poolSizing: 'fixed' | 'auto', rolloutUrl?: string) {
   const store: Store = openStore(':memory:');
   const node = new GatewayNode({
     nodeId: 'n1', capacity: { init_workers: 6, ready_buffer: 6, max_run_workers: 1, postrun_workers: 2 }, poolSizing,
     store, workRoot: '/nonexistent', runtimeFactory: fakeRuntimes(10, 150),
+    ...(rolloutUrl ? { rollout: { url: rolloutUrl, heartbeatIntervalMs: 20 } } : {}),
   });
   cleanup.push(async () => { await node.stop(); store.close(); });
+  if (rolloutUrl) await node.start();
   let runsStarted = 0;
   let maxAhead = 0;
   node.onEvent((e) => {
@@ -97,6 +99,34 @@ test('a node with pool_sizing auto prepares only as far ahead as INIT / RUN call
   const auto = await maxPreparedAhead('auto');
   expect(auto.pools).toEqual({ init_workers: 2, ready_buffer: 2 });
   expect(auto.maxAhead).toBeLessThanOrEqual(2);
+});
+
+test('a pool_sizing auto node reports the pools in use in its heartbeats (the rollout server plans with them); fixed reports none', async () => {
+  const beats: Record<string, unknown>[] = [];
+  const rollout = Bun.serve({
+    hostname: '127.0.0.1', port: 0,
+    fetch: async (req) => {
+      if (new URL(req.url).pathname.endsWith('/heartbeat')) beats.push((await req.json()) as Record<string, unknown>);
+      return Response.json({ ok: true });
+    },
+  });
+  cleanup.push(async () => { rollout.stop(true); });
+  const url = `http://127.0.0.1:${rollout.port}`;
+  const store: Store = openStore(':memory:');
+  const fixed = new GatewayNode({ nodeId: 'fixed', store, workRoot: '/nonexistent', rollout: { url, heartbeatIntervalMs: 20 } });
+  await fixed.start();
+  const until = async (cond: () => boolean) => {
+    const deadline = Date.now() + 2000;
+    while (!cond() && Date.now() < deadline) await Bun.sleep(10);
+  };
+  await until(() => beats.length > 0);
+  await fixed.stop();
+  store.close();
+  expect(beats.length).toBeGreaterThan(0);
+  expect(beats.some((b) => 'pools' in b)).toBe(false);
+  await maxPreparedAhead('auto', url);
+  await until(() => beats.some((b) => JSON.stringify(b.pools) === JSON.stringify({ init_workers: 2, ready_buffer: 2 })));
+  expect(beats.filter((b) => 'pools' in b).at(-1)?.pools).toEqual({ init_workers: 2, ready_buffer: 2 });
 });
 
 test('gateway.nodes[].pool_sizing reaches the node settings; unknown values are rejected', () => {

@@ -27,20 +27,33 @@ export const nodeRegistrationSchema = z.object({
 });
 
 /**
+ * The INIT pool and READY buffer a node uses now. With `pool_sizing: auto` they are sized from observed stage times
+ * (src/gateway/pool-sizing.ts) and may be below the registered capacity's, which the scheduler must then use.
+ */
+export const poolSizesSchema = z.object({
+  init_workers: z.number().int().min(0),
+  ready_buffer: z.number().int().min(0),
+});
+
+/**
  * A heartbeat: stage counts, and optionally the live status of each session the node holds (session_id → status);
- * unknown statuses are ignored so a newer node can report more.
+ * unknown statuses are ignored so a newer node can report more. The server takes a session id listed here as seen by
+ * the node when the counts were taken (a dispatch not listed yet still counts as queued on the node).
  */
 export const heartbeatSchema = z.object({
   stages: stageCountsSchema,
   sessions: z.record(z.string().min(1), z.string()).optional(),
   /** Whether the node's inference engine answers its health checks (absent: the node does not check). */
   engine_ok: z.boolean().optional(),
+  /** The pools in use now when they differ from the registered capacity (`pool_sizing: auto`); absent: the capacity's. */
+  pools: poolSizesSchema.optional(),
 });
 
 export type StageCounts = z.infer<typeof stageCountsSchema>;
 export type NodeCapacity = z.infer<typeof nodeCapacitySchema>;
 export type NodeRegistration = z.infer<typeof nodeRegistrationSchema>;
 export type Heartbeat = z.infer<typeof heartbeatSchema>;
+export type PoolSizesReport = z.infer<typeof poolSizesSchema>;
 
 /** Headers of a JSON call between control-plane parties: `authorization: Bearer <token>` when a token is set. */
 export function controlPlaneHeaders(token: string | null | undefined): Record<string, string> {

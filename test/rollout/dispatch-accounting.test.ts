@@ -1,0 +1,80 @@
+/**
+ * What the rollout server counts on a node when it decides to dispatch there, against fake gateway nodes
+ * (test/support/fake-node.ts): a heartbeat the node built before a dispatch reached it does not erase that dispatch;
+ * and the pools a `pool_sizing: auto` node reports bound what it is sent.
+ */
+import { afterEach, expect, test } from 'bun:test';
+import { RolloutServer } from '../../src/rollout/server.ts';
+import { openStore, type Store } from '../../src/store/index.ts';
+import { startFakeGatewayNode } from '../support/fake-node.ts';
+import { taskRequest } from '../support/tasks.ts';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+const idle = { queued: 0, init: 0, ready: 0, running: 0, postrun: 0 };
+
+function setup() {
+  const store: Store = openStore(':memory:');
+  const server = new RolloutServer({ store, tickMs: 60_000, heartbeatTimeoutMs: 60_000 }).start();
+  cleanups.push(() => store.close(), () => server.stop());
+  return { store, server };
+}
+
+function fakeNode() {
+  const node = startFakeGatewayNode();
+  cleanups.push(() => node.stop());
+  return node;
+}
+
+async function post(url: string, body: unknown) {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+async function until(cond: () => boolean, ms = 3000) {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await Bun.sleep(5);
+  }
+}
+
+test('a heartbeat built before a dispatch reached the node does not erase it: the node is not sent more than it can take', async () => {
+  const { server } = setup();
+  const node = fakeNode();
+  // One session before POSTRUN (1 RUN slot, no READY buffer), two in all.
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity: { init_workers: 1, ready_buffer: 0, max_run_workers: 1, postrun_workers: 1 } });
+  await post(`${server.url}/rollout/task/submit`, taskRequest('t', { num_samples: 3 }));
+  await until(() => node.dispatched.length === 1);
+  const first = node.dispatched[0]!.session_id;
+  // Built by the node before the dispatch arrived: idle, and not listing the session.
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: idle, sessions: {} });
+  await Bun.sleep(100);
+  expect(node.dispatched).toHaveLength(1);
+  // The next heartbeat lists it, running: still full.
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: { ...idle, running: 1 }, sessions: { [first]: 'RUNNING' } });
+  await Bun.sleep(100);
+  expect(node.dispatched).toHaveLength(1);
+  // In POSTRUN its RUN slot is free again: the next one goes out.
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: { ...idle, postrun: 1 }, sessions: { [first]: 'POST_RUN' } });
+  await until(() => node.dispatched.length === 2);
+});
+
+test('a pool_sizing auto node is sent what the pools it reports can take, not what its registered capacity could', async () => {
+  const { server } = setup();
+  const node = fakeNode();
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity: { init_workers: 4, ready_buffer: 4, max_run_workers: 1, postrun_workers: 4 } });
+  // Auto sized the READY buffer down to 1: the node starts INIT for at most 1 RUN + 1 READY; more would wait in its queue.
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: idle, sessions: {}, pools: { init_workers: 1, ready_buffer: 1 } });
+  expect(server.listNodes()[0]).toMatchObject({ pools: { init_workers: 1, ready_buffer: 1 } });
+  await post(`${server.url}/rollout/task/submit`, taskRequest('t', { num_samples: 6 }));
+  await until(() => node.dispatched.length >= 2);
+  await Bun.sleep(100);
+  expect(node.dispatched).toHaveLength(2);
+  // Without pools in its heartbeats (pool_sizing fixed) the registered capacity holds: 1 RUN + 4 READY.
+  await post(`${server.url}/nodes/n1/heartbeat`, { stages: { ...idle, queued: 2 }, sessions: Object.fromEntries(node.dispatched.map((d) => [d.session_id, 'REGISTERED'])) });
+  await until(() => node.dispatched.length === 5);
+});
