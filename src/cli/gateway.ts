@@ -94,6 +94,7 @@ export function register(program: Command): void {
         engineHealth: () => engineHealth.state(),
         checkEngine: () => engineHealth.checkNow().then(() => engineHealth.state()),
         engineWaitMs: config.gateway.engine_wait_s * 1000,
+        engineHandbackMs: config.gateway.engine_handback_s === null ? null : config.gateway.engine_handback_s * 1000,
         beforeSession: config.engine.kind === 'sim' ? simScriptRegistrar(config.engine.url) : undefined,
         log,
       });

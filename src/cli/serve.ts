@@ -73,6 +73,7 @@ export function register(program: Command): void {
           },
           heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000,
           engineWaitMs: config.gateway.engine_wait_s * 1000,
+          engineHandbackMs: config.gateway.engine_handback_s === null ? null : config.gateway.engine_handback_s * 1000,
           controlPlaneToken: config.rollout.control_plane_token,
           proxyOptions: proxyOptionsFromConfig(config.proxy),
           log: (line) => console.error(`polar serve: ${line}`),

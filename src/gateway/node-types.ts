@@ -151,6 +151,15 @@ export interface GatewayNodeOptions {
    * `gateway.engine_wait_s`, default 600 000.
    */
   engineWaitMs?: number;
+  /**
+   * With `rollout`: how long the engine must have been down for a waiting session (queued, or READY with no harness
+   * started and no completion captured) before the node gives it back to the rollout server (`POST
+   * /nodes/{id}/handback`), which dispatches it to another node, or here again once the engine is back, as the same
+   * session and sample with attempt + 1 and no failed result. A READY one's sandbox is torn down. The server takes
+   * nothing back while no other node could run it; those keep waiting here (up to `engineWaitMs`) and are offered again
+   * every 10 s. ms; config `gateway.engine_handback_s`, default 60 000; null: never hand back.
+   */
+  engineHandbackMs?: number | null;
   /** While sessions wait for the engine, how often `engineHealth` is read (no engine call), ms; default 1000. */
   engineWaitPollMs?: number;
   /**

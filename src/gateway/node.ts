@@ -21,8 +21,8 @@ import {
   errorText, StageAborted,
   type GatewayCapacity, type GatewayNodeOptions, type NodeContext, type ProxyMetricsView, type Session, type SessionEvent, type SessionListFilter, type SessionView,
 } from './node-types.ts';
-import { postrun } from './postrun.ts';
-import { announceDraining, announceLeaving, startRegistration } from './registration.ts';
+import { postrun, teardown } from './postrun.ts';
+import { announceDraining, announceLeaving, handBack, startRegistration } from './registration.ts';
 import { createRuntime, describeSandbox, parseRuntimeSpec, type GatewayEndpoint, type SandboxDescription, type RuntimeFactory, type RuntimeSpec } from './runtimes/index.ts';
 import { GatewaySocket } from './runtimes/tunnel.ts';
 import { evaluatorSourceProblems, uploadSourceProblems } from '../core/upload-roots.ts';
@@ -55,6 +55,17 @@ export type { GatewayCapacity, GatewayNodeOptions, GatewayStore, SessionEvent, S
 
 /** How long a session waits for a down engine before it ends ERROR, ms (config `gateway.engine_wait_s`). */
 export const DEFAULT_ENGINE_WAIT_MS = 600_000;
+
+/**
+ * How long the engine must have been down for a waiting session before the node gives it back to the rollout server,
+ * ms (config `gateway.engine_handback_s`): longer than a few of the engine checks (every 10 s) so a blip hands nothing
+ * back, and a tenth of `DEFAULT_ENGINE_WAIT_MS`, so other nodes get the work long before it would fail here.
+ */
+export const DEFAULT_ENGINE_HANDBACK_MS = 60_000;
+/** After a handback the server declined in part (no other node could run them) or could not be asked, ms. */
+const HANDBACK_RETRY_MS = 10_000;
+/** Most sessions one handback offers (the server's limit, src/core/contracts/nodes.ts `handbackSchema`); more go next. */
+const MAX_HANDBACK = 10_000;
 
 const DEFAULT_CAPACITY: GatewayCapacity = { init_workers: 4, ready_buffer: 4, max_run_workers: 8, postrun_workers: 4 };
 
@@ -101,6 +112,19 @@ export class GatewayNode {
   private engineRecheck: Promise<void> | null = null;
   /** Sessions whose `beforeSession` failed, held out of every queue while the engine re-check runs: counted as queued. */
   private readonly rechecking = new Set<Session>();
+  /** Engine-down wait before a waiting session is handed back to the rollout server, ms; null: never. */
+  private readonly engineHandbackMs: number | null;
+  /** Sessions offered to the rollout server (out of their queue while it answers); counted in their stage. */
+  private readonly handingBack = new Set<Session>();
+  private handbackInFlight: Promise<void> | null = null;
+  /** No handback before this (node clock ms): one was declined or failed. */
+  private nextHandbackAt = 0;
+  /**
+   * While started: notices an engine that went down while nothing else happened (no dispatch, no stage ending, e.g.
+   * harnesses that run for minutes), so the queued and READY sessions start waiting (budget paused, wait clock and
+   * handback running) then, not at the next stage change.
+   */
+  private engineWatch: ReturnType<typeof setInterval> | null = null;
   /** Reads `engineHealth` while sessions wait for the engine (ends them after `engineWaitMs`); null when none wait. */
   private engineWaitTimer: ReturnType<typeof setInterval> | null = null;
 
@@ -118,6 +142,8 @@ export class GatewayNode {
     }
     this.engineWaitMs = opts.engineWaitMs ?? DEFAULT_ENGINE_WAIT_MS;
     if (!(this.engineWaitMs >= 0)) throw new Error(`gateway engineWaitMs must be ≥ 0, got ${opts.engineWaitMs}`);
+    this.engineHandbackMs = opts.engineHandbackMs === undefined ? DEFAULT_ENGINE_HANDBACK_MS : opts.engineHandbackMs;
+    if (this.engineHandbackMs !== null && !(this.engineHandbackMs >= 0)) throw new Error(`gateway engineHandbackMs must be ≥ 0 or null, got ${opts.engineHandbackMs}`);
     this.keepFinished = opts.keepFinishedSessions ?? 256;
     if (!Number.isInteger(this.keepFinished) || this.keepFinished < 0) throw new Error(`gateway keepFinishedSessions must be an integer ≥ 0, got ${opts.keepFinishedSessions}`);
     this.pools = { init_workers: this.capacity.init_workers, ready_buffer: this.capacity.ready_buffer };
@@ -178,6 +204,13 @@ export class GatewayNode {
       host: this.opts.host ?? '127.0.0.1', port: this.opts.port ?? 0, token: this.opts.controlPlaneToken ?? null, fallback: proxy?.fetch,
     });
     this.gatewayUrlValue ??= this.url;
+    if (this.opts.engineHealth) {
+      this.engineWatch = setInterval(() => {
+        const waiting = this.initQueue.length + this.readyQueue.length > 0;
+        if (waiting && this.engineWaitTimer === null && this.engineRecheck === null && this.engineDown() !== null) this.pump();
+      }, this.opts.engineWaitPollMs ?? 1000);
+      this.engineWatch.unref?.();
+    }
     // Network-isolated sandboxes reach this node only through this socket: the model API, none of the session API.
     this.gatewaySocket = await GatewaySocket.open((req, server) => proxy ? proxy.fetch(req, server) : Response.json({ error: 'not found' }, { status: 404 }));
     if (this.opts.rollout) {
@@ -226,6 +259,8 @@ export class GatewayNode {
     await Promise.allSettled(pending.map((s) => s.done));
     await Promise.allSettled([...this.background]);
     this.stopEngineWait();
+    if (this.engineWatch) clearInterval(this.engineWatch);
+    this.engineWatch = null;
     this.server?.stop(true);
     this.server = null;
     await this.gatewaySocket?.close();
@@ -397,13 +432,15 @@ export class GatewayNode {
   /**
    * Sessions by stage, as `GET /health` and the heartbeat report them (the rollout server plans its dispatches with
    * them): every unfinished session is in exactly one count. One being re-checked after its `beforeSession` failed
-   * counts as queued (it goes back there, or to POSTRUN).
+   * counts as queued (it goes back there, or to POSTRUN); one offered to the rollout server counts in its stage.
    */
   stageCounts(): StageCounts {
+    let offeredReady = 0;
+    for (const s of this.handingBack) if (s.stage === 'ready') offeredReady++;
     return {
-      queued: this.initQueue.length + this.rechecking.size,
+      queued: this.initQueue.length + this.rechecking.size + (this.handingBack.size - offeredReady),
       init: this.initing.size,
-      ready: this.readyQueue.length,
+      ready: this.readyQueue.length + offeredReady,
       running: this.runningSet.size,
       postrun: this.postrunQueue.length + this.postrunning.size,
     };
@@ -497,6 +534,92 @@ export class GatewayNode {
       s.end = { kind: 'error', error: `engine down: not started after waiting ${waited} s for the engine (gateway.engine_wait_s ${this.engineWaitMs / 1000}): ${down}` };
       this.endWaiting(s);
     }
+    this.maybeHandBack(now, down);
+  }
+
+  /**
+   * The engine is still down: offer the rollout server the waiting sessions that have waited `engineHandbackMs` and
+   * whose harness never started (none captured a completion of this attempt), one request at a time. They leave their
+   * queue while it answers; those it took back leave the node (`release`), the others return to their queue.
+   */
+  private maybeHandBack(now: number, down: string): void {
+    const rollout = this.opts.rollout;
+    const after = this.engineHandbackMs;
+    if (!rollout || after === null || this.handbackInFlight !== null || this.draining || now < this.nextHandbackAt) return;
+    const due = [...this.initQueue, ...this.readyQueue].filter((s) =>
+      s.end === null && s.engineWaitSince !== null && now - s.engineWaitSince >= after && s.proc === null && !this.capturedAny(s)).slice(0, MAX_HANDBACK);
+    if (due.length === 0) return;
+    const offered = new Set(due);
+    this.initQueue = this.initQueue.filter((x) => !offered.has(x));
+    this.readyQueue = this.readyQueue.filter((x) => !offered.has(x));
+    for (const s of due) this.handingBack.add(s);
+    const since = due.reduce((min, s) => Math.min(min, s.engineWaitSince!), now);
+    const waited = Math.round((now - since) / 100) / 10;
+    const reason = `engine down for ${waited} s (gateway.engine_handback_s ${after / 1000}): ${down}`;
+    const membership = { server: rollout.url, nodeId: this.nodeId, token: this.opts.controlPlaneToken, fetch: this.opts.fetch, log: this.opts.log };
+    const job = handBack(membership, due.map((s) => s.id), reason).then((taken) => this.handbackAnswered(due, taken, reason));
+    this.handbackInFlight = job;
+    this.track(job);
+  }
+
+  /** Whether the session's current attempt captured a model call (then it started work: never handed back). */
+  private capturedAny(s: Session): boolean {
+    const attempt = s.spec.attempt ?? 0;
+    return this.opts.store.completions.listBySession(s.id).some((c) => (c.attempt ?? 0) === attempt);
+  }
+
+  /** The rollout server answered a handback (`taken`: the ids it queued again; null: it could not be asked). */
+  private handbackAnswered(offered: Session[], taken: string[] | null, reason: string): void {
+    this.handbackInFlight = null;
+    const took = new Set(taken ?? []);
+    const back: Session[] = [];
+    let released = 0;
+    for (const s of offered) {
+      // Cancelled or interrupted meanwhile: endWaiting took it to POSTRUN (a result the server may take as stale).
+      if (!this.handingBack.delete(s) || s.end !== null) continue;
+      if (took.has(s.id)) {
+        this.release(s, reason);
+        released++;
+      } else back.push(s);
+    }
+    if (released > 0) this.opts.log?.(`handed ${released} unstarted session(s) back to the rollout server: ${reason}`);
+    if (back.length > 0 || taken === null) this.nextHandbackAt = this.clock() + HANDBACK_RETRY_MS;
+    if (back.length > 0) this.returnToQueues(back);
+  }
+
+  /** Sessions the server did not take back: to the front of their queue, in order, still waiting for the engine. */
+  private returnToQueues(back: Session[]): void {
+    const ready = back.filter((s) => s.stage === 'ready');
+    this.readyQueue.unshift(...ready);
+    for (const s of back.filter((x) => x.stage !== 'ready').reverse()) {
+      const at = this.initQueue.findIndex((x) => x.priority <= s.priority);
+      if (at === -1) this.initQueue.push(s);
+      else this.initQueue.splice(at, 0, s);
+    }
+    // The engine came back while the server answered: their wait ends here (stopEngineWait already ran).
+    if (this.engineWaitTimer === null) {
+      for (const s of back) {
+        s.engineWaitSince = null;
+        if (s.deadlineLeftMs !== null) this.armDeadline(s, s.deadlineLeftMs);
+        s.deadlineLeftMs = null;
+      }
+    }
+    this.pump();
+  }
+
+  /**
+   * The rollout server took the session back: it leaves this node as if never dispatched here (no result, no record,
+   * so a dispatch of it here again is accepted); a READY one's sandbox is torn down in the background.
+   */
+  private release(s: Session, reason: string): void {
+    this.clearTimers(s);
+    this.sessions.delete(s.id);
+    s.stage = 'done';
+    s.abort.abort(new StageAborted('handed back'));
+    if (s.runtime || s.evalRuntime) this.track(teardown(this.ctx, s));
+    this.events.publish('session_handed_back', {
+      session_id: s.id, task_id: s.spec.task.task_id, sample_index: s.spec.sample_index, attempt: s.spec.attempt ?? 0, node_id: this.nodeId, reason,
+    });
   }
 
   /** The engine is up (or nothing waits): stop reading it, resume the paused budgets, clear the waits. */
@@ -594,7 +717,9 @@ export class GatewayNode {
    * stage is left to the stage it is in, which sees the end when it returns.
    */
   private endWaiting(s: Session): void {
-    if (s.stage === 'queued') this.initQueue = this.initQueue.filter((x) => x !== s);
+    if (this.handingBack.delete(s)) {
+      // Offered to the rollout server and ended meanwhile (cancel, stop): POSTRUN reports it as usual.
+    } else if (s.stage === 'queued') this.initQueue = this.initQueue.filter((x) => x !== s);
     else if (s.stage === 'ready') this.readyQueue = this.readyQueue.filter((x) => x !== s);
     else return;
     this.toPostrun(s);

@@ -131,8 +131,11 @@ async function evaluate(ctx: NodeContext, s: Session, evaluator: Evaluator, runt
   });
 }
 
-/** Stop the session and evaluation runtimes; always runs, never throws (failures are logged). */
-async function teardown(ctx: NodeContext, s: Session): Promise<void> {
+/**
+ * Stop the session and evaluation runtimes (each bounded by `teardownTimeoutMs`, default 60 000 ms); always runs, never
+ * throws (failures are logged). Also used for a READY session handed back to the rollout server (node.ts).
+ */
+export async function teardown(ctx: NodeContext, s: Session): Promise<void> {
   const timeout = ctx.opts.teardownTimeoutMs ?? 60_000;
   const stops: Promise<void>[] = [];
   if (s.proc) stops.push(s.proc.kill().catch(() => {}));

@@ -3,7 +3,7 @@
  * and each held session's live status every interval; a 404 heartbeat (the server forgot the node: restart, drain)
  * registers again. Shapes: src/core/contracts/nodes.ts.
  */
-import { controlPlaneHeaders, type NodeCapacity, type PoolSizesReport, type StageCounts } from '../core/contracts/index.ts';
+import { controlPlaneHeaders, handbackAnswerSchema, type NodeCapacity, type PoolSizesReport, type StageCounts } from '../core/contracts/index.ts';
 import { postWithRetry } from './callback.ts';
 import { errorText } from './node-types.ts';
 
@@ -104,4 +104,38 @@ export function announceDraining(o: Membership): Promise<void> {
  */
 export function announceLeaving(o: Membership): Promise<void> {
   return tellServer(o, 'POST', '/leave', 'leave notice');
+}
+
+/**
+ * Give sessions back to the rollout server (`POST /nodes/{id}/handback` `{session_ids, reason}`): the node's engine
+ * has been down for `gateway.engine_handback_s` and these have not started. Resolves with the ids the server took back
+ * (queued again there; the node must drop exactly those), [] when it took none or does not know the endpoint or the
+ * node (404), null when it could not be asked (network, timeout after `timeoutMs`, default 5000, other statuses).
+ * Never throws.
+ */
+export async function handBack(o: Membership, sessionIds: readonly string[], reason: string): Promise<string[] | null> {
+  const base = o.server.replace(/\/+$/, '');
+  try {
+    const response = await (o.fetch ?? fetch)(`${base}/nodes/${encodeURIComponent(o.nodeId)}/handback`, {
+      method: 'POST', headers: controlPlaneHeaders(o.token), body: JSON.stringify({ session_ids: sessionIds, reason }),
+      signal: AbortSignal.timeout(o.timeoutMs ?? 5000),
+    });
+    if (response.status === 404) {
+      await response.body?.cancel();
+      return [];
+    }
+    if (!response.ok) {
+      o.log?.(`handback to ${base}: HTTP ${response.status} ${(await response.text()).slice(0, 200)}`);
+      return null;
+    }
+    const parsed = handbackAnswerSchema.safeParse(await response.json());
+    if (!parsed.success) {
+      o.log?.(`handback to ${base}: unexpected answer`);
+      return null;
+    }
+    return parsed.data.requeued;
+  } catch (error) {
+    o.log?.(`handback to ${base} failed: ${errorText(error)}`);
+    return null;
+  }
 }

@@ -9,6 +9,7 @@ export interface RolloutMetrics {
   tasksSubmitted: Counter;
   sessionsDispatched: Counter;
   sessionsRedispatched: Counter;
+  sessionsHandedBack: Counter;
   sessionResults: Counter<'status'>;
   duplicateResults: Counter;
   staleResults: Counter;
@@ -28,6 +29,7 @@ export function createRolloutMetrics(): RolloutMetrics {
     tasksSubmitted: new Counter({ name: 'polar_rollout_tasks_submitted_total', help: 'TaskRequests accepted', registers }),
     sessionsDispatched: new Counter({ name: 'polar_rollout_sessions_dispatched_total', help: 'Session dispatches to gateway nodes (re-dispatches included)', registers }),
     sessionsRedispatched: new Counter({ name: 'polar_rollout_sessions_redispatched_total', help: 'Sessions put back in the queue after their node failed or forgot them', registers }),
+    sessionsHandedBack: new Counter({ name: 'polar_rollout_sessions_handed_back_total', help: 'Unstarted sessions a gateway whose engine was down gave back (POST /nodes/{id}/handback), queued again for another node', registers }),
     sessionResults: new Counter({ name: 'polar_rollout_session_results_total', help: 'Session results stored, by status', labelNames: ['status'], registers }),
     duplicateResults: new Counter({ name: 'polar_rollout_duplicate_results_total', help: 'Session results acknowledged and ignored because the session already had one', registers }),
     staleResults: new Counter({ name: 'polar_rollout_stale_results_total', help: 'Session results of a dispatch attempt that is no longer current, recorded and ignored', registers }),

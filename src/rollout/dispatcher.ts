@@ -167,6 +167,35 @@ export class Dispatcher {
   }
 
   /**
+   * A node whose engine has been down a while gives back sessions it holds but has not started (`POST
+   * /nodes/{id}/handback`): each one this server dispatched there and still has open is queued again, same session id
+   * and sample index, with attempt + 1 like any re-dispatch (a result of the handed-back dispatch, which the node
+   * dropped, would be stale). No result is recorded, so it is no failed attempt. Taken back only while another node
+   * could run them (healthy, not draining, engine not reported down): otherwise nothing is taken, and the sessions wait
+   * on their node, bounded by its `gateway.engine_wait_s`, instead of waiting unbounded in this server's queue.
+   * Returns the ids taken back (the node drops exactly those).
+   */
+  handBack(nodeId: string, sessionIds: readonly string[], reason: string): string[] {
+    const elsewhere = this.nodes.states().some((s) => s.row.node_id !== nodeId && s.row.healthy && !s.row.draining && s.engineOk !== false);
+    if (!elsewhere) return [];
+    const tracked = new Set(this.nodes.inFlight(nodeId));
+    const taken: string[] = [];
+    this.ctx.store.transaction(() => {
+      for (const id of new Set(sessionIds)) {
+        if (!tracked.has(id)) continue;
+        const s = this.ctx.store.sessions.get(id);
+        if (!s || FINAL_SESSION.has(s.status) || s.node_id !== nodeId) continue;
+        this.nodes.untrack(nodeId, id);
+        this.ctx.store.sessions.update(id, { status: 'REGISTERED', node_id: null, attempt: s.attempt + 1 });
+        taken.push(id);
+        this.ctx.metrics.sessionsHandedBack.inc();
+        this.ctx.events.publish('session_handed_back', { session_id: id, task_id: s.task_id, sample_index: s.sample_index, from_node: nodeId, attempt: s.attempt + 1, reason });
+      }
+    });
+    return taken;
+  }
+
+  /**
    * Ask a node what it holds (`GET /sessions`) and compare with what this server thinks it runs there: a session the
    * node holds is adopted (its attempt taken over: nothing is dispatched again or cancelled); one it does not hold goes
    * back to the queue with attempt + 1. An unreachable node is left to the heartbeat timeout.

@@ -168,6 +168,12 @@ export class NodeRegistry {
     return ended;
   }
 
+  /** The node said its engine is down (a handback): no dispatch to it until a heartbeat says the engine is back. */
+  engineDown(state: NodeState): void {
+    if (state.engineOk !== false) this.ctx.events.publish('node_engine_down', { node_id: state.row.node_id });
+    state.engineOk = false;
+  }
+
   /** Drain a node: it gets no new sessions; the ones it runs finish. @throws HttpError 404 for an unknown node. */
   drain(nodeId: string): { node_id: string; draining: true; in_flight: number } {
     const state = this.#nodes.get(nodeId);

@@ -33,6 +33,7 @@ export interface RolloutApi {
   heartbeat(nodeId: string, input: unknown): unknown;
   drainNode(nodeId: string): unknown;
   nodeLeaving(nodeId: string): unknown;
+  nodeHandback(nodeId: string, input: unknown): unknown;
   acceptResult(input: unknown): Promise<unknown>;
   metricsText(): Promise<{ text: string; contentType: string }>;
 }
@@ -108,6 +109,7 @@ export function rolloutRoutes(server: RolloutApi, token: string | null, health: 
     '/nodes/register': { POST: guarded(async (req) => server.registerNode(await body(req))) },
     '/nodes/:id/heartbeat': { POST: guarded(async (req) => server.heartbeat(req.params.id!, await body(req))) },
     '/nodes/:id/leave': { POST: guarded((req) => server.nodeLeaving(req.params.id!)) },
+    '/nodes/:id/handback': { POST: guarded(async (req) => server.nodeHandback(req.params.id!, await body(req))) },
     '/nodes/:id': {
       GET: guarded((req) => server.nodeInfo(req.params.id!) ?? json({ error: `unknown node ${req.params.id!}` }, 404)),
       // GatewayNodeInfo after the drain, plus our {draining, in_flight}.

@@ -11,7 +11,7 @@
 import { uploadSourceProblems, evaluatorSourceProblems } from '../core/upload-roots.ts';
 import type { Clock } from '../core/clock.ts';
 import { systemClock } from '../core/clock.ts';
-import { formatProblems, LIVE_SESSION_STATUSES, parseWireTaskRequest, resultAttempt, runnableProblems } from '../core/contracts/index.ts';
+import { formatIssues, formatProblems, handbackSchema, LIVE_SESSION_STATUSES, parseWireTaskRequest, resultAttempt, runnableProblems } from '../core/contracts/index.ts';
 import { newSessionSecret } from '../core/ids.ts';
 import { EventHub } from '../observe/events.ts';
 import { createRolloutMetrics, type RolloutMetrics } from '../observe/metrics.ts';
@@ -297,6 +297,26 @@ export class RolloutServer {
     this.#dispatcher.nodeLost(state, 'node stopping');
     void this.pump();
     return { node_id: nodeId, requeued: held };
+  }
+
+  /**
+   * A node whose engine has been down for its `gateway.engine_handback_s` gives back the sessions it has not started
+   * (`POST /nodes/{id}/handback`, body `{session_ids, reason?}`): the node's engine counts as down from now (no
+   * dispatch to it until a heartbeat says it is back), and each session this server dispatched there and still has
+   * open is queued again for another node (Dispatcher.handBack: none while no other node could run it). Answers
+   * `{node_id, requeued: [ids]}`.
+   * @throws HttpError 404 for an unknown node, 400 for an invalid body.
+   */
+  nodeHandback(nodeId: string, input: unknown): { node_id: string; requeued: string[] } {
+    const state = this.#nodes.get(nodeId);
+    if (!state) throw new HttpError(404, `unknown node ${nodeId}`);
+    const parsed = handbackSchema.safeParse(input);
+    if (!parsed.success) throw new HttpError(400, `invalid handback: ${formatIssues(parsed.error)}`);
+    this.#nodes.engineDown(state);
+    const requeued = this.#dispatcher.handBack(nodeId, parsed.data.session_ids, parsed.data.reason ?? 'engine down');
+    this.events.publish('node_handback', { node_id: nodeId, offered: parsed.data.session_ids.length, requeued: requeued.length, reason: parsed.data.reason ?? null });
+    if (requeued.length > 0) void this.pump();
+    return { node_id: nodeId, requeued };
   }
 
   /** Drain a node: it gets no new sessions; the ones it runs finish. @throws HttpError 404 for an unknown node. */

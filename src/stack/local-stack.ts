@@ -94,6 +94,12 @@ export interface LocalStackOptions {
   engineCheckIntervalMs?: number;
   /** How long a session waits for a down engine before it ends ERROR, ms (config `gateway.engine_wait_s`; default 600 000). */
   engineWaitMs?: number;
+  /**
+   * How long a waiting session's engine is down before the node gives it back to the rollout server, ms, or null for
+   * never (config `gateway.engine_handback_s`; default 60 000). The server takes it back only while another node that
+   * registered with it could run it.
+   */
+  engineHandbackMs?: number | null;
   log?: (line: string) => void;
 }
 
@@ -182,6 +188,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
       engineHealth: () => engineHealth!.state(),
       checkEngine: () => engineHealth!.checkNow().then(() => engineHealth!.state()),
       ...(opts.engineWaitMs !== undefined ? { engineWaitMs: opts.engineWaitMs } : {}),
+      ...(opts.engineHandbackMs !== undefined ? { engineHandbackMs: opts.engineHandbackMs } : {}),
       beforeSession: engineSpec.kind === 'sim' ? simScriptRegistrar(engineSpec.url) : undefined,
       log: opts.log,
     });

@@ -1,7 +1,8 @@
 /**
  * What the rollout server counts on a node when it decides to dispatch there, against fake gateway nodes
  * (test/support/fake-node.ts): a heartbeat the node built before a dispatch reached it does not erase that dispatch;
- * and the pools a `pool_sizing: auto` node reports bound what it is sent.
+ * the pools a `pool_sizing: auto` node reports bound what it is sent; and a node whose engine is down hands its
+ * unstarted sessions back (`POST /nodes/{id}/handback`), taken only while another node could run them.
  */
 import { afterEach, expect, test } from 'bun:test';
 import { RolloutServer } from '../../src/rollout/server.ts';
@@ -77,4 +78,34 @@ test('a pool_sizing auto node is sent what the pools it reports can take, not wh
   // Without pools in its heartbeats (pool_sizing fixed) the registered capacity holds: 1 RUN + 4 READY.
   await post(`${server.url}/nodes/n1/heartbeat`, { stages: { ...idle, queued: 2 }, sessions: Object.fromEntries(node.dispatched.map((d) => [d.session_id, 'REGISTERED'])) });
   await until(() => node.dispatched.length === 5);
+});
+
+test('handback: sessions a node with a down engine has not started go to another node as the same sessions, attempt + 1, no result', async () => {
+  const { server, store } = setup();
+  const a = fakeNode();
+  const b = fakeNode();
+  const capacity = { init_workers: 2, ready_buffer: 1, max_run_workers: 1, postrun_workers: 1 };
+  await post(`${server.url}/nodes/register`, { node_id: 'a', url: a.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, taskRequest('t', { num_samples: 3 }));
+  await until(() => a.dispatched.length === 2);
+  const onA = a.dispatched.map((d) => d.session_id);
+  // Alone, A gives nothing back: the sessions would only wait, unbounded, on the server; but its engine counts as down.
+  const alone = await post(`${server.url}/nodes/a/handback`, { session_ids: onA, reason: 'engine down for 60 s' });
+  expect(alone).toEqual({ status: 200, body: { node_id: 'a', requeued: [] } });
+  expect(server.listNodes()[0]).toMatchObject({ engine_ok: false });
+  expect(store.sessions.listByTask('t').filter((s) => s.node_id === 'a').map((s) => s.attempt)).toEqual([0, 0]);
+  // B joins: it takes the one left, then what A hands back, same ids and samples, attempt 1.
+  await post(`${server.url}/nodes/register`, { node_id: 'b', url: b.url, capacity: { ...capacity, ready_buffer: 4 } });
+  await until(() => b.dispatched.length === 1);
+  const back = await post(`${server.url}/nodes/a/handback`, { session_ids: [...onA, 'not-dispatched-here', b.dispatched[0]!.session_id], reason: 'engine down for 70 s' });
+  expect(back.body).toEqual({ node_id: 'a', requeued: onA });
+  await until(() => b.dispatched.length === 3);
+  expect(b.dispatched.slice(1).map((d) => [d.session_id, d.sample_index, d.attempt])).toEqual(a.dispatched.map((d) => [d.session_id, d.sample_index, 1]));
+  expect(a.dispatched).toHaveLength(2);
+  expect(a.cancelled).toEqual([]);
+  for (const id of onA) expect(store.results.get(id)).toBeNull();
+  expect(store.sessions.listByTask('t').map((s) => s.node_id)).toEqual(['b', 'b', 'b']);
+  // Bad bodies and unknown nodes.
+  expect((await post(`${server.url}/nodes/a/handback`, { session_ids: [] })).status).toBe(400);
+  expect((await post(`${server.url}/nodes/nope/handback`, { session_ids: ['x'] })).status).toBe(404);
 });

@@ -99,6 +99,8 @@ export const gatewaySchema = z
     heartbeat_interval_s: z.number().positive().default(5).describe('Seconds between a node\'s heartbeats to the rollout server.'),
     /** How long a session waits for a down engine (GatewayNodeOptions.engineWaitMs). */
     engine_wait_s: z.number().nonnegative().default(600).describe('Seconds a session that has not started waits for a down engine (the node\'s periodic engine check, every 10 s, or a check after a session failed says so) before it ends ERROR with "engine down: …" (an infrastructure failure `polar run --max-retries` re-runs). While the engine is down a node starts no queued session (INIT) and no READY one (RUNNING); a READY session\'s timeout_seconds does not run while it waits; running sessions go on.'),
+    /** How long the engine is down before waiting sessions go back to the rollout server (GatewayNodeOptions.engineHandbackMs). */
+    engine_handback_s: z.number().nonnegative().nullable().default(60).describe('Seconds a session that has not started (queued, or READY with no harness started) waits for a down engine before its node gives it back to the rollout server (`POST /nodes/{id}/handback`), which dispatches it to another node, or to this one once its engine is back: same session and sample, attempt + 1, no failed result; a READY sandbox is torn down. The server takes nothing back while no other node could run it (healthy, not draining, engine up): those keep waiting, up to engine_wait_s, and are offered again every 10 s. Only for a node with a rollout server (rollout_url, or `polar serve`\'s own node); null never hands back. Keep it below engine_wait_s.'),
   })
   .describe('Gateway nodes: sandboxes, harness runs and trajectory building.');
 

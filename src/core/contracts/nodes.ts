@@ -49,11 +49,25 @@ export const heartbeatSchema = z.object({
   pools: poolSizesSchema.optional(),
 });
 
+/**
+ * `POST /nodes/{id}/handback`: a node whose engine has been down for `gateway.engine_handback_s` gives back sessions
+ * it holds but has not started (queued, or READY with no harness started); the server queues again those it
+ * dispatched there and still has open, and answers `{node_id, requeued: [ids]}`. The node drops exactly those.
+ */
+export const handbackSchema = z.object({
+  session_ids: z.array(z.string().min(1).max(512)).min(1).max(10_000),
+  /** Why (logged and in the server's event), e.g. "engine down for 60 s: connect ECONNREFUSED". */
+  reason: z.string().max(2000).optional(),
+});
+export const handbackAnswerSchema = z.object({ node_id: z.string(), requeued: z.array(z.string()) });
+
 export type StageCounts = z.infer<typeof stageCountsSchema>;
 export type NodeCapacity = z.infer<typeof nodeCapacitySchema>;
 export type NodeRegistration = z.infer<typeof nodeRegistrationSchema>;
 export type Heartbeat = z.infer<typeof heartbeatSchema>;
 export type PoolSizesReport = z.infer<typeof poolSizesSchema>;
+export type Handback = z.infer<typeof handbackSchema>;
+export type HandbackAnswer = z.infer<typeof handbackAnswerSchema>;
 
 /** Headers of a JSON call between control-plane parties: `authorization: Bearer <token>` when a token is set. */
 export function controlPlaneHeaders(token: string | null | undefined): Record<string, string> {
