@@ -609,7 +609,8 @@ export class GatewayNode {
 
   /**
    * The rollout server took the session back: it leaves this node as if never dispatched here (no result, no record,
-   * so a dispatch of it here again is accepted); a READY one's sandbox is torn down in the background.
+   * so a dispatch of it here again is accepted); a READY one's sandbox is torn down in the background. A `wait` on it
+   * from before stays pending (the session ends on another node); `get` and `wait` from now on know it no more.
    */
   private release(s: Session, reason: string): void {
     this.clearTimers(s);
