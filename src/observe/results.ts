@@ -1,8 +1,8 @@
 /**
  * Readable results from a store: one row per session (task, sample, status, reward, turns, completions, chains,
  * trainable tokens, re-rendered joins, duration, error) for `polar results`, and session lookup by id prefix or by
- * task and sample for `polar trace show`. Sessions captured by a standalone proxy (records, no task) are listed too,
- * with status CAPTURED and no reward. A session that `polar run --max-retries` re-ran names the session that did
+ * task and sample (the sample's last attempt) for `polar trace show`. Sessions captured by a standalone proxy (records,
+ * no task) are listed too, with status CAPTURED and no reward. A session that `polar run --max-retries` re-ran names the session that did
  * (`retried_by`), and the totals count each sample by its last attempt (src/rollout/run-retries.ts finalAttempts).
  */
 import type { SessionResult } from '../core/records.ts';
@@ -112,7 +112,8 @@ export function resultRows(store: Store, filter: ResultFilter = {}): ResultRow[]
 }
 
 /**
- * The session meant by `--session ID|PREFIX` or `--task T --sample N`.
+ * The session meant by `--session ID|PREFIX` or `--task T --sample N`: for a task, the session of the sample's last
+ * attempt (a `polar run --max-retries` retry's when one re-ran it; src/rollout/run-retries.ts finalAttempts).
  * @throws Error naming the candidates when a prefix is ambiguous, or saying what is missing.
  */
 export function resolveSession(store: Store, q: { session?: string; task?: string; sample?: number }): string {
@@ -127,7 +128,10 @@ export function resolveSession(store: Store, q: { session?: string; task?: strin
   }
   if (q.task === undefined) throw new Error('give --session ID (or a prefix of one) or --task T --sample N');
   if (!store.tasks.get(q.task)) throw new Error(`unknown task ${JSON.stringify(q.task)} (polar results --db FILE lists them)`);
-  const sessions = store.sessions.listByTask(q.task);
+  // A sample that `polar run --max-retries` re-ran is shown by its last attempt, as the run's summary counts it; a
+  // retry's own id (`<task_id>~retry<k>`) still names its sessions directly.
+  const final = finalAttempts(store, store.tasks.list().map((t) => t.task.task_id)).find((t) => t.task_id === q.task);
+  const sessions = final ? final.samples : store.sessions.listByTask(q.task);
   const sample = q.sample ?? (sessions.length === 1 ? sessions[0]!.sample_index : undefined);
   if (sample === undefined) throw new Error(`task ${q.task} has ${sessions.length} samples: add --sample N (0..${sessions.length - 1})`);
   const hit = sessions.find((s) => s.sample_index === sample);

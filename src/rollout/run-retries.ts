@@ -78,8 +78,11 @@ export interface FinalTask {
  * order of `taskIds`, with `num_samples` samples each; a retry's session k replaces sample `metadata.retry_samples[k]`
  * of `metadata.retry_of` (stores written before retry_samples existed: that request's k-th infrastructure failure, the
  * order retryRequests used). A retry whose parent is not among `taskIds`, or whose sessions do not each replace an
- * infrastructure failure of its parent, or that was stored before its parent (a retry of an earlier run of the id,
- * which `polar run --fresh` archived), is listed as a task of its own. Ids the store does not hold are skipped.
+ * infrastructure failure of its parent, or that was stored before its parent (a retry of an earlier run of the id
+ * that is not among `taskIds`), is listed as a task of its own. Archived runs fold too: a run that `polar run --fresh`
+ * (or a trainer reusing ids) moved aside as `<task_id>@run<n>` keeps its retries, which still name `<task_id>` in
+ * `retry_of`, when those are among `taskIds` (the parent is the run of that id created last before the retry).
+ * Ids the store does not hold are skipped.
  */
 export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTask[] {
   const ids = [...new Set(taskIds)];
@@ -95,31 +98,55 @@ export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTa
     slots.set(taskId, new Map(samples.map((s) => [s.sample_index, s])));
     out.push({ task_id: taskId, samples });
   };
-  let pending: TaskRow[] = [];
+  /** Runs of each id among the rows: the id itself and its archived runs `<id>@run<n>` (store/tasks.ts archiveRun). */
+  const runs = new Map<string, TaskRow[]>();
   for (const row of rows) {
-    const parent = retryOf(row.task);
-    const parentRow = parent === null || parent === row.task.task_id ? undefined : byId.get(parent);
-    // A retry stored before its parent re-ran an earlier run of that id (one `polar run --fresh` archived).
-    if (parentRow && row.created_at >= parentRow.created_at) pending.push(row);
+    const base = row.task.task_id.replace(/@run\d+$/, '');
+    runs.set(base, [...(runs.get(base) ?? []), row]);
+  }
+  let pending: { row: TaskRow; parent: string }[] = [];
+  for (const row of rows) {
+    const parent = retryParent(row, runs);
+    if (parent !== null) pending.push({ row, parent });
     else addTask(row);
   }
   // Round k+1 folds into round k's slots, so a retry waits until its parent is placed.
   for (let placed = true; pending.length > 0 && placed;) {
     placed = false;
-    const waiting: TaskRow[] = [];
-    for (const row of pending) {
-      const parentSlots = slots.get(retryOf(row.task)!);
+    const waiting: typeof pending = [];
+    for (const entry of pending) {
+      const parentSlots = slots.get(entry.parent);
       if (!parentSlots) {
-        waiting.push(row);
+        waiting.push(entry);
         continue;
       }
       placed = true;
-      if (!foldRetry(store, row.task, parentSlots, slots)) addTask(row);
+      if (!foldRetry(store, entry.row.task, entry.parent, parentSlots, slots)) addTask(entry.row);
     }
     pending = waiting;
   }
-  for (const row of pending) addTask(row);
+  for (const { row } of pending) addTask(row);
   return out;
+}
+
+/**
+ * The id of the stored run a retry re-ran, or null (not a retry, or its parent is not among the rows). `metadata.retry_of`
+ * names the id as it was when the retry was submitted; a later run of that id (`polar run --fresh`, a trainer reusing
+ * ids) archived that run as `<retry_of>@run<n>` and the retry may have been archived too. So the parent is the run of
+ * `retry_of` (the id itself or an archived `@run<n>`) created last no later than the retry; a retry stored before every
+ * run of its parent re-ran one that is not among the rows.
+ */
+function retryParent(row: TaskRow, runs: Map<string, TaskRow[]>): string | null {
+  const parent = retryOf(row.task);
+  if (parent === null || parent === row.task.task_id) return null;
+  let best: TaskRow | null = null;
+  for (const candidate of runs.get(parent.replace(/@run\d+$/, '')) ?? []) {
+    const id = candidate.task.task_id;
+    if (id !== parent && !id.startsWith(`${parent}@run`)) continue;
+    if (id === row.task.task_id || candidate.created_at > row.created_at) continue;
+    if (best === null || candidate.created_at > best.created_at) best = candidate;
+  }
+  return best?.task.task_id ?? null;
 }
 
 /** `metadata.retry_of` of a retry request; null for any other. */
@@ -129,11 +156,11 @@ function retryOf(task: TaskRequest): string | null {
 }
 
 /**
- * Put the sessions of `retry` in the slots of the parent samples they re-ran; false (nothing changed) when they do not
- * map one-to-one onto samples of the parent whose own session failed for an infrastructure reason.
+ * Put the sessions of `retry` in the slots of the samples of `parent` (the stored id of the run it re-ran) they re-ran;
+ * false (nothing changed) when they do not map one-to-one onto samples of the parent whose own session failed for an
+ * infrastructure reason.
  */
-function foldRetry(store: Store, retry: TaskRequest, parentSlots: Map<number, FinalSample>, slots: Map<string, Map<number, FinalSample>>): boolean {
-  const parent = retryOf(retry)!;
+function foldRetry(store: Store, retry: TaskRequest, parent: string, parentSlots: Map<number, FinalSample>, slots: Map<string, Map<number, FinalSample>>): boolean {
   const sessions = store.sessions.listByTask(retry.task_id).sort((a, b) => a.sample_index - b.sample_index);
   const recorded = retry.metadata?.retry_samples;
   const targets = Array.isArray(recorded) && recorded.every((n) => Number.isSafeInteger(n)) ? (recorded as number[]) : infrastructureFailures(store, parent);

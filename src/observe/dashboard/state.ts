@@ -49,6 +49,10 @@ export interface DashboardTask {
   /** Every session in sample order; `reward` null until evaluated (or when it never was). */
   session_list: { session_id: string; sample_index: number; status: string; node_id: string | null; finished: boolean; reward: number | null }[];
   mean_reward: number | null;
+  /**
+   * Passing samples (reward ≥ PASS_REWARD) over the task's samples less the cancelled ones; null before any result, or
+   * when every sample was cancelled.
+   */
   pass_at_1: number | null;
   /** The group's policy_version: the one version its usable sessions were sampled at, else the declared one. */
   policy_version: string | null;
@@ -99,8 +103,11 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
       if (error !== null) errors.push({ at: s.updated_at, task_id: taskId, session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, error });
     }
     const scored = rewards.filter((x): x is number => x !== null);
-    // pass@1 as c/n over the task's samples; a finished session without a reward counts as a failure.
-    const passAt1 = results.size === 0 ? null : scored.filter((x) => x >= PASS_REWARD).length / Math.max(row.task.num_samples, results.size);
+    // pass@1 as c/n over the task's samples; a finished session without a reward counts as a failure, except a
+    // cancelled one (task cancel, early stop, run deadline): it was never judged, so it is out of n as well.
+    const cancelled = sessions.filter((s) => s.status === 'CANCELLED' || results.get(s.session_id)?.status === 'CANCELLED').length;
+    const judged = Math.max(row.task.num_samples, results.size) - cancelled;
+    const passAt1 = results.size === 0 || judged <= 0 ? null : scored.filter((x) => x >= PASS_REWARD).length / judged;
     // The group's rule (src/trace/groups.ts buildGroup): the one version its usable sessions were sampled at, else the
     // task's declared one; so tasks sampled after a weight sync chart under the version set by that sync.
     const sampled = sampledPolicyVersions([...results.values()].filter(isUsable));

@@ -1,0 +1,134 @@
+/**
+ * Views of a store that `polar run --max-retries` wrote, on hand-made stores: task `t` (3 samples; sample 1 failed
+ * for an infrastructure reason) and its retry `t~retry1` that re-ran sample 1 and passed. `polar trace show --task t
+ * --sample 1` shows the retry's session (the sample's last attempt, as the summary counts it); an archived run
+ * (`t@run1`, moved aside when `t` ran again) still folds its retry, in `polar results` and in the export; and the
+ * dashboard's pass@1 leaves cancelled sessions out of its denominator.
+ */
+import { expect, test } from 'bun:test';
+import type { SessionResult, Trace, TrajectoryStatus } from '../../src/core/records.ts';
+import { dashboardState, type DashboardSource } from '../../src/observe/dashboard/state.ts';
+import { formatResultTable, resolveSession, resultRows } from '../../src/observe/results.ts';
+import { exportTraces } from '../../src/rollout/export.ts';
+import { finalAttempts } from '../../src/rollout/run-retries.ts';
+import { putGroup } from '../../src/rollout/store-port.ts';
+import { openStore, type Store } from '../../src/store/index.ts';
+import { buildGroup } from '../../src/trace/groups.ts';
+import { taskRequest } from '../support/tasks.ts';
+
+const INFRA = 'evaluation failed: test command could not run (exit 127)';
+
+function trace(sessionId: string, taskId: string, reward: number): Trace {
+  return {
+    prompt_ids: [1, 2], response_ids: [3, 4], loss_mask: [1, 1], response_logprobs: [-0.5, -0.25], prompt_messages: [], response_messages: [], tools: [],
+    finish_reason: { unified: 'stop', raw: 'stop' }, reward,
+    metadata: { session_id: sessionId, task_id: taskId, builder: 'prefix_merging', harness: 'shell', completion_ids: [`c-${sessionId}`], policy_versions: [null] },
+  };
+}
+
+function result(sessionId: string, taskId: string, status: TrajectoryStatus, reward: number, error: string | null = null): SessionResult {
+  return {
+    session_id: sessionId, task_id: taskId, status, node_id: 'n', error,
+    timing: { init_ms: 0, ready_queue_ms: 0, run_ms: 0, postrun_ms: 0, build_ms: 0, eval_ms: 0, e2e_ms: 0 },
+    trajectory: {
+      status, traces: [trace(sessionId, taskId, reward)],
+      metadata: { reconstruction_stats: { completions: 1, chains: 1, merged: 0, breaks: {} }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
+    },
+  };
+}
+
+/** Store task `id` (its sessions `<prefix>0..2`, sample 1 an infrastructure ERROR) and its finished retry `<prefix>r`. */
+function seedRun(store: Store, clock: { now: number }, prefix: string): void {
+  const task = taskRequest('t', { num_samples: 3 });
+  store.tasks.upsert(task, 'COMPLETED');
+  const results = [result(`${prefix}0`, 't', 'COMPLETED', 1), result(`${prefix}1`, 't', 'ERROR', 0, INFRA), result(`${prefix}2`, 't', 'COMPLETED', 0)];
+  results.forEach((r, i) => {
+    store.sessions.insert({ session_id: r.session_id, task_id: 't', sample_index: i, status: r.status });
+    store.results.put(r);
+  });
+  putGroup(store, buildGroup(task, results.map((r, i) => ({ session_id: r.session_id, sample_index: i })), results, false, clock.now));
+  clock.now += 1000;
+  const retryTask = taskRequest('t~retry1', { num_samples: 1, metadata: { group_id: 't', retry_of: 't', retry_samples: [1] } });
+  store.tasks.upsert(retryTask, 'COMPLETED');
+  const retry = result(`${prefix}r`, 't~retry1', 'COMPLETED', 1);
+  store.sessions.insert({ session_id: retry.session_id, task_id: 't~retry1', sample_index: 0, status: 'COMPLETED' });
+  store.results.put(retry);
+  putGroup(store, buildGroup(retryTask, [{ session_id: retry.session_id, sample_index: 0 }], [retry], false, clock.now));
+  clock.now += 1000;
+}
+
+test('polar trace show --task T --sample N: a sample a retry re-ran resolves to its last attempt; the retry id still resolves directly', () => {
+  const clock = { now: 1_000 };
+  const store = openStore(':memory:', { clock: () => clock.now });
+  try {
+    seedRun(store, clock, 'a');
+    expect(resolveSession(store, { task: 't', sample: 1 })).toBe('ar');
+    expect(resolveSession(store, { task: 't', sample: 0 })).toBe('a0');
+    expect(resolveSession(store, { task: 't~retry1' })).toBe('ar');
+    expect(() => resolveSession(store, { task: 't', sample: 3 })).toThrow('task t has no sample 3 (samples: 0, 1, 2)');
+  } finally {
+    store.close();
+  }
+});
+
+test('an archived run (t@run1, moved aside when t ran again) folds its retry: results, export and trace show count it by last attempt', () => {
+  const clock = { now: 1_000 };
+  const store = openStore(':memory:', { clock: () => clock.now });
+  try {
+    seedRun(store, clock, 'a');
+    // `t` runs again (`polar run --fresh`): the old run is archived as t@run1, its retry t~retry1 too when the new run
+    // needs a retry of its own, which then folds into the new run.
+    store.transaction(() => store.tasks.archiveRun('t'));
+    store.transaction(() => store.tasks.archiveRun('t~retry1'));
+    seedRun(store, clock, 'b');
+    const ids = store.tasks.list().map((t) => t.task.task_id);
+    expect(ids).toEqual(['t@run1', 't~retry1@run1', 't', 't~retry1']);
+    expect(finalAttempts(store, ids).map((t) => [t.task_id, t.samples.map((s) => s.session_id)]))
+      .toEqual([['t@run1', ['a0', 'ar', 'a2']], ['t', ['b0', 'br', 'b2']]]);
+    // `polar results`: the archived run's failed attempt names its retry and stays out of the totals.
+    const rows = resultRows(store);
+    expect(rows.filter((r) => r.retried_by !== null).map((r) => [r.session_id, r.retried_by])).toEqual([['a1', 'ar'], ['b1', 'br']]);
+    expect(formatResultTable(rows)).toContain('8 session(s), 2 re-run by a retry (counted by its last attempt): 6 completed, 0 error, 0 timeout');
+    // The export: one group per run, the retry in the archived run's group, no row of the retry as a group of its own.
+    const exported = exportTraces(store);
+    expect(exported.rows.map((r) => [r.metadata.session_id, r.metadata.task_id, r.sample_index])).toEqual([
+      ['a0', 't@run1', 0], ['ar', 't@run1', 1], ['a2', 't@run1', 2], ['b0', 't', 0], ['br', 't', 1], ['b2', 't', 2],
+    ]);
+    expect(resolveSession(store, { task: 't@run1', sample: 1 })).toBe('ar');
+  } finally {
+    store.close();
+  }
+});
+
+test('an archived retry whose parent was never stored before it is still listed as a task of its own', () => {
+  const clock = { now: 1_000 };
+  const store = openStore(':memory:', { clock: () => clock.now });
+  try {
+    seedRun(store, clock, 'a');
+    store.transaction(() => store.tasks.archiveRun('t'));
+    // Only the retry and the new run are asked for: the archived run it re-ran is not among them.
+    seedRun(store, clock, 'b');
+    expect(finalAttempts(store, ['t', 't~retry1']).map((t) => t.task_id)).toEqual(['t', 't~retry1']);
+  } finally {
+    store.close();
+  }
+});
+
+test('dashboard pass@1: cancelled sessions are out of the denominator, in the task row and per policy_version', async () => {
+  const task = taskRequest('c', { num_samples: 4 });
+  const results = [result('c0', 'c', 'COMPLETED', 1), result('c1', 'c', 'COMPLETED', 0), result('c2', 'c', 'CANCELLED', 0, 'cancelled: run deadline'), result('c3', 'c', 'CANCELLED', 0, 'cancelled: run deadline')];
+  const allCancelled = taskRequest('x', { num_samples: 1 });
+  const byTask = new Map([['c', { task, results }], ['x', { task: allCancelled, results: [result('x0', 'x', 'CANCELLED', 0, 'cancelled')] }]]);
+  const src: DashboardSource = {
+    tasks: () => [...byTask.values()].map((t, i) => ({ task: t.task, status: 'COMPLETED', created_at: i, updated_at: 100 + i })),
+    sessions: (taskId) => byTask.get(taskId)!.results.map((r, i) => ({ session_id: r.session_id, task_id: taskId, sample_index: i, status: r.status, node_id: 'n', attempt: 0, error: null, created_at: 0, updated_at: 0 })),
+    results: (taskId) => byTask.get(taskId)!.results,
+    result: () => null,
+    session: () => null,
+    nodes: () => [],
+    health: () => ({}),
+  };
+  const state = await dashboardState(src, 1_000);
+  expect(state.tasks.map((t) => [t.task_id, t.pass_at_1])).toEqual([['x', null], ['c', 0.5]]);
+  expect(state.policies.map((p) => [p.tasks, p.pass_at_1])).toEqual([[1, 0.5]]);
+});
