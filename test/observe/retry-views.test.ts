@@ -6,7 +6,8 @@
  * dashboard's pass@1 leaves cancelled sessions out of its denominator.
  */
 import { expect, test } from 'bun:test';
-import type { SessionResult, Trace, TrajectoryStatus } from '../../src/core/records.ts';
+import type { ResultStatus } from '../../src/core/contracts/index.ts';
+import type { SessionResult, Trace } from '../../src/core/records.ts';
 import { dashboardState, type DashboardSource } from '../../src/observe/dashboard/state.ts';
 import { formatResultTable, resolveSession, resultRows } from '../../src/observe/results.ts';
 import { exportTraces } from '../../src/rollout/export.ts';
@@ -26,12 +27,13 @@ function trace(sessionId: string, taskId: string, reward: number): Trace {
   };
 }
 
-function result(sessionId: string, taskId: string, status: TrajectoryStatus, reward: number, error: string | null = null): SessionResult {
+function result(sessionId: string, taskId: string, status: ResultStatus, reward: number, error: string | null = null): SessionResult {
   return {
     session_id: sessionId, task_id: taskId, status, node_id: 'n', error,
     timing: { init_ms: 0, ready_queue_ms: 0, run_ms: 0, postrun_ms: 0, build_ms: 0, eval_ms: 0, e2e_ms: 0 },
     trajectory: {
-      status, traces: [trace(sessionId, taskId, reward)],
+      // A cancelled session's trajectory stays ERROR (records.ts SessionResult.status).
+      status: status === 'CANCELLED' ? 'ERROR' : status, traces: [trace(sessionId, taskId, reward)],
       metadata: { reconstruction_stats: { completions: 1, chains: 1, merged: 0, breaks: {} }, evaluation: { outcome_reward: reward }, training_filter: { trainable: status === 'COMPLETED', reasons: [] } },
     },
   };
