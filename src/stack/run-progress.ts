@@ -7,11 +7,11 @@ import { SingleBar } from 'cli-progress';
 
 /** One observation of a running job. */
 export interface RunSnapshot {
-  /** Sessions in the run (tasks × num_samples). */
+  /** Samples in the run (tasks × num_samples); a `--max-retries` retry adds none: it re-runs samples already counted. */
   total: number;
   /** Sessions on the gateway per stage (queued = waiting for INIT). */
   stages: { queued: number; init: number; ready: number; running: number; postrun: number };
-  /** Sessions with a result (any final status). */
+  /** Samples whose last attempt has a result (any final status); a sample a retry is re-running is not done. */
   done: number;
   /** Of those, COMPLETED. */
   completed: number;
@@ -19,7 +19,7 @@ export interface RunSnapshot {
   completions: number;
   /** Prompt + response tokens of those records. */
   tokens: number;
-  /** Sum and count of the outcome rewards of finished sessions. */
+  /** Sum and count of the outcome rewards of finished samples (by last attempt). */
   rewardSum: number;
   rewardCount: number;
 }

@@ -17,7 +17,7 @@ import type { RuntimeSpec } from '../gateway/runtimes/index.ts';
 import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
-import { retryRequests } from '../rollout/run-retries.ts';
+import { finalAttempts, retryRequests } from '../rollout/run-retries.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
@@ -248,11 +248,16 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     }
     if (resumed.length > 0) opts.log?.(`resuming ${resumed.length} unfinished task(s) from the database: ${resumed.join(', ')}`);
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
-    // JSON) on every tick; a resumed db seeds the counts once, and the final snapshot reads the store.
+    // JSON) on every tick; a resumed db, and each retry round, seed the counts from the store, and so does the final
+    // snapshot. The store is read by last attempts (finalAttempts): a sample a retry re-runs counts once, by the
+    // retry's session, so `done` never passes `total` (the run's samples) and rewards are those the summary gives.
     const fromStore = () => {
       const tally = { done: 0, completed: 0, rewardSum: 0, rewardCount: 0 };
-      for (const id of taskIds) {
-        for (const s of stack.server.taskStatus(id)?.sessions ?? []) {
+      const views = new Map(taskIds.flatMap((id) => stack.server.taskStatus(id)?.sessions ?? []).map((s) => [s.session_id, s]));
+      for (const task of finalAttempts(opts.store, taskIds)) {
+        for (const sample of task.samples) {
+          const s = views.get(sample.session_id);
+          if (!s) continue;
           if (s.reward !== null) {
             tally.done++;
             tally.rewardSum += s.reward;
@@ -295,9 +300,11 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
           stack.server.submit(r);
           taskIds.push(r.task_id);
           ours.add(r.task_id);
-          total += r.num_samples;
           retriedSessions += r.num_samples;
         }
+        // The re-run samples are not done any more: their failed attempts leave the counts, `total` stays the run's
+        // samples, and the retry's results count as they arrive.
+        Object.assign(live, fromStore());
       }
       const deadline = opts.deadlineMs !== undefined && Date.now() - startedAt > opts.deadlineMs;
       if (deadline) {
