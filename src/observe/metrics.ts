@@ -31,7 +31,7 @@ export function createRolloutMetrics(): RolloutMetrics {
     sessionsRedispatched: new Counter({ name: 'polar_rollout_sessions_redispatched_total', help: 'Sessions put back in the queue after their node failed or forgot them', registers }),
     sessionsHandedBack: new Counter({ name: 'polar_rollout_sessions_handed_back_total', help: 'Unstarted sessions a gateway whose engine was down gave back (POST /nodes/{id}/handback), queued again for another node', registers }),
     sessionResults: new Counter({ name: 'polar_rollout_session_results_total', help: 'Session results stored, by status', labelNames: ['status'], registers }),
-    duplicateResults: new Counter({ name: 'polar_rollout_duplicate_results_total', help: 'Session results acknowledged and ignored because the session already had one', registers }),
+    duplicateResults: new Counter({ name: 'polar_rollout_duplicate_results_total', help: 'Repeated deliveries of a session result (a callback after the one that delivered it), acknowledged and ignored; not a result this server fetched itself, nor the first result for a session it cancelled', registers }),
     staleResults: new Counter({ name: 'polar_rollout_stale_results_total', help: 'Session results of a dispatch attempt that is no longer current, recorded and ignored', registers }),
     refusedDispatches: new Counter({ name: 'polar_rollout_refused_dispatches_total', help: 'Sessions a gateway refused at dispatch (4xx); each fails alone', registers }),
     trainerCallbacks: new Counter({ name: 'polar_rollout_trainer_callbacks_total', help: 'Trainer callback POSTs by outcome: delivered, retry (failed, tried again later), failed (given up)', labelNames: ['outcome'], registers }),

@@ -12,9 +12,22 @@ import type { NodeRegistry } from './node-registry.ts';
 import { putGroup, type SessionRow } from './store-port.ts';
 import type { TrainerCallbacks } from './trainer-callbacks.ts';
 
+/** At most this many sessions wait in TaskResults' awaited-delivery set; the oldest leave first. */
+const MAX_AWAITED_DELIVERIES = 10_000;
+
+/**
+ * Session metadata key set when a result callback for a session this server had cancelled arrived: that first one is
+ * the node's delivery (it replaces the cancel's placeholder trajectory), only a further one is a duplicate.
+ */
+export const CANCELLED_RESULT_DELIVERED = 'cancelled_result_delivered';
+
 export class TaskResults {
-  /** Sessions `storedWhileDown` finished at start whose callback has not arrived yet. */
-  readonly #foundAtStart = new Set<string>();
+  /**
+   * Sessions whose result this server took without their gateway's callback (found in the store at start,
+   * `storedWhileDown`, or fetched from the node, `recover`) and whose callback has not arrived yet: that callback is
+   * the result's delivery, not a duplicate. Bounded (MAX_AWAITED_DELIVERIES): a callback that never comes is forgotten.
+   */
+  readonly #awaitedDelivery = new Set<string>();
 
   constructor(
     private readonly ctx: RolloutContext,
@@ -44,6 +57,14 @@ export class TaskResults {
    * @throws HttpError 400 on an invalid result, 404 for an unknown session, 409 when task_id does not match.
    */
   async accept(input: unknown): Promise<{ session_id: string; accepted: boolean; duplicate: boolean; stale: boolean }> {
+    return this.#accept(input, true);
+  }
+
+  /**
+   * accept, for a gateway's callback (`delivery`) or a result this server fetched itself (recover): only a delivery
+   * can be a duplicate, and a fetched result that is taken waits for its callback (#awaitedDelivery).
+   */
+  async #accept(input: unknown, delivery: boolean): Promise<{ session_id: string; accepted: boolean; duplicate: boolean; stale: boolean }> {
     let result: SessionResult;
     try {
       result = parseSessionResultOutline(input) as unknown as SessionResult;
@@ -62,12 +83,15 @@ export class TaskResults {
       return { session_id: result.session_id, accepted: false, duplicate: false, stale: true };
     }
     const stored = this.#storeResult(session, result);
-    if (!stored) {
-      // The first callback of a result this server found in the store at start (`storedWhileDown`) is its delivery,
-      // counted then; only a further one is a duplicate.
-      if (!this.#foundAtStart.delete(result.session_id)) this.ctx.metrics.duplicateResults.inc();
+    if (stored !== 'stored') {
+      // Only a repeated delivery of a result is a duplicate: not the first callback of a result this server took
+      // without it (found in the store at start, fetched by recover), not this server's own fetch of a result whose
+      // callback came first, and not the node's first result for a session this server cancelled.
+      const awaited = this.#awaitedDelivery.delete(result.session_id);
+      if (delivery && stored === 'duplicate' && !awaited) this.ctx.metrics.duplicateResults.inc();
       return { session_id: result.session_id, accepted: false, duplicate: true, stale: false };
     }
+    if (!delivery) this.#awaitDelivery(result.session_id);
     this.ctx.metrics.sessionResults.inc({ status: result.status });
     for (const nodeId of this.nodes.untrackEverywhere(session.session_id)) if (nodeId !== result.node_id) void this.dispatcher.cancelOn(nodeId, session.session_id);
     this.ctx.events.publish('session_result', { session_id: session.session_id, task_id: session.task_id, status: result.status, reward: rewardOf(result), node_id: result.node_id });
@@ -82,21 +106,31 @@ export class TaskResults {
    * not final yet, whoever stored the row. A session this server cancelled (task cancel, early stop) keeps CANCELLED
    * in every view, whatever its node reports later (the group was built without it).
    */
-  #storeResult(session: SessionRow, result: SessionResult): boolean {
+  #storeResult(session: SessionRow, result: SessionResult): 'stored' | 'duplicate' | 'cancelled' {
     return this.ctx.store.transaction(() => {
       const current = this.ctx.store.sessions.get(session.session_id);
       if (current?.status === 'CANCELLED') {
         // The node's trajectory replaces the cancel placeholder; the status and the cancel's reason stay.
         const reason = this.ctx.store.results.get(session.session_id)?.error ?? result.error;
         if (!this.ctx.store.results.put({ ...result, status: 'CANCELLED', error: reason })) this.ctx.store.results.setStatus(session.session_id, 'CANCELLED', ['ERROR', 'TIMEOUT', 'COMPLETED']);
-        return false;
+        // The first result for a cancelled session is the node's delivery of it (a gateway sharing the store has put
+        // the row already, so the row cannot tell); the session remembers it, so only a further one is a duplicate.
+        if (current.metadata[CANCELLED_RESULT_DELIVERED] === true) return 'duplicate';
+        this.ctx.store.sessions.update(session.session_id, { metadata: { ...current.metadata, [CANCELLED_RESULT_DELIVERED]: true } });
+        return 'cancelled';
       }
       const fresh = this.ctx.store.results.put(result);
-      if (!current || FINAL_SESSION.has(current.status)) return false;
+      if (!current || FINAL_SESSION.has(current.status)) return 'duplicate';
       const kept = fresh ? result : (this.ctx.store.results.get(session.session_id) ?? result);
       this.ctx.store.sessions.update(session.session_id, { status: kept.status });
-      return true;
+      return 'stored';
     });
+  }
+
+  /** Remember that `sessionId`'s result was taken before its callback arrived (bounded: the oldest is forgotten). */
+  #awaitDelivery(sessionId: string): void {
+    this.#awaitedDelivery.add(sessionId);
+    if (this.#awaitedDelivery.size > MAX_AWAITED_DELIVERIES) this.#awaitedDelivery.delete(this.#awaitedDelivery.values().next().value!);
   }
 
   /**
@@ -106,7 +140,7 @@ export class TaskResults {
    */
   storedWhileDown(sessionId: string, status: string): void {
     this.ctx.metrics.sessionResults.inc({ status });
-    this.#foundAtStart.add(sessionId);
+    this.#awaitDelivery(sessionId);
   }
 
   /**
@@ -122,7 +156,7 @@ export class TaskResults {
       const view = await client.getSession(id).catch(() => null);
       if (!view?.result) continue;
       try {
-        const outcome = await this.accept(view.result);
+        const outcome = await this.#accept(view.result, false);
         this.ctx.events.publish('result_recovered', { session_id: id, node_id: nodeId, accepted: outcome.accepted, stale: outcome.stale });
       } catch (error) {
         this.ctx.events.publish('result_recovered', { session_id: id, node_id: nodeId, accepted: false, error: error instanceof Error ? error.message : String(error) });
@@ -135,7 +169,7 @@ export class TaskResults {
     const reason = `refused by gateway ${nodeId}: ${error}`;
     const result = placeholderResult(session, 'ERROR', nodeId, reason, attempt);
     this.ctx.metrics.refusedDispatches.inc();
-    if (!this.#storeResult({ ...session, attempt }, result)) return;
+    if (this.#storeResult({ ...session, attempt }, result) !== 'stored') return;
     this.ctx.metrics.sessionResults.inc({ status: 'ERROR' });
     this.ctx.events.publish('session_result', { session_id: session.session_id, task_id: session.task_id, status: 'ERROR', reward: 0, node_id: nodeId, error: reason });
     void this.checkTask(session.task_id);

@@ -473,6 +473,49 @@ test('a session whose node result arrives while its cancel is in flight keeps th
   expect(store.results.get(node.dispatched[0]!.session_id)).toMatchObject({ status: 'CANCELLED', error: 'cancelled: by request' });
 });
 
+test('duplicate_results: the late callback of a result the server recovered from its node is no duplicate; a further copy is', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  const duplicates = async () => Number(/^polar_rollout_duplicate_results_total (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())![1]);
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t-late', { num_samples: 1 }));
+  await until(() => node.dispatched.length === 1);
+  const [a] = node.dispatched;
+  // The node finished a; its callback is late, so the server fetches the result after two heartbeats (recover).
+  node.results.set(a!.session_id, resultFor(a!, 1));
+  const beat = () => post(`${server.url}/nodes/n1/heartbeat`, { stages: idle, sessions: { [a!.session_id]: 'COMPLETED' } });
+  await beat();
+  await beat();
+  await until(() => store.sessions.get(a!.session_id)?.status === 'COMPLETED');
+  // The late callback is the result's one delivery; a further copy is a duplicate.
+  expect((await post(`${server.url}/callbacks/session_result`, resultFor(a!, 1))).body).toMatchObject({ accepted: false, duplicate: true });
+  expect(await duplicates()).toBe(0);
+  await post(`${server.url}/callbacks/session_result`, resultFor(a!, 1));
+  expect(await duplicates()).toBe(1);
+});
+
+test('duplicate_results: the node\'s first result for a session the server cancelled is no duplicate; a second is', async () => {
+  const store = openStore(':memory:');
+  cleanups.push(() => store.close());
+  const server = makeServer(store);
+  const node = fakeNode();
+  const duplicates = async () => Number(/^polar_rollout_duplicate_results_total (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())![1]);
+  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
+  await post(`${server.url}/rollout/task/submit`, task('t-cancelled', { num_samples: 1 }));
+  await until(() => node.dispatched.length === 1);
+  const [b] = node.dispatched;
+  await fetch(`${server.url}/rollout/task/t-cancelled`, { method: 'DELETE' });
+  // The node's result (its trajectory, kept under the cancel's status and reason).
+  expect((await post(`${server.url}/callbacks/session_result`, resultFor(b!, 0, 'n1', 'ERROR'))).body).toMatchObject({ accepted: false, duplicate: true });
+  expect(store.results.get(b!.session_id)).toMatchObject({ status: 'CANCELLED', error: 'cancelled: by request' });
+  expect(store.results.get(b!.session_id)?.trajectory.metadata.placeholder).toBeUndefined();
+  expect(await duplicates()).toBe(0);
+  await post(`${server.url}/callbacks/session_result`, resultFor(b!, 0, 'n1', 'ERROR'));
+  expect(await duplicates()).toBe(1);
+});
+
 test('bad input gives 4xx, never a crash', async () => {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());
