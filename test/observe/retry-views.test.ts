@@ -2,7 +2,8 @@
  * Views of a store that `polar run --max-retries` wrote, on hand-made stores: task `t` (3 samples; sample 1 failed
  * for an infrastructure reason) and its retry `t~retry1` that re-ran sample 1 and passed. `polar trace show --task t
  * --sample 1` shows the retry's session (the sample's last attempt, as the summary counts it); an archived run
- * (`t@run1`, moved aside when `t` ran again) still folds its retry, in `polar results` and in the export; and the
+ * (`t@run1`, moved aside when `t` ran again) still folds its retry (archived with it or left under its own id), in
+ * `polar results` and in the export; and the
  * dashboard's pass@1 leaves cancelled sessions out of its denominator.
  */
 import { expect, test } from 'bun:test';
@@ -102,14 +103,20 @@ test('an archived run (t@run1, moved aside when t ran again) folds its retry: re
   }
 });
 
-test('an archived retry whose parent was never stored before it is still listed as a task of its own', () => {
+test('a retry left under its own id when its task ran again folds into the archived run, never into the new one', () => {
   const clock = { now: 1_000 };
   const store = openStore(':memory:', { clock: () => clock.now });
   try {
     seedRun(store, clock, 'a');
     store.transaction(() => store.tasks.archiveRun('t'));
-    // Only the retry and the new run are asked for: the archived run it re-ran is not among them.
-    seedRun(store, clock, 'b');
+    // The new run needed no retry, so the old run's t~retry1 keeps its id.
+    store.tasks.upsert(taskRequest('t', { num_samples: 1 }), 'COMPLETED');
+    store.sessions.insert({ session_id: 'b0', task_id: 't', sample_index: 0, status: 'COMPLETED' });
+    store.results.put(result('b0', 't', 'COMPLETED', 1));
+    const ids = store.tasks.list().map((t) => t.task.task_id);
+    expect(ids).toEqual(['t@run1', 't~retry1', 't']);
+    expect(finalAttempts(store, ids).map((t) => [t.task_id, t.samples.map((s) => s.session_id)])).toEqual([['t@run1', ['a0', 'ar', 'a2']], ['t', ['b0']]]);
+    // Without the archived run among the ids, the retry is a task of its own (as before).
     expect(finalAttempts(store, ['t', 't~retry1']).map((t) => t.task_id)).toEqual(['t', 't~retry1']);
   } finally {
     store.close();
