@@ -194,7 +194,7 @@ export function register(program: Command): void {
     .description("print a session's traces decoded for humans; masked (loss_mask 0) spans are bracketed ⟦…⟧")
     .requiredOption('--db <file>', 'SQLite store written by polar')
     .option('--session <id>', 'the session to show: its id or a unique prefix of it (polar results lists them)')
-    .option('--task <id>', 'with --sample: the session of this task and sample')
+    .option('--task <id>', 'with --sample: the session of this task and sample (its last attempt when a polar run --max-retries retry re-ran it)')
     .option('--sample <n>', 'sample index within --task (default: the only one)', parseSampleIndex)
     .option('--html <file>', "write the session as a self-contained HTML page (the dashboard's token view) instead of printing it")
     .option('--builder <name>', `builder when no result is stored, or with --rebuild (${BUILDER_NAMES.join('|')}; default prefix_merging)`)

@@ -3,8 +3,7 @@
  * for an infrastructure reason) and its retry `t~retry1` that re-ran sample 1 and passed. `polar trace show --task t
  * --sample 1` shows the retry's session (the sample's last attempt, as the summary counts it); an archived run
  * (`t@run1`, moved aside when `t` ran again) still folds its retry (archived with it or left under its own id), in
- * `polar results` and in the export; and the
- * dashboard's pass@1 leaves cancelled sessions out of its denominator.
+ * `polar results` and in the export; and the dashboard's pass@1 leaves cancelled sessions out of its denominator.
  */
 import { expect, test } from 'bun:test';
 import type { ResultStatus } from '../../src/core/contracts/index.ts';
