@@ -4,9 +4,9 @@
  * (TLS, proxies, streamed answers).
  *
  * Why not `fetch`: Bun's `fetch` hands every call to its HTTP client thread and back, and copies a request body from
- * ~16 KB up into a fresh 514 KB block. On the proxy's hot path (one engine call per proxied call) that cost more than
- * the proxy's own work: a 100 KB POST to a local engine took 208–310 µs with `fetch` against 132–143 µs here, and a
- * small one 82–128 µs against 52–59 µs, at 40–50 % less CPU (bench/README.md#session-17). undici, the maintained
+ * ~16 KB up into a fresh 514 KB block. On the proxy's hot path (one engine call per proxied call) that was a large
+ * share of a call: a 100 KB POST to a local engine took 208–310 µs with `fetch` against 132–143 µs here, and a
+ * small one 82–128 µs against 52–59 µs, at 15–47 % less CPU (bench/README.md#session-17). undici, the maintained
  * HTTP/1.1 client, runs under Bun but cost twice `fetch`'s CPU in the same test, so no library does this job well
  * here; the client below is the part of HTTP/1.1 an engine call needs and nothing more.
  *
