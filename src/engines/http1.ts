@@ -376,7 +376,9 @@ export class Http1Pool {
     connection.call = null;
     connection.socket?.unref();
     call.resolve({ status: call.parser.status, headers: call.parser.headers, body: call.parser.body() });
-    if (!call.parser.keepAlive || rest.byteLength > 0 || connection.closed) {
+    // Part of the request body still unsent (the server answered early): the connection carries no other call, which
+    // would have to wait behind it and whose bytes the server may not read as a new request.
+    if (!call.parser.keepAlive || rest.byteLength > 0 || connection.closed || connection.pending !== null) {
       connection.closed = true;
       connection.socket?.end();
       return;
@@ -414,23 +416,23 @@ export class Http1Pool {
       // Small requests go out in one write; a large body follows its head without being copied next to it.
       const first = body !== undefined && body.byteLength <= 16 * 1024 ? Buffer.concat([head, body]) : head;
       const rest = first === head ? body : undefined;
-      if (!this.write(connection, first) || rest === undefined) return;
-      this.write(connection, rest);
+      // The body follows even when the socket kept part of the head for its drain (it queues behind it).
+      if (this.write(connection, first) && rest !== undefined) this.write(connection, rest);
     });
   }
 
-  /** Write bytes, keeping what the socket does not take for its drain. @returns whether everything was taken. */
+  /**
+   * Write bytes, keeping what the socket does not take for its drain (bytes written later queue behind them).
+   * @returns false when the socket is closed (its close handler fails the call), else true.
+   */
   private write(connection: Connection, bytes: Uint8Array): boolean {
     if (connection.pending !== null) {
       connection.pending = Buffer.concat([connection.pending, bytes]);
-      return false;
+      return true;
     }
     const written = connection.socket!.write(bytes);
-    if (written < 0) return false; // closed: the close handler fails the call
-    if (written < bytes.byteLength) {
-      connection.pending = Buffer.from(bytes.subarray(written));
-      return false;
-    }
+    if (written < 0) return false;
+    if (written < bytes.byteLength) connection.pending = Buffer.from(bytes.subarray(written));
     return true;
   }
 }

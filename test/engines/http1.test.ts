@@ -200,3 +200,54 @@ test('engineFetchJson over the client: a 503 with Retry-After maps to upstream, 
   if (timedOut instanceof GatewayError) expect(timedOut.kind).toBe('timeout');
   else expect(timedOut).toEqual({ ok: true });
 });
+
+test('an answer that arrives before the request body is sent: the body still goes out whole and the next call is not lost', async () => {
+  // A server that answers POST /big as soon as it has its head (as a proxy rejecting a call early does), keeps the
+  // connection and reads the rest of the body before the next request; it answers any other call after its body.
+  let connections = 0;
+  const heads: string[] = [];
+  const listener = Bun.listen<{ buffered: Buffer; skip: number; answer: string | null }>({
+    hostname: '127.0.0.1',
+    port: 0,
+    socket: {
+      open(socket) {
+        connections++;
+        socket.data = { buffered: Buffer.alloc(0), skip: 0, answer: null };
+      },
+      data(socket, data) {
+        let bytes = Buffer.concat([socket.data.buffered, data]);
+        for (;;) {
+          if (socket.data.skip > 0) {
+            const n = Math.min(socket.data.skip, bytes.byteLength);
+            socket.data.skip -= n;
+            bytes = bytes.subarray(n);
+            if (socket.data.skip > 0) break;
+          }
+          if (socket.data.answer !== null) socket.write(json(socket.data.answer));
+          socket.data.answer = null;
+          const end = bytes.indexOf('\r\n\r\n');
+          if (end < 0) break;
+          const head = bytes.toString('latin1', 0, end);
+          heads.push(head);
+          socket.data.skip = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
+          bytes = bytes.subarray(end + 4);
+          if (head.startsWith('POST /big')) socket.write(json(`{"n":${heads.length}}`));
+          else if (socket.data.skip === 0) socket.write(json(`{"n":${heads.length}}`));
+          else socket.data.answer = `{"n":${heads.length}}`;
+        }
+        socket.data.buffered = Buffer.from(bytes);
+      },
+    },
+  });
+  listeners.push(listener as unknown as TCPSocketListener<Peer>);
+  const pool = new Http1Pool('127.0.0.1', listener.port);
+  const signal = AbortSignal.timeout(5_000);
+  const first = await pool.request({ method: 'POST', path: '/big', headers: {}, body: Buffer.alloc(16 * 1024 * 1024), signal });
+  expect(Buffer.from(first.body).toString()).toBe('{"n":1}');
+  // A body over the one-write size (16 KiB): head and body go out in two writes.
+  const second = await pool.request({ method: 'POST', path: '/next', headers: {}, body: Buffer.alloc(64 * 1024, 97), signal });
+  expect(Buffer.from(second.body).toString()).toBe('{"n":2}');
+  expect(heads[1]).toStartWith('POST /next HTTP/1.1');
+  pool.close();
+  expect(connections).toBe(2); // the first connection, its body still going out, was not reused
+});
