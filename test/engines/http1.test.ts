@@ -8,7 +8,7 @@ import { afterEach, expect, test } from 'bun:test';
 import type { Socket, TCPSocketListener } from 'bun';
 import { GatewayError } from '../../src/core/errors.ts';
 import { engineFetchJson } from '../../src/engines/http.ts';
-import { Http1Pool } from '../../src/engines/http1.ts';
+import { Http1Pool, http1PoolFor } from '../../src/engines/http1.ts';
 
 interface Peer {
   received: Buffer;
@@ -250,4 +250,38 @@ test('an answer that arrives before the request body is sent: the body still goe
   expect(heads[1]).toStartWith('POST /next HTTP/1.1');
   pool.close();
   expect(connections).toBe(2); // the first connection, its body still going out, was not reused
+});
+
+test('an engine URL with an IPv6 host and a path prefix: the pool connects to the bare address, the target keeps the prefix', async () => {
+  let listener: TCPSocketListener<Peer>;
+  try {
+    listener = Bun.listen<Peer>({ hostname: '::1', port: 0, socket: { data() {} } });
+  } catch {
+    return; // no IPv6 loopback on this machine
+  }
+  listener.stop(true);
+  const heads: string[] = [];
+  const server = Bun.listen<Peer>({
+    hostname: '::1',
+    port: 0,
+    socket: {
+      open(socket) {
+        socket.data = { received: Buffer.alloc(0), id: 0 };
+      },
+      data(socket, data) {
+        socket.data.received = Buffer.concat([socket.data.received, data]);
+        const end = socket.data.received.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        heads.push(socket.data.received.toString('latin1', 0, end));
+        socket.data.received = Buffer.alloc(0);
+        socket.write(json('{"ok":true}'));
+      },
+    },
+  });
+  listeners.push(server);
+  const url = `http://[::1]:${server.port}/serving/qwen/v1/models?x=1`;
+  expect(http1PoolFor(new URL(url))).not.toBeNull();
+  expect(await engineFetchJson(url, { method: 'GET' }, { timeoutMs: 5000 }, 'engine e')).toEqual({ ok: true });
+  expect(heads[0]).toStartWith('GET /serving/qwen/v1/models?x=1 HTTP/1.1\r\n');
+  expect(heads[0]).toContain(`host: [::1]:${server.port}`);
 });
