@@ -276,6 +276,8 @@ export class Http1Pool {
 
   /** A new connection, given up when `signal` aborts first (a connection that opens later is closed). */
   private connectFor(signal: AbortSignal | undefined): Promise<Connection> {
+    // Already aborted (e.g. between a keep-alive race and its retry): its abort event has fired and would not again.
+    if (signal?.aborted) return Promise.reject(signal.reason);
     const connecting = this.connect();
     if (signal === undefined) return connecting;
     return new Promise<Connection>((resolve, reject) => {
@@ -392,6 +394,13 @@ export class Http1Pool {
     return new Promise<Http1Response>((resolve, reject) => {
       const socket = connection.socket!;
       const signal = request.signal;
+      if (signal?.aborted) {
+        // Aborted while its connection was being opened: nothing is sent; the new connection is not kept.
+        connection.closed = true;
+        socket.end();
+        reject(signal.reason);
+        return;
+      }
       const onAbort = () => {
         connection.call = null;
         connection.closed = true;

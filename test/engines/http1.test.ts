@@ -285,3 +285,26 @@ test('an engine URL with an IPv6 host and a path prefix: the pool connects to th
   expect(heads[0]).toStartWith('GET /serving/qwen/v1/models?x=1 HTTP/1.1\r\n');
   expect(heads[0]).toContain(`host: [::1]:${server.port}`);
 });
+
+test('an abort that lands between a keep-alive race and its retry ends the call instead of leaving it pending', async () => {
+  const server = rawServer((socket, _request, index) => {
+    if (index === 1) socket.terminate(); // the kept connection, closed as a server closing it while idle would
+    else socket.write(json(`{"n":${index}}`));
+  });
+  const pool = new Http1Pool('127.0.0.1', server.port);
+  await pool.request({ method: 'GET', path: '/', headers: {} });
+  const controller = new AbortController();
+  // The caller's abort arrives after the first attempt failed and before the retry connects (as an AbortSignal.any
+  // of the call's timeout and the client's disconnect can): the retry must see it.
+  const internals = pool as unknown as { exchange(...args: unknown[]): Promise<unknown> };
+  const exchange = internals.exchange.bind(pool);
+  internals.exchange = (...args: unknown[]) =>
+    exchange(...args).catch((thrown: unknown) => {
+      controller.abort(new Error('client left'));
+      throw thrown;
+    });
+  const call = pool.request({ method: 'GET', path: '/', headers: {}, signal: controller.signal });
+  const outcome = await Promise.race([call.then(() => 'answered', (e: unknown) => (e instanceof Error ? e.message : String(e))), Bun.sleep(2000).then(() => 'still pending')]);
+  expect(outcome).toBe('client left');
+  pool.close();
+});
