@@ -401,6 +401,12 @@ export class Http1Pool {
         reject(signal.reason);
         return;
       }
+      if (connection.closed) {
+        // Its close event already ran (between the pool handing it out and now): nothing would ever settle the
+        // call. A kept connection gets it again on a new one, as in the keep-alive race.
+        reject(connection.reused ? new RetryOnNewConnection(new Error('the engine closed the kept connection')) : new Error('the engine closed the connection before the call was sent'));
+        return;
+      }
       const onAbort = () => {
         connection.call = null;
         connection.closed = true;

@@ -308,3 +308,17 @@ test('an abort that lands between a keep-alive race and its retry ends the call 
   expect(outcome).toBe('client left');
   pool.close();
 });
+
+test('a connection whose close already ran when its call starts fails the call at once instead of leaving it pending', async () => {
+  const server = rawServer((socket) => socket.write(json('{"ok":true}')));
+  const pool = new Http1Pool('127.0.0.1', server.port);
+  // The close event of a new connection landing between its open and the exchange, forced.
+  const connect = (pool as unknown as { connect(): Promise<{ closed: boolean }> }).connect.bind(pool);
+  (pool as unknown as { connect(): Promise<{ closed: boolean }> }).connect = async () => {
+    const connection = await connect();
+    connection.closed = true;
+    return connection;
+  };
+  const outcome = await Promise.race([pool.request({ method: 'GET', path: '/', headers: {} }).then(() => 'answered', (e: Error) => e.message), Bun.sleep(2000).then(() => 'pending')]);
+  expect(outcome).toBe('the engine closed the connection before the call was sent');
+});
