@@ -473,15 +473,21 @@ test('a session whose node result arrives while its cancel is in flight keeps th
   expect(store.results.get(node.dispatched[0]!.session_id)).toMatchObject({ status: 'CANCELLED', error: 'cancelled: by request' });
 });
 
-test('duplicate_results: the late callback of a result the server recovered from its node is no duplicate; a further copy is', async () => {
+/** A server with one fake node and one dispatched session of task `taskId`, and its duplicate_results counter. */
+async function oneSessionOnOneNode(taskId: string) {
   const store = openStore(':memory:');
   cleanups.push(() => store.close());
   const server = makeServer(store);
   const node = fakeNode();
   const duplicates = async () => Number(/^polar_rollout_duplicate_results_total (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())![1]);
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
-  await post(`${server.url}/rollout/task/submit`, task('t-late', { num_samples: 1 }));
+  await post(`${server.url}/rollout/task/submit`, task(taskId, { num_samples: 1 }));
   await until(() => node.dispatched.length === 1);
+  return { store, server, node, duplicates };
+}
+
+test('duplicate_results: the late callback of a result the server recovered from its node is no duplicate; a further copy is', async () => {
+  const { store, server, node, duplicates } = await oneSessionOnOneNode('t-late');
   const [a] = node.dispatched;
   // The node finished a; its callback is late, so the server fetches the result after two heartbeats (recover).
   node.results.set(a!.session_id, resultFor(a!, 1));
@@ -497,14 +503,7 @@ test('duplicate_results: the late callback of a result the server recovered from
 });
 
 test('duplicate_results: the node\'s first result for a session the server cancelled is no duplicate; a second is', async () => {
-  const store = openStore(':memory:');
-  cleanups.push(() => store.close());
-  const server = makeServer(store);
-  const node = fakeNode();
-  const duplicates = async () => Number(/^polar_rollout_duplicate_results_total (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())![1]);
-  await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });
-  await post(`${server.url}/rollout/task/submit`, task('t-cancelled', { num_samples: 1 }));
-  await until(() => node.dispatched.length === 1);
+  const { store, server, node, duplicates } = await oneSessionOnOneNode('t-cancelled');
   const [b] = node.dispatched;
   await fetch(`${server.url}/rollout/task/t-cancelled`, { method: 'DELETE' });
   // The node's result (its trajectory, kept under the cancel's status and reason).
