@@ -120,6 +120,9 @@ export async function engineFetchJson(
 
 const textEncoder = new TextEncoder();
 
+/** Statuses whose Response has no body (https://fetch.spec.whatwg.org/#null-body-status). */
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
 /** An answer's bytes as text (invalid UTF-8 becomes U+FFFD, as `Response.text()` does); '' for none. */
 function decodeLoose(bytes: Uint8Array | undefined): string {
   return bytes === undefined ? '' : new TextDecoder().decode(bytes);
@@ -166,14 +169,22 @@ export async function engineFetchStream(url: string, body: unknown, opts: Engine
   const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
   let response: Response;
+  const headers = { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers };
+  const target = http1Target(url);
   try {
-    response = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers },
-      body: bodyBytes ?? JSON.stringify(body),
-      signal,
-      timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
-    });
+    if (target !== null) {
+      const answer = await target.pool.requestStream({ method: 'POST', path: target.path, headers, body: bodyBytes ?? textEncoder.encode(JSON.stringify(body)), signal });
+      // A Response around the streamed body, so the readers (sse.ts) and the error path read it as they read fetch's.
+      response = new Response(NULL_BODY_STATUSES.has(answer.status) ? null : answer.body, { status: answer.status, headers: [...answer.headers] });
+    } else {
+      response = await fetch(url, {
+        method: 'POST',
+        headers,
+        body: bodyBytes ?? JSON.stringify(body),
+        signal,
+        timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
+      });
+    }
   } catch (thrown) {
     if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });
     if (opts.signal?.aborted) throw new GatewayError('aborted', `${what} aborted by the caller`, { cause: thrown });

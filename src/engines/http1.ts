@@ -26,6 +26,14 @@ export interface Http1Response {
   body: Uint8Array;
 }
 
+/** A streamed answer: the status and header fields as soon as they arrive, the body as it arrives. */
+export interface Http1StreamResponse {
+  status: number;
+  headers: Map<string, string>;
+  /** The body's bytes as they arrive; errors when the connection fails or the call is aborted mid-body. */
+  body: ReadableStream<Uint8Array>;
+}
+
 /** One request. `path` is the target's path and query (starts with "/"); `body` is sent with its `content-length`. */
 export interface Http1Request {
   method: 'GET' | 'POST';
@@ -59,7 +67,19 @@ class ResponseParser {
   /** Bytes of the response received so far (head included). */
   received = 0;
 
-  constructor(private readonly method: string) {}
+  /**
+   * @param method the request's method (a HEAD answer has no body).
+   * @param sink when given, each piece of the body goes to it as it arrives (a copy) instead of being kept.
+   */
+  constructor(
+    private readonly method: string,
+    private readonly sink?: (bytes: Uint8Array) => void,
+  ) {}
+
+  /** Whether the final (non-1xx) head has arrived. */
+  get headReady(): boolean {
+    return this.status !== 0;
+  }
 
   get done(): boolean {
     return this.mode === 'done';
@@ -100,7 +120,8 @@ class ResponseParser {
         }
         case 'length': {
           const n = Math.min(this.remaining, data.byteLength - at);
-          this.fixed!.set(data.subarray(at, at + n), this.filled);
+          if (this.sink) this.sink(Buffer.from(data.subarray(at, at + n)));
+          else this.fixed!.set(data.subarray(at, at + n), this.filled);
           this.filled += n;
           this.remaining -= n;
           at += n;
@@ -108,7 +129,9 @@ class ResponseParser {
           break;
         }
         case 'close': {
-          this.pieces.push(Buffer.from(data.subarray(at)));
+          const piece = Buffer.from(data.subarray(at));
+          if (this.sink) this.sink(piece);
+          else this.pieces.push(piece);
           at = data.byteLength;
           break;
         }
@@ -132,7 +155,9 @@ class ResponseParser {
         }
         case 'chunk-data': {
           const n = Math.min(this.remaining, data.byteLength - at);
-          this.pieces.push(Buffer.from(data.subarray(at, at + n)));
+          const piece = Buffer.from(data.subarray(at, at + n));
+          if (this.sink) this.sink(piece);
+          else this.pieces.push(piece);
           this.remaining -= n;
           at += n;
           if (this.remaining === 0) this.mode = 'chunk-crlf';
@@ -213,7 +238,7 @@ class ResponseParser {
     } else if (length !== undefined) {
       if (!/^\d{1,15}$/.test(length)) throw new Error(`the engine sent an invalid content-length "${length.slice(0, 40)}"`);
       this.remaining = Number(length);
-      this.fixed = Buffer.allocUnsafe(this.remaining);
+      if (!this.sink) this.fixed = Buffer.allocUnsafe(this.remaining);
       this.mode = this.remaining === 0 ? 'done' : 'length';
     } else {
       this.mode = 'close';
@@ -234,7 +259,10 @@ interface Connection {
 
 interface Call {
   parser: ResponseParser;
-  resolve(response: Http1Response): void;
+  /** The final head arrived (a streamed call resolves here; called again after that, it does nothing). */
+  headArrived(): void;
+  /** The whole answer arrived. */
+  complete(): void;
   /** `retryable`: nothing of the answer arrived on a reused connection (the server had closed it). */
   fail(error: Error, retryable: boolean): void;
 }
@@ -262,15 +290,29 @@ export class Http1Pool {
    *   value that cannot be sent (a CR or LF in it).
    */
   async request(request: Http1Request): Promise<Http1Response> {
+    return this.send(request, false) as Promise<Http1Response>;
+  }
+
+  /**
+   * Send one request and resolve once the answer's status and header fields have arrived; its body streams. Calls on
+   * a kept connection closed by the server are sent again as in `request`, before the head only.
+   * @throws like `request` until the head arrives; after it, the body stream errors instead (the connection failed
+   *   or closed mid-body, or `request.signal` aborted). Cancelling the body stream drops the connection.
+   */
+  async requestStream(request: Http1Request): Promise<Http1StreamResponse> {
+    return this.send(request, true) as Promise<Http1StreamResponse>;
+  }
+
+  private async send(request: Http1Request, stream: boolean): Promise<Http1Response | Http1StreamResponse> {
     const head = this.head(request);
     request.signal?.throwIfAborted();
     let connection = this.idle.pop() ?? null;
     while (connection !== null && connection.closed) connection = this.idle.pop() ?? null;
     try {
-      return await this.exchange(connection ?? (await this.connectFor(request.signal)), head, request);
+      return await this.exchange(connection ?? (await this.connectFor(request.signal)), head, request, stream);
     } catch (thrown) {
       if (!(thrown instanceof RetryOnNewConnection)) throw thrown;
-      return this.exchange(await this.connectFor(request.signal), head, request);
+      return this.exchange(await this.connectFor(request.signal), head, request, stream);
     }
   }
 
@@ -322,7 +364,8 @@ export class Http1Pool {
       connection.call = null;
       if (call === null) return;
       if (error === undefined && call.parser.closed()) {
-        call.resolve({ status: call.parser.status, headers: call.parser.headers, body: call.parser.body() });
+        call.headArrived();
+        call.complete();
         return;
       }
       const received = call.parser.received;
@@ -374,10 +417,11 @@ export class Http1Pool {
       call.fail(thrown instanceof Error ? thrown : new Error(String(thrown)), false);
       return;
     }
+    if (call.parser.headReady) call.headArrived();
     if (!call.parser.done) return;
     connection.call = null;
     connection.socket?.unref();
-    call.resolve({ status: call.parser.status, headers: call.parser.headers, body: call.parser.body() });
+    call.complete();
     // Part of the request body still unsent (the server answered early): the connection carries no other call, which
     // would have to wait behind it and whose bytes the server may not read as a new request.
     if (!call.parser.keepAlive || rest.byteLength > 0 || connection.closed || connection.pending !== null) {
@@ -390,8 +434,8 @@ export class Http1Pool {
     else connection.socket?.end();
   }
 
-  private exchange(connection: Connection, head: Buffer, request: Http1Request): Promise<Http1Response> {
-    return new Promise<Http1Response>((resolve, reject) => {
+  private exchange(connection: Connection, head: Buffer, request: Http1Request, stream: boolean): Promise<Http1Response | Http1StreamResponse> {
+    return new Promise<Http1Response | Http1StreamResponse>((resolve, reject) => {
       const socket = connection.socket!;
       const signal = request.signal;
       if (signal?.aborted) {
@@ -407,30 +451,59 @@ export class Http1Pool {
         reject(connection.reused ? new RetryOnNewConnection(new Error('the engine closed the kept connection')) : new Error('the engine closed the connection before the call was sent'));
         return;
       }
-      const onAbort = () => {
+      /** Drop the connection mid-call (abort, or the reader cancelled the body). */
+      const drop = () => {
+        if (connection.call !== call) return false;
         connection.call = null;
         connection.closed = true;
         socket.terminate();
-        reject(signal!.reason);
+        return true;
+      };
+      const onAbort = () => {
+        if (drop()) call.fail(signal!.reason instanceof Error ? signal!.reason : new Error(String(signal!.reason)), false);
       };
       const settle = () => signal?.removeEventListener('abort', onAbort);
-      connection.call = {
-        parser: new ResponseParser(request.method),
-        resolve: (response) => {
+      // A streamed call resolves at its head; its body goes to this stream as it arrives.
+      let body: ReadableStreamDefaultController<Uint8Array> | null = null;
+      /** Body pieces that arrived with the head, before the stream exists. */
+      const early: Uint8Array[] = [];
+      let headSent = false;
+      const parser = new ResponseParser(request.method, stream ? (bytes) => (body === null ? early.push(bytes) : body.enqueue(bytes)) : undefined);
+      const call: Call = {
+        parser,
+        headArrived: () => {
+          if (!stream || headSent) return;
+          headSent = true;
+          const readable = new ReadableStream<Uint8Array>({
+            start: (controller) => {
+              body = controller;
+              for (const piece of early.splice(0)) controller.enqueue(piece);
+            },
+            cancel: () => {
+              settle();
+              drop();
+            },
+          });
+          resolve({ status: parser.status, headers: parser.headers, body: readable });
+        },
+        complete: () => {
           settle();
-          resolve(response);
+          if (stream) body?.close();
+          else resolve({ status: parser.status, headers: parser.headers, body: parser.body() });
         },
         fail: (error, retryable) => {
           settle();
-          reject(retryable ? new RetryOnNewConnection(error) : error);
+          if (headSent) body?.error(error);
+          else reject(retryable ? new RetryOnNewConnection(error) : error);
         },
       };
+      connection.call = call;
       signal?.addEventListener('abort', onAbort, { once: true });
       socket.ref();
-      const body = request.body;
+      const requestBody = request.body;
       // Small requests go out in one write; a large body follows its head without being copied next to it.
-      const first = body !== undefined && body.byteLength <= 16 * 1024 ? Buffer.concat([head, body]) : head;
-      const rest = first === head ? body : undefined;
+      const first = requestBody !== undefined && requestBody.byteLength <= 16 * 1024 ? Buffer.concat([head, requestBody]) : head;
+      const rest = first === head ? requestBody : undefined;
       // The body follows even when the socket kept part of the head for its drain (it queues behind it).
       if (this.write(connection, first) && rest !== undefined) this.write(connection, rest);
     });

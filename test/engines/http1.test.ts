@@ -322,3 +322,75 @@ test('a connection whose close already ran when its call starts fails the call a
   const outcome = await Promise.race([pool.request({ method: 'GET', path: '/', headers: {} }).then(() => 'answered', (e: Error) => e.message), Bun.sleep(2000).then(() => 'pending')]);
   expect(outcome).toBe('the engine closed the connection before the call was sent');
 });
+
+/** One chunk of a chunked body (RFC 9112 §7.1): its size in hex, CRLF, the data, CRLF. */
+const chunk = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+
+/** All of a stream's bytes as text. */
+async function readAll(body: ReadableStream<Uint8Array>): Promise<string> {
+  return Buffer.from(await new Response(body).arrayBuffer()).toString();
+}
+
+test('requestStream resolves at the head and streams a chunked body as it arrives; the connection is kept after it', async () => {
+  let release!: () => void;
+  const later = new Promise<void>((resolve) => (release = resolve));
+  const server = rawServer(async (socket, _request, index) => {
+    if (index > 0) {
+      socket.write(json('{"again":true}'));
+      return;
+    }
+    // Head and first event in one write, the rest only once the client has read the first event.
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunk('data: {"n":1}\n\n')}`);
+    await later;
+    socket.write(`${chunk('data: {"n":2}\n\n')}0\r\n\r\n`);
+  });
+  const pool = new Http1Pool('127.0.0.1', server.port);
+  const answer = await pool.requestStream({ method: 'POST', path: '/v1/chat/completions', headers: {}, body: Buffer.from('{}') });
+  expect(answer.status).toBe(200);
+  expect(answer.headers.get('content-type')).toBe('text/event-stream');
+  const reader = answer.body.getReader();
+  expect(Buffer.from((await reader.read()).value!).toString()).toBe('data: {"n":1}\n\n');
+  release();
+  expect(Buffer.from((await reader.read()).value!).toString()).toBe('data: {"n":2}\n\n');
+  expect((await reader.read()).done).toBe(true);
+  expect(Buffer.from((await pool.request({ method: 'GET', path: '/', headers: {} })).body).toString()).toBe('{"again":true}');
+  expect(server.connections()).toBe(1);
+  pool.close();
+});
+
+test('requestStream: a connection lost mid-body and an abort mid-body error the stream; a cancelled stream drops its connection', async () => {
+  const server = rawServer((socket, request) => {
+    const head = 'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n6\r\ndata: \r\n';
+    if (request.head.startsWith('POST /lost')) socket.end(head);
+    else socket.write(head); // then nothing more: the stream stays open
+  });
+  const pool = new Http1Pool('127.0.0.1', server.port);
+  const lost = await pool.requestStream({ method: 'POST', path: '/lost', headers: {} });
+  await expect(readAll(lost.body)).rejects.toThrow(/closed the connection before its answer was complete/);
+  const controller = new AbortController();
+  const aborted = await pool.requestStream({ method: 'POST', path: '/open', headers: {}, signal: controller.signal });
+  const reading = readAll(aborted.body);
+  controller.abort(new Error('engine timeout'));
+  await expect(reading).rejects.toThrow('engine timeout');
+  const cancelled = await pool.requestStream({ method: 'POST', path: '/open', headers: {} });
+  await cancelled.body.cancel();
+  // Each of the three took its own connection: none went back to the pool mid-body.
+  expect(server.connections()).toBe(3);
+});
+
+test('engineFetchStream over the client: the SSE body reads through sseData, an engine 4xx before the stream is an invalid-request error', async () => {
+  const { engineFetchStream } = await import('../../src/engines/http.ts');
+  const { sseData } = await import('../../src/engines/sse.ts');
+  const server = rawServer((socket, request) => {
+    if (request.head.startsWith('POST /bad')) socket.write('HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 28\r\n\r\n{"error":{"message":"nope"}}');
+    else socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunk('data: {"a":1}\n\ndata: [DONE]\n\n')}0\r\n\r\n`);
+  });
+  const base = `http://127.0.0.1:${server.port}`;
+  const { response } = await engineFetchStream(`${base}/ok`, { stream: true }, { timeoutMs: 5000 }, 'engine e');
+  const events: string[] = [];
+  for await (const data of sseData(response.body!, 'engine e')) events.push(Buffer.from(data).toString());
+  expect(events).toEqual(['{"a":1}']);
+  const bad = await engineFetchStream(`${base}/bad`, { stream: true }, { timeoutMs: 5000 }, 'engine e').catch((e: unknown) => e);
+  expect((bad as GatewayError).kind).toBe('invalid-request');
+  expect((bad as GatewayError).message).toBe('nope');
+});
