@@ -6,7 +6,6 @@
  * Source: docs/architecture.md#the-proxy, docs/architecture.md#conventions.
  */
 import { GatewayError } from '../core/errors.ts';
-import { http1PoolFor, type Http1Pool } from './http1.ts';
 
 /** vLLM: "This model's maximum context length is N tokens…"; SGLang: "The input (N tokens) is longer than the model's context length (M tokens)". */
 const CONTEXT_OVERFLOW = /maximum context length|longer than the model's context length|context length is only|exceeds the (?:model's )?(?:maximum )?context/i;
@@ -71,90 +70,37 @@ export async function engineFetchJson(
   const timeout = opts.timeoutMs > 0 ? AbortSignal.timeout(opts.timeoutMs) : undefined;
   const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
-  const hasBody = init.body !== undefined || init.bodyBytes !== undefined;
-  const headers = { ...(hasBody ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers };
-  const target = http1Target(url);
-  let status: number;
-  let retryAfter: string | null;
+  let response: Response;
   let text: string | undefined;
   let bytes: Uint8Array | undefined;
   try {
-    if (target !== null) {
-      const body = init.bodyBytes ?? (init.body !== undefined ? textEncoder.encode(JSON.stringify(init.body)) : undefined);
-      const answer = await target.pool.request({ method: init.method, path: target.path, headers, body, signal });
-      ({ status, body: bytes } = answer);
-      retryAfter = answer.headers.get('retry-after') ?? null;
-    } else {
-      const response = await fetch(url, {
-        method: init.method,
-        headers,
-        body: init.bodyBytes ?? (init.body !== undefined ? JSON.stringify(init.body) : undefined),
-        signal,
-        // Bun's own 5-minute socket idle timeout would cut a long prefill; `timeoutMs` is the limit.
-        // https://bun.sh/reference/globals/BunFetchRequestInit/timeout
-        timeout: false,
-      });
-      status = response.status;
-      retryAfter = response.headers.get('retry-after');
-      if (init.parse !== undefined && response.ok) bytes = new Uint8Array(await response.arrayBuffer());
-      else text = await response.text();
-    }
+    response = await fetch(url, {
+      method: init.method,
+      headers: { ...(init.body !== undefined || init.bodyBytes !== undefined ? { 'content-type': 'application/json' } : {}), accept: 'application/json', ...opts.headers },
+      body: init.bodyBytes ?? (init.body !== undefined ? JSON.stringify(init.body) : undefined),
+      signal,
+      // Bun's own 5-minute socket idle timeout would cut a long prefill; `timeoutMs` is the limit.
+      // https://bun.sh/reference/globals/BunFetchRequestInit/timeout
+      timeout: false,
+    });
+    if (init.parse !== undefined && response.ok) bytes = new Uint8Array(await response.arrayBuffer());
+    else text = await response.text();
   } catch (thrown) {
     if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });
     if (opts.signal?.aborted) throw new GatewayError('aborted', `${what} aborted by the caller`, { cause: thrown });
-    throw new GatewayError('upstream', `${what} unreachable at ${url}: ${errorReason(thrown)}`, { cause: thrown });
+    const reason = thrown instanceof Error ? thrown.message : String(thrown);
+    throw new GatewayError('upstream', `${what} unreachable at ${url}: ${reason}`, { cause: thrown });
   }
-  const ok = status >= 200 && status < 300;
-  if (!ok) throw classifyEngineError(status, text ?? decodeLoose(bytes), what, retryAfter);
+  if (!response.ok) throw classifyEngineError(response.status, text ?? '', what, response.headers.get('retry-after'));
   try {
-    if (init.parse !== undefined) return init.parse(bytes ?? textEncoder.encode(text));
-    return JSON.parse(text ?? decodeLoose(bytes)) as unknown;
+    return bytes !== undefined ? init.parse!(bytes) : (JSON.parse(text!) as unknown);
   } catch (thrown) {
-    text ??= decodeLoose(bytes);
-    throw new GatewayError('upstream', `${what} answered HTTP ${status} with a body that is not JSON: ${text.slice(0, 200)}`, {
+    text ??= new TextDecoder().decode(bytes);
+    throw new GatewayError('upstream', `${what} answered HTTP ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`, {
       cause: thrown,
-      upstream: { status, body: text.slice(0, 4000) },
+      upstream: { status: response.status, body: text.slice(0, 4000) },
     });
   }
-}
-
-const textEncoder = new TextEncoder();
-
-/** Statuses whose Response has no body (https://fetch.spec.whatwg.org/#null-body-status). */
-const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
-
-/** An answer's bytes as text (invalid UTF-8 becomes U+FFFD, as `Response.text()` does); '' for none. */
-function decodeLoose(bytes: Uint8Array | undefined): string {
-  return bytes === undefined ? '' : new TextDecoder().decode(bytes);
-}
-
-/** A thrown value's message, with its system error code in front when it has one (e.g. `ECONNREFUSED: …`). */
-function errorReason(thrown: unknown): string {
-  if (!(thrown instanceof Error)) return String(thrown);
-  const code = (thrown as { code?: unknown }).code;
-  return typeof code === 'string' && !thrown.message.includes(code) ? `${code}: ${thrown.message}` : thrown.message;
-}
-
-/** Parsed engine URLs: the HTTP/1.1 pool and request target of each, or null for a URL `fetch` carries. */
-const targets = new Map<string, { pool: Http1Pool; path: string } | null>();
-/** Engine URLs remembered at most (a process calls a handful: completions, tokenize, models, version). */
-const MAX_TARGETS = 1024;
-
-/** The http1.ts pool and request target (path + query) for `url`, or null when `fetch` must carry the call. */
-function http1Target(url: string): { pool: Http1Pool; path: string } | null {
-  const known = targets.get(url);
-  if (known !== undefined) return known;
-  let target: { pool: Http1Pool; path: string } | null = null;
-  try {
-    const parsed = new URL(url);
-    const pool = http1PoolFor(parsed);
-    if (pool !== null) target = { pool, path: `${parsed.pathname}${parsed.search}` };
-  } catch {
-    target = null; // not a URL: fetch reports it
-  }
-  if (targets.size >= MAX_TARGETS) targets.clear();
-  targets.set(url, target);
-  return target;
 }
 
 /**
@@ -169,22 +115,14 @@ export async function engineFetchStream(url: string, body: unknown, opts: Engine
   const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
   let response: Response;
-  const headers = { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers };
-  const target = http1Target(url);
   try {
-    if (target !== null) {
-      const answer = await target.pool.requestStream({ method: 'POST', path: target.path, headers, body: bodyBytes ?? textEncoder.encode(JSON.stringify(body)), signal });
-      // A Response around the streamed body, so the readers (sse.ts) and the error path read it as they read fetch's.
-      response = new Response(NULL_BODY_STATUSES.has(answer.status) ? null : answer.body, { status: answer.status, headers: [...answer.headers] });
-    } else {
-      response = await fetch(url, {
-        method: 'POST',
-        headers,
-        body: bodyBytes ?? JSON.stringify(body),
-        signal,
-        timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
-      });
-    }
+    response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...opts.headers },
+      body: bodyBytes ?? JSON.stringify(body),
+      signal,
+      timeout: false, // see engineFetchJson: `timeoutMs` is the limit, not Bun's socket idle timeout
+    });
   } catch (thrown) {
     if (timeout?.aborted) throw new GatewayError('timeout', `${what} did not answer within ${opts.timeoutMs} ms`, { cause: thrown });
     if (opts.signal?.aborted) throw new GatewayError('aborted', `${what} aborted by the caller`, { cause: thrown });
