@@ -52,7 +52,11 @@ export type { DispatchSpec, EngineHealth, StageCounts };
 
 /** The store repositories the node uses (a subset of src/store `Store`). */
 export interface GatewayStore {
-  completions: { listBySession(sessionId: string): CompletionRecord[] };
+  completions: {
+    listBySession(sessionId: string): CompletionRecord[];
+    /** Records per dispatch attempt (one indexed count, no record decoded; store/completions.ts). */
+    attemptCounts(sessionId: string): { attempt: number; completions: number }[];
+  };
   results: { put(result: SessionResult): boolean; get(sessionId: string): SessionResult | null };
 }
 

@@ -460,8 +460,12 @@ export class GatewayNode {
 
   // ── scheduling ────────────────────────────────────────────────────────────────────────────────────────────────
 
-  private insertByPriority(s: Session): void {
-    const at = this.initQueue.findIndex((x) => x.priority < s.priority);
+  /**
+   * Into the INIT queue by dispatch priority: behind its priority peers (a new session, FIFO), or ahead of them
+   * (`ahead`: one going back to the queue it had reached the front of).
+   */
+  private insertByPriority(s: Session, ahead = false): void {
+    const at = this.initQueue.findIndex((x) => (ahead ? x.priority <= s.priority : x.priority < s.priority));
     if (at === -1) this.initQueue.push(s);
     else this.initQueue.splice(at, 0, s);
   }
@@ -565,7 +569,7 @@ export class GatewayNode {
   /** Whether the session's current attempt captured a model call (then it started work: never handed back). */
   private capturedAny(s: Session): boolean {
     const attempt = s.spec.attempt ?? 0;
-    return this.opts.store.completions.listBySession(s.id).some((c) => (c.attempt ?? 0) === attempt);
+    return this.opts.store.completions.attemptCounts(s.id).some((c) => c.attempt === attempt && c.completions > 0);
   }
 
   /** The rollout server answered a handback (`taken`: the ids it queued again; null: it could not be asked). */
@@ -591,11 +595,7 @@ export class GatewayNode {
   private returnToQueues(back: Session[]): void {
     const ready = back.filter((s) => s.stage === 'ready');
     this.readyQueue.unshift(...ready);
-    for (const s of back.filter((x) => x.stage !== 'ready').reverse()) {
-      const at = this.initQueue.findIndex((x) => x.priority <= s.priority);
-      if (at === -1) this.initQueue.push(s);
-      else this.initQueue.splice(at, 0, s);
-    }
+    for (const s of back.filter((x) => x.stage !== 'ready').reverse()) this.insertByPriority(s, true);
     // The engine came back while the server answered: their wait ends here (stopEngineWait already ran).
     if (this.engineWaitTimer === null) {
       for (const s of back) {
@@ -769,9 +769,7 @@ export class GatewayNode {
   /** Back to the queue, ahead of its priority peers (its `beforeSession` failed while the engine was down). */
   private requeue(s: Session): void {
     s.stage = 'queued';
-    const at = this.initQueue.findIndex((x) => x.priority <= s.priority);
-    if (at === -1) this.initQueue.push(s);
-    else this.initQueue.splice(at, 0, s);
+    this.insertByPriority(s, true);
     this.setStatus(s, 'REGISTERED');
     this.pump();
   }

@@ -159,11 +159,21 @@ export class Dispatcher {
   /** Put a dispatched, unfinished session back in the queue with attempt + 1. */
   requeue(sessionId: string, nodeId: string): void {
     this.nodes.untrack(nodeId, sessionId);
-    const s = this.ctx.store.sessions.get(sessionId);
-    if (!s || FINAL_SESSION.has(s.status) || s.node_id !== nodeId) return;
-    this.ctx.store.sessions.update(sessionId, { status: 'REGISTERED', node_id: null, attempt: s.attempt + 1 });
+    const s = this.#reopen(sessionId, nodeId);
+    if (!s) return;
     this.ctx.metrics.sessionsRedispatched.inc();
     this.ctx.events.publish('session_requeued', { session_id: sessionId, task_id: s.task_id, from_node: nodeId, attempt: s.attempt + 1 });
+  }
+
+  /**
+   * Back to REGISTERED with attempt + 1 (a result of the dispatch it leaves is then stale), when it is unfinished and
+   * the store has it on `nodeId`. @returns the session as it was, or null when it was not reopened.
+   */
+  #reopen(sessionId: string, nodeId: string): SessionRow | null {
+    const s = this.ctx.store.sessions.get(sessionId);
+    if (!s || FINAL_SESSION.has(s.status) || s.node_id !== nodeId) return null;
+    this.ctx.store.sessions.update(sessionId, { status: 'REGISTERED', node_id: null, attempt: s.attempt + 1 });
+    return s;
   }
 
   /**
@@ -183,10 +193,9 @@ export class Dispatcher {
     this.ctx.store.transaction(() => {
       for (const id of new Set(sessionIds)) {
         if (!tracked.has(id)) continue;
-        const s = this.ctx.store.sessions.get(id);
-        if (!s || FINAL_SESSION.has(s.status) || s.node_id !== nodeId) continue;
+        const s = this.#reopen(id, nodeId);
+        if (!s) continue;
         this.nodes.untrack(nodeId, id);
-        this.ctx.store.sessions.update(id, { status: 'REGISTERED', node_id: null, attempt: s.attempt + 1 });
         taken.push(id);
         this.ctx.metrics.sessionsHandedBack.inc();
         this.ctx.events.publish('session_handed_back', { session_id: id, task_id: s.task_id, sample_index: s.sample_index, from_node: nodeId, attempt: s.attempt + 1, reason });
