@@ -130,7 +130,9 @@ export function resolveSession(store: Store, q: { session?: string; task?: strin
   if (!store.tasks.get(q.task)) throw new Error(`unknown task ${JSON.stringify(q.task)} (polar results --db FILE lists them)`);
   // A sample that `polar run --max-retries` re-ran is shown by its last attempt, as the run's summary counts it; a
   // retry's own id (`<task_id>~retry<k>`) still names its sessions directly.
-  const final = finalAttempts(store, store.tasks.list().map((t) => t.task.task_id)).find((t) => t.task_id === q.task);
+  // Only the rows that can fold into it are read: the task, its archived runs and the retries (any other task is not).
+  const candidates = store.tasks.list().map((t) => t.task).filter((t) => t.task_id === q.task || t.task_id.startsWith(`${q.task}@run`) || typeof t.metadata?.retry_of === 'string');
+  const final = finalAttempts(store, candidates.map((t) => t.task_id)).find((t) => t.task_id === q.task);
   const sessions = final ? final.samples : store.sessions.listByTask(q.task);
   const sample = q.sample ?? (sessions.length === 1 ? sessions[0]!.sample_index : undefined);
   if (sample === undefined) throw new Error(`task ${q.task} has ${sessions.length} samples: add --sample N (0..${sessions.length - 1})`);
