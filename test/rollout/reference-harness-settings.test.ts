@@ -39,6 +39,21 @@ async function submit(url: string, body: unknown): Promise<{ status: number; bod
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
+/** Fixture task `id` copied as `taskId` with `settings` as its agent settings. */
+function variant(id: string, taskId: string, settings: Record<string, unknown>) {
+  const task = byId(id);
+  task.task_id = taskId;
+  task.agent.settings = settings;
+  return task;
+}
+
+/** Submit a task that must be refused: asserts the 400 and returns its error text. */
+async function refusal(url: string, task: unknown): Promise<string> {
+  const refused = await submit(url, task);
+  expect(refused.status).toBe(400);
+  return String(refused.body.error);
+}
+
 /** The adapter's launch for a stored task, as the gateway builds it at INIT. */
 function launchOf(task: TaskRequest): HarnessLaunch {
   const ctx: HarnessContext = {
@@ -74,24 +89,11 @@ test('codex: reasoning_effort and reasoning_summary reach config.toml; version i
   // Top-level keys, before the first table (TOML puts anything after [model_providers.polar] inside it).
   expect(config.indexOf('model_reasoning_effort')).toBeLessThan(config.indexOf('[model_providers.polar]'));
   // Unset: codex's own default, nothing written.
-  const plain = byId('ref-codex');
-  plain.task_id = 'codex-plain';
-  plain.agent.settings = {};
-  expect((await submit(url, plain)).status).toBe(200);
+  expect((await submit(url, variant('ref-codex', 'codex-plain', {}))).status).toBe(200);
   expect(fileOf(launchOf(store.tasks.get('codex-plain')!.task), '/s/home/.codex/config.toml')).not.toContain('model_reasoning');
   // Another CLI version cannot run here: a 400 naming the key, the reason and what to give.
-  const old = byId('ref-codex');
-  old.task_id = 'codex-old';
-  old.agent.settings = { version: '0.125.0' };
-  const refused = await submit(url, old);
-  expect(refused.status).toBe(400);
-  expect(String(refused.body.error)).toContain(`agent.settings.version: not installable here: every gateway runs the pinned @openai/codex ${CODEX_VERSION}`);
-  const effort = byId('ref-codex');
-  effort.task_id = 'codex-effort';
-  effort.agent.settings = { reasoning_effort: 'extreme' };
-  const bad = await submit(url, effort);
-  expect(bad.status).toBe(400);
-  expect(String(bad.body.error)).toMatch(/agent\.settings\.reasoning_effort: .*"xhigh"/);
+  expect(await refusal(url, variant('ref-codex', 'codex-old', { version: '0.125.0' }))).toContain(`agent.settings.version: not installable here: every gateway runs the pinned @openai/codex ${CODEX_VERSION}`);
+  expect(await refusal(url, variant('ref-codex', 'codex-effort', { reasoning_effort: 'extreme' }))).toMatch(/agent\.settings\.reasoning_effort: .*"xhigh"/);
   expect(store.tasks.get('codex-old')).toBeNull();
 });
 
@@ -106,12 +108,7 @@ test('pi: api_type picks the API, compat goes into the provider, thinking is its
   expect(polar.models[0]).toMatchObject({ contextWindow: 262144, maxTokens: 8192 });
   expect(after(launch.argv, '--thinking')).toBe('medium');
   // api and api_type that disagree are one question answered twice: a 400.
-  const both = byId('ref-pi');
-  both.task_id = 'pi-both';
-  both.agent.settings = { api: 'anthropic-messages', api_type: 'openai-completions' };
-  const refused = await submit(url, both);
-  expect(refused.status).toBe(400);
-  expect(String(refused.body.error)).toContain('agent.settings.api_type: conflicts with agent.settings.api "anthropic-messages"; give one');
+  expect(await refusal(url, variant('ref-pi', 'pi-both', { api: 'anthropic-messages', api_type: 'openai-completions' }))).toContain('agent.settings.api_type: conflicts with agent.settings.api "anthropic-messages"; give one');
 });
 
 test('claude_code: each reference key is its CLI flag or variable', async () => {
@@ -135,10 +132,7 @@ test('gemini_cli: sandbox true adds --sandbox, false does not', async () => {
   const { url, store } = server();
   expect((await submit(url, byId('ref-gemini-cli'))).status).toBe(200);
   expect(launchOf(store.tasks.get('ref-gemini-cli')!.task).argv).not.toContain('--sandbox');
-  const on = byId('ref-gemini-cli');
-  on.task_id = 'gemini-sandbox';
-  on.agent.settings = { sandbox: true };
-  expect((await submit(url, on)).status).toBe(200);
+  expect((await submit(url, variant('ref-gemini-cli', 'gemini-sandbox', { sandbox: true }))).status).toBe(200);
   expect(launchOf(store.tasks.get('gemini-sandbox')!.task).argv).toContain('--sandbox');
 });
 
@@ -147,12 +141,7 @@ test('openclaw: thinking is its thinkingDefault; openclaw_agent_id is accepted a
   expect((await submit(url, byId('ref-openclaw'))).status).toBe(200);
   const config = JSON.parse(fileOf(launchOf(store.tasks.get('ref-openclaw')!.task), '/s/home/.openclaw/polar.json'));
   expect(config.agents.defaults.thinkingDefault).toBe('low');
-  const other = byId('ref-openclaw');
-  other.task_id = 'openclaw-ops';
-  other.agent.settings = { openclaw_agent_id: 'ops' };
-  const refused = await submit(url, other);
-  expect(refused.status).toBe(400);
-  expect(String(refused.body.error)).toContain('agent.settings.openclaw_agent_id: only "main" is supported');
+  expect(await refusal(url, variant('ref-openclaw', 'openclaw-ops', { openclaw_agent_id: 'ops' }))).toContain('agent.settings.openclaw_agent_id: only "main" is supported');
 });
 
 test('model_kwargs and sampling_seed are the task sampling (seed included) and never reach the adapter', async () => {
@@ -163,21 +152,12 @@ test('model_kwargs and sampling_seed are the task sampling (seed included) and n
   expect(taskSamplingOf(store.tasks.get('ref-opencode')!.task.agent.settings)).not.toHaveProperty('seed');
   expect(harnessSettings(store.tasks.get('ref-qwen-code')!.task.agent.settings)).toEqual({});
   // A negative or fractional seed is refused naming its path.
-  const bad = byId('ref-qwen-code');
-  bad.task_id = 'seed-bad';
-  bad.agent.settings = { sampling_seed: -1 };
-  const refused = await submit(url, bad);
-  expect(refused.status).toBe(400);
-  expect(String(refused.body.error)).toContain('agent.settings.sampling_seed:');
+  expect(await refusal(url, variant('ref-qwen-code', 'seed-bad', { sampling_seed: -1 }))).toContain('agent.settings.sampling_seed:');
 });
 
 test('unknown keys are still 400s naming their path, next to valid reference keys', async () => {
   const { url } = server();
-  const typo = byId('ref-codex');
-  typo.task_id = 'codex-typo';
-  typo.agent.settings = { reasoning_effort: 'high', reasoning_efort: 'low' };
-  const refused = await submit(url, typo);
-  expect(refused.status).toBe(400);
-  expect(String(refused.body.error)).toContain('agent.settings.reasoning_efort: unknown key');
-  expect(String(refused.body.error)).not.toContain('agent.settings.reasoning_effort:');
+  const error = await refusal(url, variant('ref-codex', 'codex-typo', { reasoning_effort: 'high', reasoning_efort: 'low' }));
+  expect(error).toContain('agent.settings.reasoning_efort: unknown key');
+  expect(error).not.toContain('agent.settings.reasoning_effort:');
 });
