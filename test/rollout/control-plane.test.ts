@@ -12,6 +12,7 @@ import { RolloutServer } from '../../src/rollout/server.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { startFakeGatewayNode } from '../support/fake-node.ts';
 import { taskRequest } from '../support/tasks.ts';
+import { post, until } from '../support/poll.ts';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -31,19 +32,6 @@ function setup(answer?: (spec: DispatchSpec) => Response | null) {
 }
 
 const task = (id: string, extra: Record<string, unknown> = {}) => ({ ...taskRequest(id, { num_samples: 2 }), ...extra });
-
-async function post(url: string, body: unknown) {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
-async function until(cond: () => boolean, ms = 3000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await Bun.sleep(5);
-  }
-}
 
 function resultFor(spec: DispatchSpec, reward: number, status: TrajectoryStatus = 'COMPLETED', attempt = spec.attempt ?? 0): SessionResult {
   return {

@@ -9,6 +9,7 @@ import { RolloutServer } from '../../src/rollout/server.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { startFakeGatewayNode } from '../support/fake-node.ts';
 import { taskRequest } from '../support/tasks.ts';
+import { post, until } from '../support/poll.ts';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -28,19 +29,6 @@ function fakeNode() {
   const node = startFakeGatewayNode();
   cleanups.push(() => node.stop());
   return node;
-}
-
-async function post(url: string, body: unknown) {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
-async function until(cond: () => boolean, ms = 3000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await Bun.sleep(5);
-  }
 }
 
 test('a heartbeat built before a dispatch reached the node does not erase it: the node is not sent more than it can take', async () => {

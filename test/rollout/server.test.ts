@@ -16,6 +16,7 @@ import { RolloutServer } from '../../src/rollout/server.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { taskRequest } from '../support/tasks.ts';
 import { startFakeGatewayNode } from '../support/fake-node.ts';
+import { post, until } from '../support/poll.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polar-rollout-'));
 const cleanups: (() => unknown)[] = [];
@@ -64,21 +65,6 @@ function makeServer(store: Store, extra: Partial<ConstructorParameters<typeof Ro
   const server = new RolloutServer({ store, clock, tickMs: 60_000, heartbeatTimeoutMs: 5_000, ...extra }).start();
   cleanups.push(() => server.stop());
   return server;
-}
-
-async function post(url: string, body: unknown, token?: string) {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
-async function until(cond: () => boolean, ms = 3000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await Bun.sleep(5);
-  }
 }
 
 test('pickNode: run queue first, then postrun, init, READY gap; skips unhealthy, draining, engine-down and full nodes', () => {

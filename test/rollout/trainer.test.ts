@@ -15,6 +15,7 @@ import type { GroupTrajectory } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { taskRequest } from '../support/tasks.ts';
 import { startFakeGatewayNode } from '../support/fake-node.ts';
+import { until } from '../support/poll.ts';
 
 const TOKEN = 'cluster-secret';
 const cleanups: (() => unknown)[] = [];
@@ -79,14 +80,6 @@ async function call<T = Record<string, unknown>>(url: string, init: { method?: s
   if (token) headers.authorization = `Bearer ${token}`;
   const response = await fetch(url, { method: init.method ?? (init.body === undefined ? 'GET' : 'POST'), headers, ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }) });
   return { status: response.status, body: (await response.json()) as T };
-}
-
-async function until(cond: () => boolean, ms = 3000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await Bun.sleep(5);
-  }
 }
 
 async function setup(extra: { store?: Store; callbackRetries?: number } = {}) {
