@@ -78,6 +78,25 @@ describe('resolveConfig', () => {
     for (const ok of ['512m', '2g', '2GiB', '100k', 1048576]) expect(resolveConfig(limits(ok), { env: {} }).gateway.nodes[1]!.runtime.limits.memory).toBe(ok);
   });
 
+  test('gateway.engine_handback_s at or above gateway.engine_wait_s is an error naming both; null hands back never and passes', () => {
+    const gateway = (g: object) => ({ gateway: g });
+    const message = (h: number, w: number) =>
+      `${h} s is not below gateway.engine_wait_s (${w} s): a session waiting for a down engine ends ERROR after gateway.engine_wait_s before it could be handed back; make gateway.engine_handback_s smaller than gateway.engine_wait_s, or null to never hand back`;
+    expect(issuesOf(() => resolveConfig(gateway({ engine_wait_s: 60, engine_handback_s: 60 }), { env: {} }))).toEqual([{ path: 'gateway.engine_handback_s', message: message(60, 60) }]);
+    expect(issuesOf(() => resolveConfig(gateway({ engine_wait_s: 30, engine_handback_s: 90 }), { env: {} }))).toEqual([{ path: 'gateway.engine_handback_s', message: message(90, 30) }]);
+    // The default handback (60 s) against a shorter wait, and a wait of 0 (fail at once) with any handback.
+    expect(issuesOf(() => resolveConfig(gateway({ engine_wait_s: 45 }), { env: {} }))).toEqual([{ path: 'gateway.engine_handback_s', message: message(60, 45) }]);
+    expect(issuesOf(() => resolveConfig(gateway({ engine_wait_s: 0, engine_handback_s: 0 }), { env: {} }))).toEqual([{ path: 'gateway.engine_handback_s', message: message(0, 0) }]);
+    // Fine: below it, the defaults (60 < 600), and null (never hand back) whatever the wait.
+    expect(resolveConfig(gateway({ engine_wait_s: 60, engine_handback_s: 59.5 }), { env: {} }).gateway.engine_handback_s).toBe(59.5);
+    expect(resolveConfig({}, { env: {} }).gateway).toMatchObject({ engine_wait_s: 600, engine_handback_s: 60 });
+    expect(resolveConfig(gateway({ engine_wait_s: 0, engine_handback_s: null }), { env: {} }).gateway.engine_handback_s).toBeNull();
+    // Reported with the section's other problems, not instead of them; a negative wait is its own problem only.
+    expect(issuesOf(() => resolveConfig(gateway({ engine_wait_s: 10, heartbeat_interval_s: 0 }), { env: {} })).map((i) => i.path).sort())
+      .toEqual(['gateway.engine_handback_s', 'gateway.heartbeat_interval_s']);
+    expect(issuesOf(() => resolveConfig(gateway({ engine_wait_s: -5, engine_handback_s: 10 }), { env: {} })).map((i) => i.path)).toEqual(['gateway.engine_wait_s']);
+  });
+
   test('two listeners on one address: nodes sharing host:port, a node on the rollout server\'s port', () => {
     const nodes = (...list: object[]) => ({ gateway: { nodes: list.map((n, i) => ({ node_id: `n${i}`, ...n })) } });
     expect(issuesOf(() => resolveConfig(nodes({ port: 8090 }, { port: 8091 }, { port: 8090 }), { env: {} }))).toEqual([

@@ -100,7 +100,13 @@ export const gatewaySchema = z
     /** How long a session waits for a down engine (GatewayNodeOptions.engineWaitMs). */
     engine_wait_s: z.number().nonnegative().default(600).describe('Seconds a session that has not started waits for a down engine (the node\'s periodic engine check, every 10 s, or a check after a session failed says so) before it ends ERROR with "engine down: …" (an infrastructure failure `polar run --max-retries` re-runs). While the engine is down a node starts no queued session (INIT) and no READY one (RUNNING); a READY session\'s timeout_seconds does not run while it waits; running sessions go on.'),
     /** How long the engine is down before waiting sessions go back to the rollout server (GatewayNodeOptions.engineHandbackMs). */
-    engine_handback_s: z.number().nonnegative().nullable().default(60).describe('Seconds a session that has not started (queued, or READY with no harness started) waits for a down engine before its node gives it back to the rollout server (`POST /nodes/{id}/handback`), which dispatches it to another node, or to this one once its engine is back: same session and sample, attempt + 1, no failed result; a READY sandbox is torn down. The server takes nothing back while no other node could run it (healthy, not draining, engine up): those keep waiting, up to engine_wait_s, and are offered again every 10 s. Only for a node with a rollout server (rollout_url, or `polar serve`\'s own node); null never hands back. Keep it below engine_wait_s.'),
+    engine_handback_s: z.number().nonnegative().nullable().default(60).describe('Seconds a session that has not started (queued, or READY with no harness started) waits for a down engine before its node gives it back to the rollout server (`POST /nodes/{id}/handback`), which dispatches it to another node, or to this one once its engine is back: same session and sample, attempt + 1, no failed result; a READY sandbox is torn down. The server takes nothing back while no other node could run it (healthy, not draining, engine up): those keep waiting, up to engine_wait_s, and are offered again every 10 s. Only for a node with a rollout server (rollout_url, or `polar serve`\'s own node); null never hands back. Must be below engine_wait_s unless null (a config error otherwise: the session would end ERROR first).'),
+  })
+  // A session that waits engine_wait_s ends ERROR at the node's check before the handback would be offered at the
+  // same check (src/gateway/node.ts engineWaitTick), so a handback delay at or past it could never hand anything back.
+  .superRefine((gateway, ctx) => {
+    const issue = handbackAfterWait(gateway);
+    if (issue) ctx.addIssue({ code: 'custom', ...issue });
   })
   .describe('Gateway nodes: sandboxes, harness runs and trajectory building.');
 
@@ -108,6 +114,20 @@ export const gatewaySchema = z
 export interface CrossFieldIssue {
   path: Array<string | number>;
   message: string;
+}
+
+/**
+ * `gateway.engine_handback_s` at or above `gateway.engine_wait_s`: waiting sessions would end ERROR before their node
+ * could hand them back. Null (never hand back) is always allowed. The path is relative to the `gateway` section.
+ */
+export function handbackAfterWait(gateway: { engine_wait_s: number; engine_handback_s: number | null }): CrossFieldIssue | null {
+  const { engine_wait_s: wait, engine_handback_s: handback } = gateway;
+  // A negative value has its own issue at its own path (zod runs this refinement anyway); one problem, one message.
+  if (handback === null || handback < wait || !(wait >= 0) || !(handback >= 0)) return null;
+  return {
+    path: ['engine_handback_s'],
+    message: `${handback} s is not below gateway.engine_wait_s (${wait} s): a session waiting for a down engine ends ERROR after gateway.engine_wait_s before it could be handed back; make gateway.engine_handback_s smaller than gateway.engine_wait_s, or null to never hand back`,
+  };
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '']);
