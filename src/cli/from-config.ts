@@ -1,7 +1,8 @@
 /**
  * The one mapping from the config file (src/config/sections/) to what the stack and a gateway node are built from:
  * `engineSpecFromConfig` for the `engine` section, `nodeSettingsFromConfig` for a `gateway.nodes` entry (capacity,
- * paths, and the runtime defaults: kind, image, isolation, network, limits, extra_args → run_args, binary → the runtime CLI).
+ * paths, and the runtime defaults: kind, image, isolation, network, limits, extra_args → run_args, binary → the runtime CLI),
+ * `engineOutageFromConfig` for the `gateway` section's engine wait and handback.
  * `polar serve` and `polar gateway` both use them, so a documented key works the same in both.
  */
 import { homedir } from 'node:os';
@@ -60,6 +61,17 @@ export function runtimeDefaultsFromConfig(rt: RuntimeConfig): Partial<RuntimeSpe
 /** `gateway.upload_roots` as absolute paths (relative ones against `base`, the cwd). */
 export function uploadRootsFromConfig(gateway: GatewayConfig, base = process.cwd()): string[] {
   return gateway.upload_roots.map((p) => resolve(base, p));
+}
+
+/**
+ * The `gateway` section's engine-outage timings as GatewayNode / startLocalStack options, seconds → ms:
+ * `engine_wait_s` → `engineWaitMs`, `engine_handback_s` → `engineHandbackMs` (null stays null: never hand back).
+ */
+export function engineOutageFromConfig(gateway: Pick<GatewayConfig, 'engine_wait_s' | 'engine_handback_s'>): { engineWaitMs: number; engineHandbackMs: number | null } {
+  return {
+    engineWaitMs: gateway.engine_wait_s * 1000,
+    engineHandbackMs: gateway.engine_handback_s === null ? null : gateway.engine_handback_s * 1000,
+  };
 }
 
 /** What a GatewayNode takes from its `gateway.nodes` entry. Relative paths resolve against `base` (the cwd). */

@@ -22,7 +22,7 @@ import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { simScriptRegistrar } from '../stack/sim-scripts.ts';
 import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, UsageError, untilSignal } from './common.ts';
-import { engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
+import { engineOutageFromConfig, engineSpecFromConfig, nodeSettingsFromConfig, uploadRootsFromConfig } from './from-config.ts';
 import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 
@@ -93,8 +93,7 @@ export function register(program: Command): void {
         controlPlaneToken: config.rollout.control_plane_token,
         engineHealth: () => engineHealth.state(),
         checkEngine: () => engineHealth.checkNow().then(() => engineHealth.state()),
-        engineWaitMs: config.gateway.engine_wait_s * 1000,
-        engineHandbackMs: config.gateway.engine_handback_s === null ? null : config.gateway.engine_handback_s * 1000,
+        ...engineOutageFromConfig(config.gateway),
         beforeSession: config.engine.kind === 'sim' ? simScriptRegistrar(config.engine.url) : undefined,
         log,
       });

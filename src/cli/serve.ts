@@ -18,7 +18,7 @@ import { existsSync } from 'node:fs';
 import { proxyOptionsFromConfig } from '../proxy/types.ts';
 import { openStore } from '../store/index.ts';
 import { checkListenSecurity, loadConfigForCli, parsePort, untilSignal, UsageError } from './common.ts';
-import { engineSpecFromConfig, nodeSettingsFromConfig, simEngineFromConfig, uploadRootsFromConfig } from './from-config.ts';
+import { engineOutageFromConfig, engineSpecFromConfig, nodeSettingsFromConfig, simEngineFromConfig, uploadRootsFromConfig } from './from-config.ts';
 import { assertSandboxAvailable, describeSandbox, sandboxLine } from '../gateway/runtimes/index.ts';
 import { collectEngineUrls, engineUrlFields } from './engine-urls.ts';
 
@@ -72,8 +72,7 @@ export function register(program: Command): void {
             heartbeatTimeoutMs: config.rollout.heartbeat_timeout_s * 1000, callbackRetries: config.rollout.callback_retries,
           },
           heartbeatIntervalMs: config.gateway.heartbeat_interval_s * 1000,
-          engineWaitMs: config.gateway.engine_wait_s * 1000,
-          engineHandbackMs: config.gateway.engine_handback_s === null ? null : config.gateway.engine_handback_s * 1000,
+          ...engineOutageFromConfig(config.gateway),
           controlPlaneToken: config.rollout.control_plane_token,
           proxyOptions: proxyOptionsFromConfig(config.proxy),
           log: (line) => console.error(`polar serve: ${line}`),

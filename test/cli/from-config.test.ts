@@ -1,18 +1,23 @@
 /**
  * The config → gateway node mapping (src/cli/from-config.ts) that `polar serve` and `polar gateway` share: the
  * documented `runtime.binary` reaches the runtime (a recording CLI at a custom path is the one called), the other
- * runtime keys map to the runtime defaults, and relative paths resolve against the given base, not a session's work dir.
+ * runtime keys map to the runtime defaults, and relative paths resolve against the given base, not a session's work dir;
+ * `gateway.engine_wait_s` and `gateway.engine_handback_s` (seconds) reach the node as ms and change when a waiting
+ * session is handed back or fails.
  */
 import { expect, test } from 'bun:test';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { engineSpecFromConfig, nodeSettingsFromConfig, runtimeDefaultsFromConfig } from '../../src/cli/from-config.ts';
+import { engineOutageFromConfig, engineSpecFromConfig, nodeSettingsFromConfig, runtimeDefaultsFromConfig } from '../../src/cli/from-config.ts';
+import { resolveConfig } from '../../src/config/load.ts';
 import { engineSchema } from '../../src/config/sections/engine.ts';
 import { gatewayNodeSchema, runtimeSchema } from '../../src/config/sections/gateway.ts';
 import type { TaskRequest } from '../../src/core/records.ts';
 import { GatewayNode } from '../../src/gateway/node.ts';
 import { parseRuntimeSpec } from '../../src/gateway/runtimes/index.ts';
 import { openStore } from '../../src/store/index.ts';
+import { until } from '../support/poll.ts';
+import { taskRequest } from '../support/tasks.ts';
 import { useTempStores } from '../support/temp-stores.ts';
 
 const temp = useTempStores('polar-from-config-');
@@ -74,4 +79,65 @@ test('engine section → engine spec: seconds to ms, sampling defaults, system m
   // engine.stream reaches the engine client (what it changes: test/proxy/streaming.test.ts, test/proxy/cli-stream.test.ts).
   expect(spec.stream).toBe('auto');
   expect(engineSpecFromConfig(engineSchema.parse({ stream: 'never' })).stream).toBe('never');
+});
+
+test('gateway.engine_wait_s / engine_handback_s → engineWaitMs / engineHandbackMs: seconds to ms, null stays null', () => {
+  const gateway = (g: object) => resolveConfig({ gateway: g }, { env: {} }).gateway;
+  expect(engineOutageFromConfig(gateway({}))).toEqual({ engineWaitMs: 600_000, engineHandbackMs: 60_000 });
+  expect(engineOutageFromConfig(gateway({ engine_handback_s: 2 }))).toEqual({ engineWaitMs: 600_000, engineHandbackMs: 2000 });
+  expect(engineOutageFromConfig(gateway({ engine_wait_s: 30, engine_handback_s: 0.25 }))).toEqual({ engineWaitMs: 30_000, engineHandbackMs: 250 });
+  expect(engineOutageFromConfig(gateway({ engine_wait_s: 0, engine_handback_s: null }))).toEqual({ engineWaitMs: 0, engineHandbackMs: null });
+});
+
+test('a node built from the gateway section hands a waiting session back after engine_handback_s; with null it never does and fails after engine_wait_s', async () => {
+  const dir = temp.tempDir();
+  const handbacks: { session_ids: string[]; reason: string }[] = [];
+  const rollout = Bun.serve({
+    hostname: '127.0.0.1', port: 0,
+    fetch: async (req) => {
+      const body = (await req.json().catch(() => ({}))) as { session_ids: string[]; reason: string };
+      if (new URL(req.url).pathname.endsWith('/handback')) {
+        handbacks.push(body);
+        return Response.json({ node_id: 'n', requeued: body.session_ids });
+      }
+      return Response.json({ ok: true });
+    },
+  });
+  const store = openStore(join(dir, 'db.sqlite'));
+  temp.stores.push(store);
+  const nodes: GatewayNode[] = [];
+  const start = async (gateway: object) => {
+    const node = new GatewayNode({
+      nodeId: 'n', store, workRoot: join(dir, 'work'), harnessLogDir: null, engineWaitPollMs: 20,
+      engineHealth: () => ({ ok: false, error: 'connect ECONNREFUSED 127.0.0.1:9' }),
+      rollout: { url: `http://127.0.0.1:${rollout.port}`, heartbeatIntervalMs: 10_000 },
+      ...engineOutageFromConfig(resolveConfig({ gateway }, { env: {} }).gateway),
+    });
+    nodes.push(node);
+    await node.start();
+    return node;
+  };
+  const task = taskRequest('t', { num_samples: 1, timeout_seconds: 30, agent: { command: 'true', model_name: 'm' } });
+  try {
+    // engine_handback_s 0.3: offered once it has waited 0.3 s, released when the server takes it (no result here).
+    const handing = await start({ engine_wait_s: 30, engine_handback_s: 0.3 });
+    const t0 = Date.now();
+    handing.dispatch({ session_id: 'h1', task, sample_index: 0 });
+    await until(() => handing.get('h1') === null, 5000);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
+    expect(handbacks).toHaveLength(1);
+    expect(handbacks[0]!.session_ids).toEqual(['h1']);
+    expect(handbacks[0]!.reason).toMatch(/^engine down for [\d.]+ s \(gateway\.engine_handback_s 0\.3\): connect ECONNREFUSED/);
+    expect(store.results.get('h1')).toBeNull();
+    // engine_handback_s null: never offered; engine_wait_s 0.5 then ends it ERROR on this node.
+    const keeping = await start({ engine_wait_s: 0.5, engine_handback_s: null });
+    keeping.dispatch({ session_id: 'k1', task, sample_index: 0 });
+    const result = await keeping.wait('k1');
+    expect(result.status).toBe('ERROR');
+    expect(result.error).toMatch(/^engine down: not started after waiting [\d.]+ s for the engine \(gateway\.engine_wait_s 0\.5\)/);
+    expect(handbacks).toHaveLength(1);
+  } finally {
+    for (const node of nodes) await node.stop({ graceMs: 100 });
+    rollout.stop(true);
+  }
 });
