@@ -2,12 +2,11 @@
 // `npm start`: the main job (`polar run examples/tasks --harness pi --samples 4` on the built-in simulator).
 // The bundled example tasks are this repository's own, so on a machine without bubblewrap (a fresh laptop with only
 // Node and npm) they run unsandboxed, and the command says so; any other task still needs a sandbox or an explicit
-// `--no-sandbox` (src/gateway/runtimes/). Extra arguments after `npm start --` are passed on.
+// `--no-sandbox` (src/gateway/runtimes/). Extra arguments after `npm start --` are passed on; signals sent to this
+// wrapper reach polar run (scripts/run-child.mjs).
 import { spawnSync } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { bunPath, root, runForwardingSignals } from './run-child.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const extra = process.argv.slice(2);
 const hasBwrap = spawnSync('bwrap', ['--version'], { stdio: 'ignore' }).status === 0;
 const args = ['src/main.ts', 'run', 'examples/tasks', '--harness', 'pi', '--samples', '4', ...extra];
@@ -16,5 +15,4 @@ if (!hasBwrap && !extra.includes('--no-sandbox')) {
   console.error('npm start: install it (apt-get install bubblewrap) to run every session in its own sandbox.');
   args.push('--no-sandbox');
 }
-const result = spawnSync(process.execPath, [join(root, 'scripts', 'bun.mjs'), ...args], { stdio: 'inherit', cwd: root });
-process.exit(result.status ?? 1);
+runForwardingSignals(bunPath(), args, { cwd: root });
