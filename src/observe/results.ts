@@ -60,6 +60,64 @@ export function evaluatedReward(result: SessionResult): number | null {
   return evaluation.outcome_reward;
 }
 
+/** A reward at or above this counts as a pass for pass@1 (binary evaluators give 0 or 1). */
+export const PASS_REWARD = 1;
+
+/** One sample of a task as pass@1 and mean reward see it: its last attempt's status and evaluated reward. */
+export interface SampleOutcome {
+  /** The status of the sample's last attempt (COMPLETED, ERROR, TIMEOUT, CANCELLED, or a non-final one while it runs). */
+  status: string;
+  /** Its evaluated reward ({@link evaluatedReward}); null when it was not evaluated (error, timeout, cancelled, unfinished). */
+  reward: number | null;
+}
+
+/** A task's score over its samples ({@link scoreTask}). */
+export interface TaskScore {
+  /** Samples with an evaluated reward ≥ {@link PASS_REWARD}. */
+  passed: number;
+  /** Samples pass@1 is over: the task's samples less the cancelled ones. */
+  judged: number;
+  /** Samples whose last attempt was cancelled (task cancel, early stop, run deadline): never judged. */
+  cancelled: number;
+  /** passed / judged, 0..1; null when every sample was cancelled. */
+  pass_at_1: number | null;
+}
+
+/**
+ * pass@1 of one task as c/n, the one rule every view of a run uses (`polar run`'s summary and splits, the dashboard):
+ * c = samples with an evaluated reward ≥ PASS_REWARD; n = the task's samples less the cancelled ones. A sample that
+ * ended without a reward (ERROR, TIMEOUT) or has not finished counts as a failure; a cancelled one was never judged,
+ * so it is out of n as well.
+ * @param numSamples the task's num_samples; samples not in `samples` (not created yet) count as unfinished. Default:
+ *   `samples.length`.
+ */
+export function scoreTask(samples: readonly SampleOutcome[], numSamples = samples.length): TaskScore {
+  const cancelled = samples.filter((s) => s.status === 'CANCELLED').length;
+  const passed = samples.filter((s) => s.status !== 'CANCELLED' && s.reward !== null && s.reward >= PASS_REWARD).length;
+  const judged = Math.max(numSamples, samples.length) - cancelled;
+  return { passed, judged, cancelled, pass_at_1: judged > 0 ? passed / judged : null };
+}
+
+/**
+ * Mean reward over the evaluated samples (non-null rewards), the one rule every view uses: a sample without a reward
+ * (error, timeout, cancelled, unfinished) is left out, never counted as 0. Null when none was evaluated.
+ */
+export function meanReward(rewards: Iterable<number | null>): number | null {
+  let sum = 0;
+  let n = 0;
+  for (const r of rewards) {
+    if (r === null) continue;
+    sum += r;
+    n++;
+  }
+  return n > 0 ? sum / n : null;
+}
+
+/** pass@1 over several tasks: the mean of the tasks' pass@1 ({@link scoreTask}), tasks without one left out; null for none. */
+export function meanPassAt1(values: Iterable<number | null>): number | null {
+  return meanReward(values);
+}
+
 /**
  * A session's status as `polar results` shows it: its SessionResult's, else the session's (a dispatched session with
  * no result yet), else CAPTURED (records from a standalone proxy, no task).
@@ -182,9 +240,10 @@ export function formatResultTable(rows: readonly ResultRow[], width = 100, filte
   });
   const counted = rows.filter((r) => r.retried_by === null);
   const n = (s: string) => counted.filter((r) => r.status === s).length;
-  const scored = counted.map((r) => r.reward).filter((x): x is number => x !== null);
+  const evaluated = counted.filter((r) => r.reward !== null).length;
+  const mean = meanReward(counted.map((r) => r.reward));
   const rerun = rows.length - counted.length;
   out.push(`${rows.length} session(s)${rerun > 0 ? `, ${rerun} re-run by a retry (counted by its last attempt)` : ''}: ${n('COMPLETED')} completed, ${n('ERROR')} error, ${n('TIMEOUT')} timeout` +
-    (scored.length ? `; mean reward ${(scored.reduce((a, b) => a + b, 0) / scored.length).toFixed(3)} over ${scored.length} evaluated` : '; none evaluated'));
+    (mean !== null ? `; mean reward ${mean.toFixed(3)} over ${evaluated} evaluated` : '; none evaluated'));
   return out.join('\n');
 }

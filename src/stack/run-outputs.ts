@@ -6,6 +6,7 @@
 import type { ExportRow } from '../rollout/export.ts';
 import { exportTraces, writeJsonl } from '../rollout/export.ts';
 import type { Store } from '../store/index.ts';
+import { meanPassAt1, meanReward } from '../observe/results.ts';
 import { summarizeRun } from './run-summary.ts';
 
 const OPS = ['>=', '<=', '==', '!=', '>', '<'] as const;
@@ -43,15 +44,20 @@ export function writeAccepted(store: Store, taskIds: readonly string[], accept: 
 }
 
 /**
- * Per split: tasks, sessions, completed sessions, mean reward and pass@1 over the split's tasks, a sample `--max-retries`
- * re-ran counted once by its last attempt (as summarizeRun counts it).
+ * Per split: tasks, sessions, completed sessions, mean reward and pass@1 over the split's tasks by the rules the run
+ * summary uses (src/observe/results.ts meanReward and scoreTask: mean over evaluated samples; pass@1 the mean of the
+ * tasks' c/n, cancelled samples left out), a sample `--max-retries` re-ran counted once by its last attempt.
  */
 export interface SplitSummary {
   tasks: number;
   sessions: number;
   completed: number;
-  mean_reward: number;
-  pass_at_1: number;
+  /** Samples whose last attempt was cancelled: left out of mean_reward and pass_at_1. */
+  cancelled: number;
+  /** Null when no sample of the split was evaluated. */
+  mean_reward: number | null;
+  /** Null when every sample of the split was cancelled. */
+  pass_at_1: number | null;
 }
 
 /** The summary per `metadata.split` of the tasks run; {} when no task names a split. */
@@ -65,11 +71,10 @@ export function summarizeSplits(store: Store, taskIds: readonly string[]): Recor
   const out: Record<string, SplitSummary> = {};
   for (const [split, ids] of [...bySplit].sort(([a], [b]) => a.localeCompare(b))) {
     const { harnesses, tasks } = summarizeRun(store, ids);
-    const sessions = harnesses.reduce((n, h) => n + h.sessions, 0);
-    const weighted = (key: 'mean_reward' | 'pass_at_1') => (sessions === 0 ? 0 : harnesses.reduce((n, h) => n + h[key] * h.sessions, 0) / sessions);
     out[split] = {
-      tasks: tasks.length, sessions,
-      completed: harnesses.reduce((n, h) => n + h.completed, 0), mean_reward: weighted('mean_reward'), pass_at_1: weighted('pass_at_1'),
+      tasks: tasks.length, sessions: harnesses.reduce((n, h) => n + h.sessions, 0),
+      completed: harnesses.reduce((n, h) => n + h.completed, 0), cancelled: harnesses.reduce((n, h) => n + h.cancelled, 0),
+      mean_reward: meanReward(tasks.flatMap((t) => t.rewards)), pass_at_1: meanPassAt1(tasks.map((t) => t.pass_at_1)),
     };
   }
   return out;
@@ -78,5 +83,6 @@ export function summarizeSplits(store: Store, taskIds: readonly string[]): Recor
 /** One line per split for the terminal. */
 export function formatSplits(splits: Record<string, SplitSummary>): string[] {
   return Object.entries(splits).map(([split, s]) =>
-    `split ${split}: ${s.tasks} task(s), ${s.sessions} session(s), ${s.completed} completed, mean reward ${s.mean_reward.toFixed(3)}, pass@1 ${s.pass_at_1.toFixed(3)}`);
+    `split ${split}: ${s.tasks} task(s), ${s.sessions} session(s), ${s.completed} completed${s.cancelled > 0 ? `, ${s.cancelled} cancelled` : ''}, ` +
+    `mean reward ${s.mean_reward === null ? '-' : s.mean_reward.toFixed(3)}, pass@1 ${s.pass_at_1 === null ? '-' : s.pass_at_1.toFixed(3)}`);
 }

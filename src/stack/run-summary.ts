@@ -8,11 +8,10 @@ import type { BuilderName, SessionResult, SessionTiming } from '../core/records.
 import type { Store } from '../store/index.ts';
 import { buildTrajectory, CHAIN_ROLES, type ChainRole } from '../trace/index.ts';
 import { rewardOf } from '../trace/groups.ts';
-import { evaluatedReward } from '../observe/results.ts';
+import { evaluatedReward, meanPassAt1, meanReward, PASS_REWARD, scoreTask, type SampleOutcome } from '../observe/results.ts';
 import { finalAttempts, type FinalTask } from '../rollout/run-retries.ts';
 
-/** A reward at or above this counts as a pass (test_on_output and session_completed give 0 or 1). */
-export const PASS_REWARD = 1;
+export { PASS_REWARD };
 
 /** Median stage times of the finished sessions, in ms (SessionTiming fields). */
 export type StageMedians = Record<'init_ms' | 'ready_queue_ms' | 'run_ms' | 'postrun_ms' | 'e2e_ms', number | null>;
@@ -38,12 +37,16 @@ export interface HarnessSummary {
   /** Up to 3 distinct harness failure reasons, for the report. */
   harness_failure_reasons: string[];
   /**
-   * Mean over tasks of the fraction of that task's samples whose reward ≥ PASS_REWARD (the unbiased pass@1 estimate
-   * c/n per task); a session that did not complete counts as a failure. 0..1.
+   * Mean over tasks of the fraction of that task's judged samples whose evaluated reward ≥ PASS_REWARD (the unbiased
+   * pass@1 estimate c/n per task, src/observe/results.ts scoreTask, as the dashboard computes it): a sample that ended
+   * without a reward counts as a failure, a cancelled one is not judged (out of n). 0..1; null when every sample of
+   * every task was cancelled.
    */
-  pass_at_1: number;
-  /** Mean outcome reward over every session (unfinished = 0). */
-  mean_reward: number;
+  pass_at_1: number | null;
+  /** Mean evaluated reward over the samples that have one (src/observe/results.ts meanReward); null when none has. */
+  mean_reward: number | null;
+  /** Samples whose last attempt was cancelled (task cancel, early stop, run deadline): left out of pass@1 and mean reward. */
+  cancelled: number;
   /** Mean model calls (CompletionRecords) per session. */
   mean_turns: number;
   /** CompletionRecords of these sessions. */
@@ -87,7 +90,10 @@ export interface TaskSummary {
   harness: string;
   /** Reward per sample in sample order; null for a sample that was not evaluated (shown as —). */
   rewards: (number | null)[];
-  pass_at_1: number;
+  /** c/n over the task's judged samples (cancelled ones left out); null when every sample was cancelled. */
+  pass_at_1: number | null;
+  /** Samples whose last attempt was cancelled: not judged, so out of pass@1. */
+  cancelled: number;
   mean_turns: number;
   /** prefix_merging chains over the task's sessions. */
   chains: number;
@@ -137,8 +143,9 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
   const timings: SessionTiming[] = [];
   let sessions = 0;
   let completions = 0;
-  let rewardSum = 0;
-  let passRateSum = 0;
+  const evaluated: (number | null)[] = [];
+  const passRates: (number | null)[] = [];
+  let cancelled = 0;
   let variance = 0;
   let harnessFailures = 0;
   let rerenderMismatches = 0;
@@ -150,9 +157,9 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
   let retried = 0;
   const failureReasons = new Set<string>();
   for (const { task_id: taskId, samples } of folded) {
-    let passes = 0;
     const rewards: number[] = [];
-    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0, retried: 0 };
+    const outcomes: SampleOutcome[] = [];
+    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: null, cancelled: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0, retried: 0 };
     let taskTurns = 0;
     for (const s of samples) {
       sessions++;
@@ -160,12 +167,14 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
       const result = store.results.get(s.session_id);
       const status = result?.status ?? store.sessions.get(s.session_id)?.status ?? 'REGISTERED';
       statuses[status] = (statuses[status] ?? 0) + 1;
-      const reward = result && result.status === 'COMPLETED' ? rewardOf(result) : 0;
-      task.rewards.push(result ? evaluatedReward(result) : null);
+      // pass@1 and mean reward take the evaluated reward (none for a cancelled, failed or unfinished sample), as the
+      // dashboard and `polar results` do; the reward-variance count keeps 0 for those, as a GRPO group would.
+      const scored = result ? evaluatedReward(result) : null;
+      task.rewards.push(scored);
+      outcomes.push({ status, reward: scored });
+      evaluated.push(scored);
       if (status !== 'COMPLETED') task.failed++;
-      rewards.push(reward);
-      rewardSum += reward;
-      if (reward >= PASS_REWARD) passes++;
+      rewards.push(result && result.status === 'COMPLETED' ? rewardOf(result) : 0);
       if (result) timings.push(result.timing);
       const outcome = result?.trajectory.metadata.harness_outcome as { success?: unknown; reason?: unknown } | null | undefined;
       if (outcome && outcome.success === false) {
@@ -193,8 +202,11 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
         for (const t of built.traces) trainerTokens[strategy] += t.prompt_ids.length + t.response_ids.length;
       }
     }
-    if (samples.length > 0) passRateSum += passes / samples.length;
-    task.pass_at_1 = samples.length > 0 ? passes / samples.length : 0;
+    const score = scoreTask(outcomes);
+    task.pass_at_1 = score.pass_at_1;
+    task.cancelled = score.cancelled;
+    cancelled += score.cancelled;
+    passRates.push(score.pass_at_1);
     task.mean_turns = samples.length > 0 ? taskTurns / samples.length : 0;
     trainable += task.trainable_tokens;
     retried += task.retried;
@@ -210,8 +222,9 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
     completed: statuses.COMPLETED ?? 0,
     harness_failures: harnessFailures,
     harness_failure_reasons: [...failureReasons],
-    pass_at_1: folded.length > 0 ? passRateSum / folded.length : 0,
-    mean_reward: sessions > 0 ? rewardSum / sessions : 0,
+    pass_at_1: meanPassAt1(passRates),
+    mean_reward: meanReward(evaluated),
+    cancelled,
     mean_turns: sessions > 0 ? completions / sessions : 0,
     completions,
     traces,
@@ -296,7 +309,7 @@ export function chainWarning(summary: RunSummary): string | null {
 /**
  * The summary as text of at most {@link SUMMARY_WIDTH} columns: one row per harness, per-harness builder and stage
  * lines, one row per task (rewards per sample; — for a sample that was not evaluated), a line on sessions
- * `--max-retries` re-ran when there were any, the chain warning when chains broke or joins were re-rendered, and the
+ * `--max-retries` re-ran when there were any, a line on cancelled samples (left out of pass@1) when there were any, the chain warning when chains broke or joins were re-rendered, and the
  * engine line.
  */
 export function formatSummaryTable(summary: RunSummary): string {
@@ -304,7 +317,7 @@ export function formatSummaryTable(summary: RunSummary): string {
   const out = columns(
     ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'turns', 'chains/s', 'trainable', 're-rend', 'p50 e2e'],
     summary.harnesses.map((h) => [
-      cut(h.harness, 14), String(h.sessions), String(h.completed), String(h.sessions - h.harness_failures), h.pass_at_1.toFixed(3),
+      cut(h.harness, 14), String(h.sessions), String(h.completed), String(h.sessions - h.harness_failures), h.pass_at_1 === null ? '-' : h.pass_at_1.toFixed(3),
       h.mean_turns.toFixed(2), (h.sessions > 0 ? h.traces.prefix_merging / h.sessions : 0).toFixed(2), String(h.trainable_tokens),
       String(h.rerender_mismatches), ms(h.p50.e2e_ms),
     ]),
@@ -318,7 +331,7 @@ export function formatSummaryTable(summary: RunSummary): string {
     const reward = (r: number | null) => (r === null ? '—' : String(Math.round(r * 100) / 100));
     out.push(...columns(
       ['task', 'rewards', 'pass@1', 'turns', 'chains', 'trainable', 'failed'],
-      summary.tasks.map((t) => [cut(t.task_id, 28), cut(t.rewards.map(reward).join(' '), 30), t.pass_at_1.toFixed(2), t.mean_turns.toFixed(1), String(t.chains), String(t.trainable_tokens), String(t.failed)]),
+      summary.tasks.map((t) => [cut(t.task_id, 28), cut(t.rewards.map(reward).join(' '), 30), t.pass_at_1 === null ? '-' : t.pass_at_1.toFixed(2), t.mean_turns.toFixed(1), String(t.chains), String(t.trainable_tokens), String(t.failed)]),
     ));
   }
   const retried = summary.harnesses.reduce((n, h) => n + h.retried_sessions, 0);
@@ -326,11 +339,16 @@ export function formatSummaryTable(summary: RunSummary): string {
     const tasks = summary.tasks.filter((t) => t.retried > 0).map((t) => `${t.task_id} ${t.retried}`);
     out.push('', ...wrap(`retried: ${retried} session(s) re-run after infrastructure failures; each sample counts by its last attempt (${tasks.length > 5 ? `${tasks.slice(0, 5).join(', ')}, … ${tasks.length} tasks` : tasks.join(', ')})`));
   }
+  const cancelled = summary.harnesses.reduce((n, h) => n + h.cancelled, 0);
+  if (cancelled > 0) {
+    const tasks = summary.tasks.filter((t) => t.cancelled > 0).map((t) => `${t.task_id} ${t.cancelled}`);
+    out.push('', ...wrap(`cancelled: ${cancelled} sample(s) cancelled (task cancel, early stop or run deadline) were not judged: left out of pass@1 and mean reward (${tasks.length > 5 ? `${tasks.slice(0, 5).join(', ')}, … ${tasks.length} tasks` : tasks.join(', ')})`));
+  }
   const warning = chainWarning(summary);
   if (warning) out.push('', ...wrap(warning));
   const busy = summary.engine_busy_fraction === null ? 'not measured (external engine)' : `${(summary.engine_busy_fraction * 100).toFixed(1)}%`;
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
-  out.push(`pass@1: fraction of a task's samples with reward ≥ ${PASS_REWARD} (per harness: mean over its tasks)`);
+  out.push(`pass@1: fraction of a task's uncancelled samples with reward ≥ ${PASS_REWARD} (per harness: mean over tasks)`);
   out.push('trainable: loss_mask 1 tokens; trainer tokens: prompt + response tokens (per_request / prefix)');
   out.push('chains/s: prefix_merging chains per session (1: no break); re-rend: re-rendered joins');
   out.push('main chains: the agent conversation (one per session when unsplit); side/retry/compact by role');

@@ -92,7 +92,8 @@ test('polar run: a retry that fails again is one failed sample of one task, and 
   expect([task!.task_id, task!.rewards.length, task!.pass_at_1, task!.failed, task!.retried]).toEqual(['broken', 2, 0.5, 1, 1]);
   expect(task!.rewards.filter((x) => x === 1)).toHaveLength(1);
   const [h] = summary.harnesses;
-  expect([h!.sessions, h!.completed, h!.pass_at_1, h!.mean_reward]).toEqual([2, 1, 0.5, 0.5]);
+  // The failed sample has no reward: a failure in pass@1, out of the mean reward (src/observe/results.ts meanReward).
+  expect([h!.sessions, h!.completed, h!.pass_at_1, h!.mean_reward, h!.cancelled]).toEqual([2, 1, 0.5, 1, 0]);
   expect([summary.statuses, summary.all_completed]).toEqual([{ COMPLETED: 1, ERROR: 1 }, false]);
   expect(r.stdout).not.toContain('~retry');
   expect(r.stderr).toMatch(/not every session completed its work: (COMPLETED 1, ERROR 1|ERROR 1, COMPLETED 1)\n/);

@@ -1,10 +1,18 @@
 /**
  * The `polar run` summary text: at most 100 columns whatever the names, a per-task table with — for a sample that
  * was not evaluated, and a warning naming cause and fix when sessions split into several chains or joins were
- * re-rendered (and none when they did not).
+ * re-rendered (and none when they did not); and, on a hand-made store, the same pass@1 and mean reward as the
+ * dashboard: cancelled samples are not judged (out of pass@1's n, and said so), ERROR ones count as failures in pass@1
+ * and are out of the mean reward (they have none).
  */
 import { expect, test } from 'bun:test';
-import { chainWarning, formatSummaryTable, SUMMARY_WIDTH, type HarnessSummary, type RunSummary } from '../../src/stack/run-summary.ts';
+import type { ResultStatus } from '../../src/core/contracts/index.ts';
+import { dashboardState, type DashboardSource } from '../../src/observe/dashboard/state.ts';
+import { formatSplits, summarizeSplits } from '../../src/stack/run-outputs.ts';
+import { chainWarning, formatSummaryTable, summarizeRun, SUMMARY_WIDTH, type HarnessSummary, type RunSummary } from '../../src/stack/run-summary.ts';
+import { openStore, type Store } from '../../src/store/index.ts';
+import { sessionResult } from '../support/records.ts';
+import { taskRequest } from '../support/tasks.ts';
 
 function harness(overrides: Partial<HarnessSummary> = {}): HarnessSummary {
   return {
@@ -12,7 +20,7 @@ function harness(overrides: Partial<HarnessSummary> = {}): HarnessSummary {
     pass_at_1: 0.5, mean_reward: 0.5, mean_turns: 3.25, completions: 13, traces: { per_request: 13, prefix_merging: 4 },
     trainer_tokens: { per_request: 91234, prefix_merging: 20345 }, rerender_mismatches: 0, groups_with_reward_variance: 1,
     p50: { init_ms: 120, ready_queue_ms: 0, run_ms: 12_345, postrun_ms: 80, e2e_ms: 12_600 }, trainable_tokens: 1834, chain_breaks: {}, split_sessions: 0,
-    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4, retried_sessions: 0,
+    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4, retried_sessions: 0, cancelled: 0,
     ...overrides,
   };
 }
@@ -21,8 +29,8 @@ function summary(h: HarnessSummary): RunSummary {
   return {
     harnesses: [h], engine_busy_fraction: 0.42, wall_ms: 30_000,
     tasks: [
-      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1, retried: 0 },
-      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0, retried: 0 },
+      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, cancelled: 0, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1, retried: 0 },
+      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, cancelled: 0, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0, retried: 0 },
     ],
   };
 }
@@ -75,4 +83,61 @@ test('sessions re-run by --max-retries get one line naming the tasks; none witho
   expect(text.replace(/\n {2}/g, ' ')).toContain('retried: 2 session(s) re-run after infrastructure failures; each sample counts by its last attempt (short 2)');
   for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
   expect(formatSummaryTable(summary(harness()))).not.toContain('retried:');
+});
+
+/** Task `id` with one session per entry: a status with a stored result, or `{session: status}` for a session without one. */
+function seed(store: Store, id: string, samples: ({ status: ResultStatus; reward?: number } | { session: string })[], metadata: Record<string, unknown> = {}): void {
+  store.tasks.upsert(taskRequest(id, { num_samples: samples.length, metadata }), 'COMPLETED');
+  samples.forEach((s, i) => {
+    const sessionId = `${id}${i}`;
+    const status = 'session' in s ? s.session : s.status;
+    store.sessions.insert({ session_id: sessionId, task_id: id, sample_index: i, status });
+    if (!('session' in s)) store.results.put(sessionResult(sessionId, id, s.status, s.reward ?? 0, s.status === 'CANCELLED' ? 'cancelled: run deadline' : null));
+  });
+}
+
+/** The dashboard's source over a store, as the rollout server builds it (src/rollout/routes.ts dashboardSource). */
+function storeSource(store: Store): DashboardSource {
+  return {
+    tasks: () => store.tasks.list(), sessions: (id) => store.sessions.listByTask(id), results: (id) => store.results.listByTask(id),
+    result: (id) => store.results.get(id), session: (id) => store.sessions.get(id), nodes: () => [], health: () => ({}),
+  };
+}
+
+test('summarizeRun: cancelled samples are not judged (pass@1 and mean reward as the dashboard has them), and the summary says how many', async () => {
+  const store = openStore(':memory:');
+  try {
+    // c: two judged samples (1, 0), one cancelled with a result, one cancelled before it had one (run deadline).
+    seed(store, 'c', [{ status: 'COMPLETED', reward: 1 }, { status: 'COMPLETED', reward: 0 }, { status: 'CANCELLED' }, { session: 'CANCELLED' }], { split: 'train' });
+    // e: a pass and an ERROR (no reward: a failure in pass@1, not a 0 in the mean reward).
+    seed(store, 'e', [{ status: 'COMPLETED', reward: 1 }, { status: 'ERROR' }], { split: 'test' });
+    // x: every sample cancelled: no pass@1 at all.
+    seed(store, 'x', [{ status: 'CANCELLED' }], { split: 'test' });
+    const summary = summarizeRun(store, ['c', 'e', 'x']);
+    expect(summary.tasks.map((t) => [t.task_id, t.rewards, t.pass_at_1, t.cancelled, t.failed])).toEqual([
+      ['c', [1, 0, null, null], 0.5, 2, 2], ['e', [1, null], 0.5, 0, 1], ['x', [null], null, 1, 1],
+    ]);
+    const [h] = summary.harnesses;
+    expect([h!.sessions, h!.cancelled, h!.pass_at_1, h!.mean_reward]).toEqual([7, 3, 0.5, 2 / 3]);
+    const text = formatSummaryTable(summary);
+    expect(text.replace(/\n {2}/g, ' ')).toContain('cancelled: 3 sample(s) cancelled (task cancel, early stop or run deadline) were not judged: left out of pass@1 and mean reward (c 2, x 1)');
+    expect(text).toMatch(/^x\s+—\s+-\s/m);
+    for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+
+    // The dashboard reads the same store and shows the same numbers.
+    const state = await dashboardState(storeSource(store), 1_000);
+    const dashboard = Object.fromEntries(state.tasks.map((t) => [t.task_id, t.pass_at_1]));
+    expect(dashboard).toEqual(Object.fromEntries(summary.tasks.map((t) => [t.task_id, t.pass_at_1])));
+    expect(state.policies.map((p) => [p.pass_at_1, p.mean_reward])).toEqual([[h!.pass_at_1!, h!.mean_reward!]]);
+
+    // Per split, by the same rules.
+    const splits = summarizeSplits(store, ['c', 'e', 'x']);
+    expect(splits).toEqual({
+      test: { tasks: 2, sessions: 3, completed: 1, cancelled: 1, mean_reward: 1, pass_at_1: 0.5 },
+      train: { tasks: 1, sessions: 4, completed: 2, cancelled: 2, mean_reward: 0.5, pass_at_1: 0.5 },
+    });
+    expect(formatSplits(splits)).toContain('split train: 1 task(s), 4 session(s), 2 completed, 2 cancelled, mean reward 0.500, pass@1 0.500');
+  } finally {
+    store.close();
+  }
 });

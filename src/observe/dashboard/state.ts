@@ -6,10 +6,9 @@
  */
 import type { SessionResult, TaskRequest } from '../../core/records.ts';
 import { isUsable, sampledPolicyVersions } from '../../trace/groups.ts';
-import { evaluatedReward } from '../results.ts';
+import { evaluatedReward, meanPassAt1, meanReward, PASS_REWARD, scoreTask } from '../results.ts';
 
-/** A reward at or above this counts as a pass for pass@1 (binary evaluators give 0 or 1). */
-export const PASS_REWARD = 1;
+export { PASS_REWARD };
 /** Tasks listed in the snapshot (most recent first). */
 export const MAX_TASKS = 50;
 /** Errors listed in the snapshot (most recent first). */
@@ -77,7 +76,6 @@ export interface DashboardState {
 /** A finished session's reward; null when it was never evaluated (skipped, cancelled): shown as —, not a 0. */
 const rewardOf = evaluatedReward;
 
-const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 /** The snapshot the page renders. `now` in Unix ms. */
 export async function dashboardState(src: DashboardSource, now: number): Promise<DashboardState> {
@@ -103,18 +101,20 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
       if (error !== null) errors.push({ at: s.updated_at, task_id: taskId, session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, error });
     }
     const scored = rewards.filter((x): x is number => x !== null);
-    // pass@1 as c/n over the task's samples; a finished session without a reward counts as a failure, except a
-    // cancelled one (task cancel, early stop, run deadline): it was never judged, so it is out of n as well.
-    const cancelled = sessions.filter((s) => s.status === 'CANCELLED' || results.get(s.session_id)?.status === 'CANCELLED').length;
-    const judged = Math.max(row.task.num_samples, results.size) - cancelled;
-    const passAt1 = results.size === 0 || judged <= 0 ? null : scored.filter((x) => x >= PASS_REWARD).length / judged;
+    // pass@1 by the rule `polar run`'s summary uses (scoreTask): c/n over the task's samples, a session without a
+    // reward (finished or not) a failure, a cancelled one (task cancel, early stop, run deadline) out of n.
+    const outcomes = sessions.map((s) => {
+      const r = results.get(s.session_id);
+      return { status: s.status === 'CANCELLED' || r?.status === 'CANCELLED' ? 'CANCELLED' : (r?.status ?? s.status), reward: r ? rewardOf(r) : null };
+    });
+    const passAt1 = results.size === 0 ? null : scoreTask(outcomes, Math.max(row.task.num_samples, results.size)).pass_at_1;
     // The group's rule (src/trace/groups.ts buildGroup): the one version its usable sessions were sampled at, else the
     // task's declared one; so tasks sampled after a weight sync chart under the version set by that sync.
     const sampled = sampledPolicyVersions([...results.values()].filter(isUsable));
     const policy = sampled.length === 1 ? sampled[0]! : (row.task.metadata?.policy_version ?? null);
     tasks.push({
       task_id: taskId, status: row.status, harness: row.task.agent.harness ?? 'shell', num_samples: row.task.num_samples,
-      finished: results.size, sessions: counts, rewards, session_list, mean_reward: mean(scored), pass_at_1: passAt1,
+      finished: results.size, sessions: counts, rewards, session_list, mean_reward: meanReward(scored), pass_at_1: passAt1,
       policy_version: policy === null ? null : String(policy), created_at: row.created_at, updated_at: row.updated_at,
     });
     // Finished tasks: COMPLETED, or FAILED when no session was usable (src/rollout/task-results.ts); both count here.
@@ -130,7 +130,7 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
     }
   }
   const policies = [...byPolicy.entries()]
-    .map(([policy_version, p]) => ({ policy_version, tasks: p.tasks, sessions: p.rewards.length, mean_reward: mean(p.rewards) ?? 0, pass_at_1: mean(p.passes) ?? 0, first_at: p.first_at, last_at: p.last_at }))
+    .map(([policy_version, p]) => ({ policy_version, tasks: p.tasks, sessions: p.rewards.length, mean_reward: meanReward(p.rewards) ?? 0, pass_at_1: meanPassAt1(p.passes) ?? 0, first_at: p.first_at, last_at: p.last_at }))
     .sort((a, b) => a.first_at - b.first_at);
   const nodes = await Promise.all(src.nodes().map(async (n) => ({ ...n, health: src.nodeHealth ? await src.nodeHealth(n).catch(() => null) : null })));
   const extras = src.health();
