@@ -19,7 +19,10 @@ export interface RunSnapshot {
   completions: number;
   /** Prompt + response tokens of those records. */
   tokens: number;
-  /** Sum and count of the outcome rewards of finished samples (by last attempt). */
+  /**
+   * Sum and count of the evaluated rewards of finished samples (by last attempt); a sample without one (ERROR, TIMEOUT,
+   * cancelled) is left out, as the summary's mean reward leaves it (src/observe/results.ts meanReward).
+   */
   rewardSum: number;
   rewardCount: number;
 }

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { AgentSpec, BuilderName, TaskRequest } from '../core/records.ts';
+import type { AgentSpec, BuilderName, SessionResult, TaskRequest } from '../core/records.ts';
 import { promptIdsLength } from '../core/int32-twin.ts';
 import type { CaptureMode } from '../engines/index.ts';
 import { engineLivenessCheck, waitForEngine } from '../engines/health.ts';
@@ -18,6 +18,7 @@ import type { Store } from '../store/index.ts';
 import { startLocalStack, type EngineSpec } from './local-stack.ts';
 import type { RunSnapshot } from './run-progress.ts';
 import { finalAttempts, retryRequests } from '../rollout/run-retries.ts';
+import { evaluatedReward } from '../observe/results.ts';
 import { summarizeRun, type RunSummary } from './run-summary.ts';
 
 export interface RunTasksOptions {
@@ -181,6 +182,23 @@ export function runRequests(opts: Pick<RunTasksOptions, 'tasks' | 'harness' | 'c
   return requests;
 }
 
+/** Finished samples of a run so far, as RunSnapshot counts them. */
+type Tally = Pick<RunSnapshot, 'done' | 'completed' | 'rewardSum' | 'rewardCount'>;
+
+/**
+ * Count one finished sample (`status` of its last attempt, its stored result if any) into `tally`: it is done, and its
+ * reward enters the mean only when it was evaluated (src/observe/results.ts evaluatedReward and meanReward, the
+ * summary's rule): a sample that ended in ERROR or TIMEOUT, or was cancelled, has no reward and is not counted as 0.
+ */
+function tallySample(tally: Tally, status: string, result: SessionResult | null): void {
+  tally.done++;
+  if (status === 'COMPLETED') tally.completed++;
+  const reward = result ? evaluatedReward(result) : null;
+  if (reward === null) return;
+  tally.rewardSum += reward;
+  tally.rewardCount++;
+}
+
 /**
  * Run every task × sample through the local stack and summarise.
  * An external engine is checked first (retried for `engineWaitMs`) so an unreachable one fails the run before any
@@ -251,19 +269,14 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     // JSON) on every tick; a resumed db, and each retry round, seed the counts from the store, and so does the final
     // snapshot. The store is read by last attempts (finalAttempts): a sample a retry re-runs counts once, by the
     // retry's session, so `done` never passes `total` (the run's samples) and rewards are those the summary gives.
+    // Both paths count a sample through tallySample, so the live mean reward is the final one's rule.
     const fromStore = () => {
-      const tally = { done: 0, completed: 0, rewardSum: 0, rewardCount: 0 };
-      const views = new Map(taskIds.flatMap((id) => stack.server.taskStatus(id)?.sessions ?? []).map((s) => [s.session_id, s]));
+      const tally: Tally = { done: 0, completed: 0, rewardSum: 0, rewardCount: 0 };
       for (const task of finalAttempts(opts.store, taskIds)) {
         for (const sample of task.samples) {
-          const s = views.get(sample.session_id);
-          if (!s) continue;
-          if (s.reward !== null) {
-            tally.done++;
-            tally.rewardSum += s.reward;
-            tally.rewardCount++;
-          } else if (s.status === 'CANCELLED') tally.done++;
-          if (s.status === 'COMPLETED') tally.completed++;
+          const result = opts.store.results.get(sample.session_id);
+          const status = result?.status ?? opts.store.sessions.get(sample.session_id)?.status;
+          if (result || status === 'CANCELLED') tallySample(tally, status!, result);
         }
       }
       return tally;
@@ -272,12 +285,11 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     const ours = new Set(taskIds);
     const unsubscribe = stack.server.events.subscribe((e) => {
       if (e.type !== 'session_result') return;
-      const d = e.data as { task_id: string; status: string; reward: number };
+      const d = e.data as { session_id: string; task_id: string; status: string };
       if (!ours.has(d.task_id)) return;
-      live.done++;
-      live.rewardSum += d.reward;
-      live.rewardCount++;
-      if (d.status === 'COMPLETED') live.completed++;
+      // The event's `reward` is rewardOf's (0 for a session that ended without one); the stored result says whether
+      // the session was evaluated. It was stored before the event was published (src/rollout/task-results.ts).
+      tallySample(live, d.status, opts.store.results.get(d.session_id));
     });
     const snapshot = (tally = live): RunSnapshot => ({
       total, stages: stack.node.stageCounts(), ...tally, completions: counters.completions, tokens: counters.tokens,
