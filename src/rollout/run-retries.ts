@@ -14,7 +14,6 @@ import { isCancelledError } from '../core/contracts/index.ts';
 import type { SessionResult, TaskRequest } from '../core/records.ts';
 import { groupFromRow } from './store-port.ts';
 import type { Store } from '../store/index.ts';
-import type { TaskRow } from '../store/tasks.ts';
 import { buildGroup, type GroupRecord } from '../trace/groups.ts';
 
 /** True when a stored result failed for an infrastructure reason (the only failures a retry may repeat). */
@@ -42,8 +41,24 @@ export function retryRequests(store: Store, requests: readonly TaskRequest[], ro
   return out;
 }
 
+/**
+ * What {@link finalAttempts} reads: a task by id (its request and creation time, Unix ms), a task's sessions, a
+ * session's result. A {@link Store} is one; so is a view over the rollout server's store (the dashboard's source).
+ */
+export interface AttemptSource {
+  tasks: { get(taskId: string): AttemptTask | null };
+  sessions: { listByTask(taskId: string): readonly { session_id: string; sample_index: number }[] };
+  results: { get(sessionId: string): { status: string; error: string | null } | null };
+}
+
+/** A stored task as {@link finalAttempts} needs it. */
+export interface AttemptTask {
+  task: TaskRequest;
+  created_at: number;
+}
+
 /** Sample indices of `taskId`'s sessions that failed for an infrastructure reason, ascending. */
-function infrastructureFailures(store: Store, taskId: string): number[] {
+function infrastructureFailures(store: AttemptSource, taskId: string): number[] {
   return store.sessions.listByTask(taskId)
     .filter((s) => {
       const result = store.results.get(s.session_id);
@@ -84,27 +99,27 @@ export interface FinalTask {
  * `retry_of`, when those are among `taskIds` (the parent is the run of that id created last before the retry).
  * Ids the store does not hold are skipped.
  */
-export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTask[] {
+export function finalAttempts(store: AttemptSource, taskIds: readonly string[]): FinalTask[] {
   const ids = [...new Set(taskIds)];
-  const rows = ids.map((id) => store.tasks.get(id)).filter((row): row is TaskRow => row !== null);
+  const rows = ids.map((id) => store.tasks.get(id)).filter((row): row is AttemptTask => row !== null);
   const byId = new Map(rows.map((row) => [row.task.task_id, row]));
   /** Per task id (a retry's too): its sample index → the FinalSample that sample now stands for. */
   const slots = new Map<string, Map<number, FinalSample>>();
   const out: FinalTask[] = [];
-  const addTask = (row: TaskRow) => {
+  const addTask = (row: AttemptTask) => {
     const taskId = row.task.task_id;
-    const samples = store.sessions.listByTask(taskId).sort((a, b) => a.sample_index - b.sample_index)
+    const samples = [...store.sessions.listByTask(taskId)].sort((a, b) => a.sample_index - b.sample_index)
       .map((s): FinalSample => ({ task_id: taskId, sample_index: s.sample_index, session_id: s.session_id, session_task_id: taskId, replaced: [] }));
     slots.set(taskId, new Map(samples.map((s) => [s.sample_index, s])));
     out.push({ task_id: taskId, samples });
   };
   /** Runs of each id among the rows: the id itself and its archived runs `<id>@run<n>` (store/tasks.ts archiveRun). */
-  const runs = new Map<string, TaskRow[]>();
+  const runs = new Map<string, AttemptTask[]>();
   for (const row of rows) {
     const base = row.task.task_id.replace(/@run\d+$/, '');
     runs.set(base, [...(runs.get(base) ?? []), row]);
   }
-  let pending: { row: TaskRow; parent: string }[] = [];
+  let pending: { row: AttemptTask; parent: string }[] = [];
   for (const row of rows) {
     const parent = retryParent(row, runs);
     if (parent !== null) pending.push({ row, parent });
@@ -136,10 +151,10 @@ export function finalAttempts(store: Store, taskIds: readonly string[]): FinalTa
  * `retry_of` (the id itself or an archived `@run<n>`) created last no later than the retry; a retry stored before every
  * run of its parent re-ran one that is not among the rows.
  */
-function retryParent(row: TaskRow, runs: Map<string, TaskRow[]>): string | null {
+function retryParent(row: AttemptTask, runs: Map<string, AttemptTask[]>): string | null {
   const parent = retryOf(row.task);
   if (parent === null || parent === row.task.task_id) return null;
-  let best: TaskRow | null = null;
+  let best: AttemptTask | null = null;
   for (const candidate of runs.get(parent.replace(/@run\d+$/, '')) ?? []) {
     const id = candidate.task.task_id;
     if (id !== parent && !id.startsWith(`${parent}@run`)) continue;
@@ -160,8 +175,8 @@ function retryOf(task: TaskRequest): string | null {
  * false (nothing changed) when they do not map one-to-one onto samples of the parent whose own session failed for an
  * infrastructure reason.
  */
-function foldRetry(store: Store, retry: TaskRequest, parent: string, parentSlots: Map<number, FinalSample>, slots: Map<string, Map<number, FinalSample>>): boolean {
-  const sessions = store.sessions.listByTask(retry.task_id).sort((a, b) => a.sample_index - b.sample_index);
+function foldRetry(store: AttemptSource, retry: TaskRequest, parent: string, parentSlots: Map<number, FinalSample>, slots: Map<string, Map<number, FinalSample>>): boolean {
+  const sessions = [...store.sessions.listByTask(retry.task_id)].sort((a, b) => a.sample_index - b.sample_index);
   const recorded = retry.metadata?.retry_samples;
   const targets = Array.isArray(recorded) && recorded.every((n) => Number.isSafeInteger(n)) ? (recorded as number[]) : infrastructureFailures(store, parent);
   if (targets.length !== sessions.length || new Set(targets).size !== targets.length) return false;

@@ -3,18 +3,20 @@
  * for an infrastructure reason) and its retry `t~retry1` that re-ran sample 1 and passed. `polar trace show --task t
  * --sample 1` shows the retry's session (the sample's last attempt, as the summary counts it); an archived run
  * (`t@run1`, moved aside when `t` ran again) still folds its retry (archived with it or left under its own id), in
- * `polar results` and in the export; and the dashboard's pass@1 leaves cancelled sessions out of its denominator.
+ * `polar results` and in the export; the dashboard folds the retry into its task the same way (one row, each sample
+ * by its last attempt); and the dashboard's pass@1 leaves cancelled sessions out of its denominator.
  */
 import { expect, test } from 'bun:test';
 import type { ResultStatus } from '../../src/core/contracts/index.ts';
 import type { SessionResult, Trace } from '../../src/core/records.ts';
-import { dashboardState, type DashboardSource } from '../../src/observe/dashboard/state.ts';
+import { dashboardState, type DashboardSource, type DashboardTask } from '../../src/observe/dashboard/state.ts';
 import { formatResultTable, resolveSession, resultRows } from '../../src/observe/results.ts';
 import { exportTraces } from '../../src/rollout/export.ts';
 import { finalAttempts } from '../../src/rollout/run-retries.ts';
 import { putGroup } from '../../src/rollout/store-port.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
 import { buildGroup } from '../../src/trace/groups.ts';
+import { storeDashboardSource } from '../support/dashboard.ts';
 import { taskRequest } from '../support/tasks.ts';
 
 const INFRA = 'evaluation failed: test command could not run (exit 127)';
@@ -139,4 +141,37 @@ test('dashboard pass@1: cancelled sessions are out of the denominator, in the ta
   const state = await dashboardState(src, 1_000);
   expect(state.tasks.map((t) => [t.task_id, t.pass_at_1])).toEqual([['x', null], ['c', 0.5]]);
   expect(state.policies.map((p) => [p.tasks, p.pass_at_1])).toEqual([[1, 0.5]]);
+});
+
+test('dashboard: a retry folds into its task (one row, each sample by its last attempt, pass@1 over those), archived runs too', async () => {
+  const clock = { now: 1_000 };
+  const store = openStore(':memory:', { clock: () => clock.now });
+  try {
+    seedRun(store, clock, 'a');
+    const row = (t: DashboardTask) => [t.task_id, t.status, t.finished, t.rewards, t.session_list.map((s) => [s.sample_index, s.session_id]), t.pass_at_1, t.retried];
+    let state = await dashboardState(storeDashboardSource(store), clock.now);
+    expect(state.tasks.map(row)).toEqual([['t', 'COMPLETED', 3, [1, 1, 0], [[0, 'a0'], [1, 'ar'], [2, 'a2']], 2 / 3, 1]]);
+    expect(state.policies.map((p) => [p.tasks, p.sessions, p.pass_at_1])).toEqual([[1, 3, 2 / 3]]);
+    // The re-run attempt's error still happened: listed under its own task and sample.
+    expect(state.errors.map((e) => [e.task_id, e.session_id, e.sample_index, e.error])).toEqual([['t', 'a1', 1, INFRA]]);
+
+    // While the retry runs, the task is not finished (and stays off the per-version chart).
+    store.tasks.setStatus('t~retry1', 'RUNNING');
+    state = await dashboardState(storeDashboardSource(store), clock.now);
+    expect(state.tasks.map((t) => [t.task_id, t.status])).toEqual([['t', 'RUNNING']]);
+    expect(state.policies).toEqual([]);
+    store.tasks.setStatus('t~retry1', 'COMPLETED');
+
+    // `t` runs again: the archived run t@run1 keeps its retry, the new run folds its own.
+    store.transaction(() => store.tasks.archiveRun('t'));
+    store.transaction(() => store.tasks.archiveRun('t~retry1'));
+    seedRun(store, clock, 'b');
+    state = await dashboardState(storeDashboardSource(store), clock.now);
+    expect(state.tasks.map(row)).toEqual([
+      ['t', 'COMPLETED', 3, [1, 1, 0], [[0, 'b0'], [1, 'br'], [2, 'b2']], 2 / 3, 1],
+      ['t@run1', 'COMPLETED', 3, [1, 1, 0], [[0, 'a0'], [1, 'ar'], [2, 'a2']], 2 / 3, 1],
+    ]);
+  } finally {
+    store.close();
+  }
 });

@@ -7,10 +7,11 @@
  */
 import { expect, test } from 'bun:test';
 import type { ResultStatus } from '../../src/core/contracts/index.ts';
-import { dashboardState, type DashboardSource } from '../../src/observe/dashboard/state.ts';
+import { dashboardState } from '../../src/observe/dashboard/state.ts';
 import { formatSplits, summarizeSplits } from '../../src/stack/run-outputs.ts';
 import { chainWarning, formatSummaryTable, summarizeRun, SUMMARY_WIDTH, type HarnessSummary, type RunSummary } from '../../src/stack/run-summary.ts';
 import { openStore, type Store } from '../../src/store/index.ts';
+import { storeDashboardSource } from '../support/dashboard.ts';
 import { sessionResult } from '../support/records.ts';
 import { taskRequest } from '../support/tasks.ts';
 
@@ -96,14 +97,6 @@ function seed(store: Store, id: string, samples: ({ status: ResultStatus; reward
   });
 }
 
-/** The dashboard's source over a store, as the rollout server builds it (src/rollout/routes.ts dashboardSource). */
-function storeSource(store: Store): DashboardSource {
-  return {
-    tasks: () => store.tasks.list(), sessions: (id) => store.sessions.listByTask(id), results: (id) => store.results.listByTask(id),
-    result: (id) => store.results.get(id), session: (id) => store.sessions.get(id), nodes: () => [], health: () => ({}),
-  };
-}
-
 test('summarizeRun: cancelled samples are not judged (pass@1 and mean reward as the dashboard has them), and the summary says how many', async () => {
   const store = openStore(':memory:');
   try {
@@ -125,7 +118,7 @@ test('summarizeRun: cancelled samples are not judged (pass@1 and mean reward as 
     for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
 
     // The dashboard reads the same store and shows the same numbers.
-    const state = await dashboardState(storeSource(store), 1_000);
+    const state = await dashboardState(storeDashboardSource(store), 1_000);
     const dashboard = Object.fromEntries(state.tasks.map((t) => [t.task_id, t.pass_at_1]));
     expect(dashboard).toEqual(Object.fromEntries(summary.tasks.map((t) => [t.task_id, t.pass_at_1])));
     expect(state.policies.map((p) => [p.pass_at_1, p.mean_reward])).toEqual([[h!.pass_at_1!, h!.mean_reward!]]);
