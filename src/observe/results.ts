@@ -5,7 +5,7 @@
  * no task) are listed too, with status CAPTURED and no reward. A session that `polar run --max-retries` re-ran names the session that did
  * (`retried_by`), and the totals count each sample by its last attempt (src/rollout/run-retries.ts finalAttempts).
  */
-import type { SessionResult } from '../core/records.ts';
+import { TERMINAL_SESSION_STATUSES, type SessionResult, type SessionStatus } from '../core/records.ts';
 import { finalAttempts } from '../rollout/run-retries.ts';
 import type { Store } from '../store/index.ts';
 
@@ -75,27 +75,38 @@ export interface SampleOutcome {
 export interface TaskScore {
   /** Samples with an evaluated reward ≥ {@link PASS_REWARD}. */
   passed: number;
-  /** Samples pass@1 is over: the task's samples less the cancelled ones. */
+  /** Samples pass@1 is over: those that finished (COMPLETED, ERROR, TIMEOUT), not the cancelled or unfinished ones. */
   judged: number;
   /** Samples whose last attempt was cancelled (task cancel, early stop, run deadline): never judged. */
   cancelled: number;
-  /** passed / judged, 0..1; null when every sample was cancelled. */
+  /** Samples not finished yet (queued, running, interrupted and queued again, or not created yet): not judged yet. */
+  unfinished: number;
+  /** passed / judged, 0..1; null when no sample has finished (or every one was cancelled). */
   pass_at_1: number | null;
 }
 
 /**
  * pass@1 of one task as c/n, the one rule every view of a run uses (`polar run`'s summary and splits, the dashboard):
- * c = samples with an evaluated reward ≥ PASS_REWARD; n = the task's samples less the cancelled ones. A sample that
- * ended without a reward (ERROR, TIMEOUT) or has not finished counts as a failure; a cancelled one was never judged,
- * so it is out of n as well.
+ * c = samples with an evaluated reward ≥ PASS_REWARD; n = the samples that finished (COMPLETED, ERROR, TIMEOUT). A
+ * sample that ended without a reward (ERROR, TIMEOUT) counts as a failure; a cancelled one was never judged and an
+ * unfinished one (an interrupted `polar run`, a task still running) is not judged yet, so both are out of n (shown as
+ * counts of their own, never as a 0).
  * @param numSamples the task's num_samples; samples not in `samples` (not created yet) count as unfinished. Default:
  *   `samples.length`.
  */
 export function scoreTask(samples: readonly SampleOutcome[], numSamples = samples.length): TaskScore {
-  const cancelled = samples.filter((s) => s.status === 'CANCELLED').length;
-  const passed = samples.filter((s) => s.status !== 'CANCELLED' && s.reward !== null && s.reward >= PASS_REWARD).length;
-  const judged = Math.max(numSamples, samples.length) - cancelled;
-  return { passed, judged, cancelled, pass_at_1: judged > 0 ? passed / judged : null };
+  let passed = 0;
+  let judged = 0;
+  let cancelled = 0;
+  for (const s of samples) {
+    if (s.status === 'CANCELLED') cancelled++;
+    else if (TERMINAL_SESSION_STATUSES.has(s.status as SessionStatus)) {
+      judged++;
+      if (s.reward !== null && s.reward >= PASS_REWARD) passed++;
+    }
+  }
+  const unfinished = Math.max(numSamples, samples.length) - judged - cancelled;
+  return { passed, judged, cancelled, unfinished, pass_at_1: judged > 0 ? passed / judged : null };
 }
 
 /**

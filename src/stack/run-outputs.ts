@@ -46,7 +46,7 @@ export function writeAccepted(store: Store, taskIds: readonly string[], accept: 
 /**
  * Per split: tasks, sessions, completed sessions, mean reward and pass@1 over the split's tasks by the rules the run
  * summary uses (src/observe/results.ts meanReward and scoreTask: mean over evaluated samples; pass@1 the mean of the
- * tasks' c/n, cancelled samples left out), a sample `--max-retries` re-ran counted once by its last attempt.
+ * tasks' c/n, cancelled and unfinished samples left out), a sample `--max-retries` re-ran counted once by its last attempt.
  */
 export interface SplitSummary {
   tasks: number;
@@ -54,6 +54,8 @@ export interface SplitSummary {
   completed: number;
   /** Samples whose last attempt was cancelled: left out of mean_reward and pass_at_1. */
   cancelled: number;
+  /** Samples not finished (an interrupted run): not judged yet, left out of mean_reward and pass_at_1. */
+  unfinished: number;
   /** Null when no sample of the split was evaluated. */
   mean_reward: number | null;
   /** Null when every sample of the split was cancelled. */
@@ -74,6 +76,7 @@ export function summarizeSplits(store: Store, taskIds: readonly string[]): Recor
     out[split] = {
       tasks: tasks.length, sessions: harnesses.reduce((n, h) => n + h.sessions, 0),
       completed: harnesses.reduce((n, h) => n + h.completed, 0), cancelled: harnesses.reduce((n, h) => n + h.cancelled, 0),
+      unfinished: harnesses.reduce((n, h) => n + h.unfinished, 0),
       mean_reward: meanReward(tasks.flatMap((t) => t.rewards)), pass_at_1: meanPassAt1(tasks.map((t) => t.pass_at_1)),
     };
   }
@@ -83,6 +86,6 @@ export function summarizeSplits(store: Store, taskIds: readonly string[]): Recor
 /** One line per split for the terminal. */
 export function formatSplits(splits: Record<string, SplitSummary>): string[] {
   return Object.entries(splits).map(([split, s]) =>
-    `split ${split}: ${s.tasks} task(s), ${s.sessions} session(s), ${s.completed} completed${s.cancelled > 0 ? `, ${s.cancelled} cancelled` : ''}, ` +
+    `split ${split}: ${s.tasks} task(s), ${s.sessions} session(s), ${s.completed} completed${s.cancelled > 0 ? `, ${s.cancelled} cancelled` : ''}${s.unfinished > 0 ? `, ${s.unfinished} unfinished` : ''}, ` +
     `mean reward ${s.mean_reward === null ? '-' : s.mean_reward.toFixed(3)}, pass@1 ${s.pass_at_1 === null ? '-' : s.pass_at_1.toFixed(3)}`);
 }

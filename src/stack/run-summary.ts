@@ -34,19 +34,26 @@ export interface HarnessSummary {
    * `trajectory.metadata.harness_outcome`; the gateway ends such a session as ERROR.
    */
   harness_failures: number;
+  /** Finished sessions (a result that is not CANCELLED) whose harness reported no failure. */
+  harness_ok: number;
   /** Up to 3 distinct harness failure reasons, for the report. */
   harness_failure_reasons: string[];
   /**
    * Mean over tasks of the fraction of that task's judged samples whose evaluated reward ≥ PASS_REWARD (the unbiased
    * pass@1 estimate c/n per task, src/observe/results.ts scoreTask, as the dashboard computes it): a sample that ended
-   * without a reward counts as a failure, a cancelled one is not judged (out of n). 0..1; null when every sample of
-   * every task was cancelled.
+   * without a reward counts as a failure, a cancelled or unfinished one is not judged (out of n). 0..1; null when no
+   * sample of any task finished uncancelled.
    */
   pass_at_1: number | null;
   /** Mean evaluated reward over the samples that have one (src/observe/results.ts meanReward); null when none has. */
   mean_reward: number | null;
   /** Samples whose last attempt was cancelled (task cancel, early stop, run deadline): left out of pass@1 and mean reward. */
   cancelled: number;
+  /**
+   * Samples not finished (an interrupted `polar run` queues its running ones again; the same `--out` resumes them):
+   * not judged yet, so left out of pass@1 and mean reward.
+   */
+  unfinished: number;
   /** Mean model calls (CompletionRecords) per session. */
   mean_turns: number;
   /** CompletionRecords of these sessions. */
@@ -90,15 +97,17 @@ export interface TaskSummary {
   harness: string;
   /** Reward per sample in sample order; null for a sample that was not evaluated (shown as —). */
   rewards: (number | null)[];
-  /** c/n over the task's judged samples (cancelled ones left out); null when every sample was cancelled. */
+  /** c/n over the task's judged samples (cancelled and unfinished ones left out); null when none is judged. */
   pass_at_1: number | null;
   /** Samples whose last attempt was cancelled: not judged, so out of pass@1. */
   cancelled: number;
+  /** Samples not finished (interrupted and queued again, or still running): not judged yet, so out of pass@1. */
+  unfinished: number;
   mean_turns: number;
   /** prefix_merging chains over the task's sessions. */
   chains: number;
   trainable_tokens: number;
-  /** Samples whose last attempt did not complete. */
+  /** Samples whose last attempt finished without completing (ERROR, TIMEOUT); not the cancelled or unfinished ones. */
   failed: number;
   /** Sessions of this task that `--max-retries` re-ran (the last attempt of each sample stands in for them). */
   retried: number;
@@ -146,8 +155,10 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
   const evaluated: (number | null)[] = [];
   const passRates: (number | null)[] = [];
   let cancelled = 0;
+  let unfinished = 0;
   let variance = 0;
   let harnessFailures = 0;
+  let harnessOk = 0;
   let rerenderMismatches = 0;
   let trainable = 0;
   let splitSessions = 0;
@@ -159,7 +170,7 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
   for (const { task_id: taskId, samples } of folded) {
     const rewards: number[] = [];
     const outcomes: SampleOutcome[] = [];
-    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: null, cancelled: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0, retried: 0 };
+    const task: TaskSummary = { task_id: taskId, harness, rewards: [], pass_at_1: null, cancelled: 0, unfinished: 0, mean_turns: 0, chains: 0, trainable_tokens: 0, failed: 0, retried: 0 };
     let taskTurns = 0;
     for (const s of samples) {
       sessions++;
@@ -173,14 +184,14 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
       task.rewards.push(scored);
       outcomes.push({ status, reward: scored });
       evaluated.push(scored);
-      if (status !== 'COMPLETED') task.failed++;
+      if (status === 'ERROR' || status === 'TIMEOUT') task.failed++;
       rewards.push(result && result.status === 'COMPLETED' ? rewardOf(result) : 0);
       if (result) timings.push(result.timing);
       const outcome = result?.trajectory.metadata.harness_outcome as { success?: unknown; reason?: unknown } | null | undefined;
       if (outcome && outcome.success === false) {
         harnessFailures++;
         if (failureReasons.size < 3) failureReasons.add(String(outcome.reason ?? 'unknown').slice(0, 200));
-      }
+      } else if (result && result.status !== 'CANCELLED') harnessOk++;
       const records = store.completions.listBySession(s.session_id);
       completions += records.length;
       taskTurns += records.length;
@@ -205,7 +216,9 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
     const score = scoreTask(outcomes);
     task.pass_at_1 = score.pass_at_1;
     task.cancelled = score.cancelled;
+    task.unfinished = score.unfinished;
     cancelled += score.cancelled;
+    unfinished += score.unfinished;
     passRates.push(score.pass_at_1);
     task.mean_turns = samples.length > 0 ? taskTurns / samples.length : 0;
     trainable += task.trainable_tokens;
@@ -221,10 +234,12 @@ function summarizeHarness(store: Store, harness: string, folded: FinalTask[], eo
     statuses,
     completed: statuses.COMPLETED ?? 0,
     harness_failures: harnessFailures,
+    harness_ok: harnessOk,
     harness_failure_reasons: [...failureReasons],
     pass_at_1: meanPassAt1(passRates),
     mean_reward: meanReward(evaluated),
     cancelled,
+    unfinished,
     mean_turns: sessions > 0 ? completions / sessions : 0,
     completions,
     traces,
@@ -309,7 +324,7 @@ export function chainWarning(summary: RunSummary): string | null {
 /**
  * The summary as text of at most {@link SUMMARY_WIDTH} columns: one row per harness, per-harness builder and stage
  * lines, one row per task (rewards per sample; — for a sample that was not evaluated), a line on sessions
- * `--max-retries` re-ran when there were any, a line on cancelled samples (left out of pass@1) when there were any, the chain warning when chains broke or joins were re-rendered, and the
+ * `--max-retries` re-ran when there were any, lines on cancelled and on unfinished samples (left out of pass@1) when there were any, the chain warning when chains broke or joins were re-rendered, and the
  * engine line.
  */
 export function formatSummaryTable(summary: RunSummary): string {
@@ -317,7 +332,7 @@ export function formatSummaryTable(summary: RunSummary): string {
   const out = columns(
     ['harness', 'sessions', 'completed', 'harness ok', 'pass@1', 'turns', 'chains/s', 'trainable', 're-rend', 'p50 e2e'],
     summary.harnesses.map((h) => [
-      cut(h.harness, 14), String(h.sessions), String(h.completed), String(h.sessions - h.harness_failures), h.pass_at_1 === null ? '-' : h.pass_at_1.toFixed(3),
+      cut(h.harness, 14), String(h.sessions), String(h.completed), String(h.harness_ok), h.pass_at_1 === null ? '-' : h.pass_at_1.toFixed(3),
       h.mean_turns.toFixed(2), (h.sessions > 0 ? h.traces.prefix_merging / h.sessions : 0).toFixed(2), String(h.trainable_tokens),
       String(h.rerender_mismatches), ms(h.p50.e2e_ms),
     ]),
@@ -334,21 +349,28 @@ export function formatSummaryTable(summary: RunSummary): string {
       summary.tasks.map((t) => [cut(t.task_id, 28), cut(t.rewards.map(reward).join(' '), 30), t.pass_at_1 === null ? '-' : t.pass_at_1.toFixed(2), t.mean_turns.toFixed(1), String(t.chains), String(t.trainable_tokens), String(t.failed)]),
     ));
   }
+  // "task-a 2, task-b 1" for the tasks with a nonzero count, at most five named.
+  const perTask = (count: (t: TaskSummary) => number) => {
+    const tasks = summary.tasks.filter((t) => count(t) > 0).map((t) => `${t.task_id} ${count(t)}`);
+    return tasks.length > 5 ? `${tasks.slice(0, 5).join(', ')}, … ${tasks.length} tasks` : tasks.join(', ');
+  };
   const retried = summary.harnesses.reduce((n, h) => n + h.retried_sessions, 0);
   if (retried > 0) {
-    const tasks = summary.tasks.filter((t) => t.retried > 0).map((t) => `${t.task_id} ${t.retried}`);
-    out.push('', ...wrap(`retried: ${retried} session(s) re-run after infrastructure failures; each sample counts by its last attempt (${tasks.length > 5 ? `${tasks.slice(0, 5).join(', ')}, … ${tasks.length} tasks` : tasks.join(', ')})`));
+    out.push('', ...wrap(`retried: ${retried} session(s) re-run after infrastructure failures; each sample counts by its last attempt (${perTask((t) => t.retried)})`));
   }
   const cancelled = summary.harnesses.reduce((n, h) => n + h.cancelled, 0);
   if (cancelled > 0) {
-    const tasks = summary.tasks.filter((t) => t.cancelled > 0).map((t) => `${t.task_id} ${t.cancelled}`);
-    out.push('', ...wrap(`cancelled: ${cancelled} sample(s) cancelled (task cancel, early stop or run deadline) were not judged: left out of pass@1 and mean reward (${tasks.length > 5 ? `${tasks.slice(0, 5).join(', ')}, … ${tasks.length} tasks` : tasks.join(', ')})`));
+    out.push('', ...wrap(`cancelled: ${cancelled} sample(s) cancelled (task cancel, early stop or run deadline) were not judged: left out of pass@1 and mean reward (${perTask((t) => t.cancelled)})`));
+  }
+  const unfinished = summary.harnesses.reduce((n, h) => n + h.unfinished, 0);
+  if (unfinished > 0) {
+    out.push('', ...wrap(`unfinished: ${unfinished} sample(s) did not finish (an interrupted run queues them again; the same --out resumes them): not judged yet, left out of pass@1 and mean reward (${perTask((t) => t.unfinished)})`));
   }
   const warning = chainWarning(summary);
   if (warning) out.push('', ...wrap(warning));
   const busy = summary.engine_busy_fraction === null ? 'not measured (external engine)' : `${(summary.engine_busy_fraction * 100).toFixed(1)}%`;
   out.push('', `engine busy fraction: ${busy}; wall time ${ms(summary.wall_ms)}`);
-  out.push(`pass@1: fraction of a task's uncancelled samples with reward ≥ ${PASS_REWARD} (per harness: mean over tasks)`);
+  out.push(`pass@1: fraction of a task's finished, uncancelled samples with reward ≥ ${PASS_REWARD} (per harness: mean)`);
   out.push('trainable: loss_mask 1 tokens; trainer tokens: prompt + response tokens (per_request / prefix)');
   out.push('chains/s: prefix_merging chains per session (1: no break); re-rend: re-rendered joins');
   out.push('main chains: the agent conversation (one per session when unsplit); side/retry/compact by role');

@@ -17,11 +17,11 @@ import { taskRequest } from '../support/tasks.ts';
 
 function harness(overrides: Partial<HarnessSummary> = {}): HarnessSummary {
   return {
-    harness: 'claude-code', tasks: 2, sessions: 4, statuses: { COMPLETED: 4 }, completed: 4, harness_failures: 0, harness_failure_reasons: [],
+    harness: 'claude-code', tasks: 2, sessions: 4, statuses: { COMPLETED: 4 }, completed: 4, harness_failures: 0, harness_ok: 4, harness_failure_reasons: [],
     pass_at_1: 0.5, mean_reward: 0.5, mean_turns: 3.25, completions: 13, traces: { per_request: 13, prefix_merging: 4 },
     trainer_tokens: { per_request: 91234, prefix_merging: 20345 }, rerender_mismatches: 0, groups_with_reward_variance: 1,
     p50: { init_ms: 120, ready_queue_ms: 0, run_ms: 12_345, postrun_ms: 80, e2e_ms: 12_600 }, trainable_tokens: 1834, chain_breaks: {}, split_sessions: 0,
-    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4, retried_sessions: 0, cancelled: 0,
+    chain_roles: { main: 4, side: 1, retry: 0, compaction: 0 }, sessions_with_one_main_chain: 4, retried_sessions: 0, cancelled: 0, unfinished: 0,
     ...overrides,
   };
 }
@@ -30,14 +30,14 @@ function summary(h: HarnessSummary): RunSummary {
   return {
     harnesses: [h], engine_busy_fraction: 0.42, wall_ms: 30_000,
     tasks: [
-      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, cancelled: 0, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1, retried: 0 },
-      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, cancelled: 0, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0, retried: 0 },
+      { task_id: 'a-task-with-a-rather-long-identifier-that-goes-on', harness: h.harness, rewards: [1, 0, null], pass_at_1: 1 / 3, cancelled: 0, unfinished: 0, mean_turns: 3, chains: 3, trainable_tokens: 900, failed: 1, retried: 0 },
+      { task_id: 'short', harness: h.harness, rewards: [1], pass_at_1: 1, cancelled: 0, unfinished: 0, mean_turns: 4, chains: 1, trainable_tokens: 934, failed: 0, retried: 0 },
     ],
   };
 }
 
 test('the summary fits 100 columns and lists each task with — for an unevaluated sample', () => {
-  const text = formatSummaryTable(summary(harness({ harness_failures: 1, harness_failure_reasons: ['x '.repeat(150)] })));
+  const text = formatSummaryTable(summary(harness({ harness_failures: 1, harness_ok: 3, harness_failure_reasons: ['x '.repeat(150)] })));
   for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
   const taskLine = text.split('\n').find((l) => l.startsWith('a-task-with'))!;
   expect(taskLine).toMatch(/^a-task-with-a-rather-long-i…\s+1 0 —\s+0\.33\s+3\.0\s+3\s+900\s+1$/);
@@ -108,7 +108,7 @@ test('summarizeRun: cancelled samples are not judged (pass@1 and mean reward as 
     seed(store, 'x', [{ status: 'CANCELLED' }], { split: 'test' });
     const summary = summarizeRun(store, ['c', 'e', 'x']);
     expect(summary.tasks.map((t) => [t.task_id, t.rewards, t.pass_at_1, t.cancelled, t.failed])).toEqual([
-      ['c', [1, 0, null, null], 0.5, 2, 2], ['e', [1, null], 0.5, 0, 1], ['x', [null], null, 1, 1],
+      ['c', [1, 0, null, null], 0.5, 2, 0], ['e', [1, null], 0.5, 0, 1], ['x', [null], null, 1, 0],
     ]);
     const [h] = summary.harnesses;
     expect([h!.sessions, h!.cancelled, h!.pass_at_1, h!.mean_reward]).toEqual([7, 3, 0.5, 2 / 3]);
@@ -126,10 +126,34 @@ test('summarizeRun: cancelled samples are not judged (pass@1 and mean reward as 
     // Per split, by the same rules.
     const splits = summarizeSplits(store, ['c', 'e', 'x']);
     expect(splits).toEqual({
-      test: { tasks: 2, sessions: 3, completed: 1, cancelled: 1, mean_reward: 1, pass_at_1: 0.5 },
-      train: { tasks: 1, sessions: 4, completed: 2, cancelled: 2, mean_reward: 0.5, pass_at_1: 0.5 },
+      test: { tasks: 2, sessions: 3, completed: 1, cancelled: 1, unfinished: 0, mean_reward: 1, pass_at_1: 0.5 },
+      train: { tasks: 1, sessions: 4, completed: 2, cancelled: 2, unfinished: 0, mean_reward: 0.5, pass_at_1: 0.5 },
     });
     expect(formatSplits(splits)).toContain('split train: 1 task(s), 4 session(s), 2 completed, 2 cancelled, mean reward 0.500, pass@1 0.500');
+  } finally {
+    store.close();
+  }
+});
+
+test('summarizeRun after an interrupted run: samples queued again are unfinished, not failures, not harness ok, and said so', async () => {
+  const store = openStore(':memory:');
+  try {
+    // i: one pass, one interrupted and queued again (REGISTERED, no result), one still RUNNING; j: one ERROR, one queued.
+    seed(store, 'i', [{ status: 'COMPLETED', reward: 1 }, { session: 'REGISTERED' }, { session: 'RUNNING' }]);
+    seed(store, 'j', [{ status: 'ERROR' }, { session: 'REGISTERED' }]);
+    const summary = summarizeRun(store, ['i', 'j']);
+    expect(summary.tasks.map((t) => [t.task_id, t.rewards, t.pass_at_1, t.unfinished, t.failed])).toEqual([
+      ['i', [1, null, null], 1, 2, 0], ['j', [null, null], 0, 1, 1],
+    ]);
+    const [h] = summary.harnesses;
+    expect([h!.sessions, h!.completed, h!.harness_ok, h!.unfinished, h!.pass_at_1, h!.mean_reward]).toEqual([5, 1, 2, 3, 0.5, 1]);
+    const text = formatSummaryTable(summary);
+    expect(text.replace(/\n {2}/g, ' ')).toContain('unfinished: 3 sample(s) did not finish (an interrupted run queues them again; the same --out resumes them): not judged yet, left out of pass@1 and mean reward (i 2, j 1)');
+    expect(text).toMatch(/^i\s+1 — —\s+1\.00\s/m);
+    for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(SUMMARY_WIDTH);
+    // The dashboard agrees.
+    const state = await dashboardState(storeDashboardSource(store), 1_000);
+    expect(Object.fromEntries(state.tasks.map((t) => [t.task_id, t.pass_at_1]))).toEqual({ i: 1, j: 0 });
   } finally {
     store.close();
   }

@@ -123,8 +123,9 @@ export async function dashboardState(src: DashboardSource, now: number): Promise
       session_list.push({ session_id: s.session_id, sample_index: s.sample_index, status: s.status, node_id: s.node_id, finished: r !== undefined, reward: r ? rewardOf(r) : null });
     }
     const scored = rewards.filter((x): x is number => x !== null);
-    // pass@1 by the rule `polar run`'s summary uses (scoreTask): c/n over the task's samples, a session without a
-    // reward (finished or not) a failure, a cancelled one (task cancel, early stop, run deadline) out of n.
+    // pass@1 by the rule `polar run`'s summary uses (scoreTask): c/n over the finished samples, one that ended without
+    // a reward (ERROR, TIMEOUT) a failure; a cancelled one (task cancel, early stop, run deadline) and one still
+    // queued or running are out of n.
     const outcomes = samples.map((s) => {
       const r = results.get(s.session_id);
       return { status: s.status === 'CANCELLED' || r?.status === 'CANCELLED' ? 'CANCELLED' : (r?.status ?? s.status), reward: r ? rewardOf(r) : null };
