@@ -85,7 +85,7 @@ for (const h of names) {
   if (!x) { rows.push([h, "0/0", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", rc, `${secs}s`]); continue; }
   const roles = x.chain_roles ?? {};
   const ratio = x.trainer_tokens.prefix_merging > 0 ? `${(x.trainer_tokens.per_request / x.trainer_tokens.prefix_merging).toFixed(1)}x` : "-";
-  rows.push([h, `${x.completed}/${x.sessions}`, `${x.sessions - (x.harness_failures ?? 0)}/${x.sessions}`, x.pass_at_1.toFixed(3), String(x.completions), String(x.traces.per_request), String(x.traces.prefix_merging), `${roles.main ?? "-"} (${x.sessions_with_one_main_chain ?? "-"}/${x.sessions})`, `${roles.side ?? "-"}/${roles.retry ?? "-"}/${roles.compaction ?? "-"}`, `${x.trainer_tokens.per_request}/${x.trainer_tokens.prefix_merging}`, ratio, String(x.rerender_mismatches ?? 0), rc, `${secs}s`]);
+  rows.push([h, `${x.completed}/${x.sessions}`, `${x.harness_ok ?? x.sessions - (x.harness_failures ?? 0)}/${x.sessions}`, x.pass_at_1 === null ? "-" : x.pass_at_1.toFixed(3), String(x.completions), String(x.traces.per_request), String(x.traces.prefix_merging), `${roles.main ?? "-"} (${x.sessions_with_one_main_chain ?? "-"}/${x.sessions})`, `${roles.side ?? "-"}/${roles.retry ?? "-"}/${roles.compaction ?? "-"}`, `${x.trainer_tokens.per_request}/${x.trainer_tokens.prefix_merging}`, ratio, String(x.rerender_mismatches ?? 0), rc, `${secs}s`]);
 }
 const w = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
 for (const [i, r] of rows.entries()) {
