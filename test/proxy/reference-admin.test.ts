@@ -40,6 +40,47 @@ test('status, then a pause whose drain times out answers 504 and stays paused un
   await hanging;
 });
 
+test('pause and resume bodies: bad JSON, unknown keys and a doubled timeout are 400s that change nothing; {"timeout_s"} bounds the drain', async () => {
+  const fresh = await startFakeEngine({ shape: 'vllm', script: [] });
+  const p = await startTestProxy({ engineUrl: fresh.url, kind: 'vllm' });
+  try {
+    const send = (path: string, body: string | undefined) =>
+      fetch(`${p.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const paused = async () => ((await (await fetch(`${p.url}/admin/inference/status`)).json()) as { paused: boolean }).paused;
+    for (const [path, body, message] of [
+      ['/admin/inference/pause', '{bad', 'malformed JSON body'],
+      ['/admin/inference/pause', '{"timeout_seconds":"x","zzz":1}', 'timeout_seconds: unknown field (allowed: timeout_s)'],
+      ['/admin/inference/pause', '[1]', 'body must be a JSON object'],
+      ['/admin/inference/pause', '{"timeout_s":"soon"}', 'timeout_s must be a positive number of seconds, got "soon"'],
+      ['/admin/inference/pause?timeout_seconds=5', '{"timeout_s":5}', 'give the drain timeout once'],
+    ] as const) {
+      const answer = await send(path, body);
+      expect(answer.status).toBe(400);
+      expect(((await answer.json()) as { error: { message: string } }).error.message).toContain(message);
+      expect(await paused()).toBe(false);
+    }
+    // No body, an empty one and {} are the defaults; {"timeout_s"} is the rollout server's spelling of the bound.
+    for (const body of [undefined, '', '{}', '{"timeout_s": 2}']) {
+      const answer = await send('/admin/inference/pause', body);
+      expect(answer.status).toBe(200);
+      expect(await paused()).toBe(true);
+      expect((await send('/admin/inference/resume', body === '{"timeout_s": 2}' ? '{}' : body)).status).toBe(200);
+      expect(await paused()).toBe(false);
+    }
+    // resume takes no field: a key is a 400 and the gate stays paused.
+    expect((await send('/admin/inference/pause', undefined)).status).toBe(200);
+    for (const body of ['{"zzz":1}', '{bad']) {
+      const refused = await send('/admin/inference/resume', body);
+      expect(refused.status).toBe(400);
+      expect(await paused()).toBe(true);
+    }
+    expect((await send('/admin/inference/resume', undefined)).status).toBe(200);
+  } finally {
+    await p.stop();
+    await fresh.stop();
+  }
+});
+
 test('/v1/tokenize counts the prompt through the engine, records nothing, and needs the session key', async () => {
   const fresh = await startFakeEngine({ shape: 'vllm', script: [] });
   const p = await startTestProxy({ engineUrl: fresh.url, kind: 'vllm', sessions: staticSessions({ 'sess-t': { session_id: 'sess-t', task_id: 't' } }) });
