@@ -252,6 +252,7 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
     const taskIds = requests.map((r) => r.task_id);
     let total = requests.reduce((sum, r) => sum + (opts.store.tasks.get(r.task_id)?.task.num_samples ?? r.num_samples), 0);
     const resumed: string[] = [];
+    const alreadyFinished: string[] = [];
     for (const request of requests) {
       const existing = opts.store.tasks.get(request.task_id);
       if (existing?.status === 'RUNNING') {
@@ -261,10 +262,19 @@ export async function runTasks(opts: RunTasksOptions): Promise<RunReport> {
           continue;
         }
         await stack.server.cancelTask(request.task_id, { reason: 'superseded by polar run --fresh' });
-      } else if (existing && !opts.fresh) continue; // finished in this database: reported as it is
+      } else if (existing && !opts.fresh) {
+        alreadyFinished.push(request.task_id); // finished in this database: reported as it is
+        continue;
+      }
       stack.server.submit(request);
     }
     if (resumed.length > 0) opts.log?.(`resuming ${resumed.length} unfinished task(s) from the database: ${resumed.join(', ')}`);
+    // Said so, not silently reprinted as if this run had produced it.
+    if (alreadyFinished.length > 0) {
+      opts.log?.(alreadyFinished.length === requests.length
+        ? `all ${alreadyFinished.length} task(s) already finished in this database: nothing was run, their stored results follow (--fresh runs them again)`
+        : `${alreadyFinished.length} task(s) already finished in this database are not run again, their stored results are reported (--fresh runs them again): ${alreadyFinished.join(', ')}`);
+    }
     // Finished sessions are counted from the server's result events, not by re-reading stored trajectories (large
     // JSON) on every tick; a resumed db, and each retry round, seed the counts from the store, and so does the final
     // snapshot. The store is read by last attempts (finalAttempts): a sample a retry re-runs counts once, by the

@@ -94,6 +94,16 @@ test('runTasks: every task × sample runs through rollout server + gateway + pro
     expect(last).toMatchObject({ total: 6, done: 6, completed: 6, completions: expectedCompletions, tokens: recordTokens });
     expect(last.rewardSum).toBe(expectedPasses);
     expect(formatSummaryTable(report.summary)).toContain('shell');
+
+    // The same run again on the same database runs nothing, and says so instead of passing stored results off as new.
+    const lines: string[] = [];
+    const again = await runTasks({
+      tasks, harness: 'shell', command: agent, samples: 3, modelName: 'polar-sim', builder: 'prefix_merging', store,
+      concurrency: 4, workRoot: join(scratch, 'inproc-work'), runtime: { read_only_paths: SHELL_AGENT_PATHS }, log: (line) => lines.push(line),
+    });
+    expect(lines).toContain('all 2 task(s) already finished in this database: nothing was run, their stored results follow (--fresh runs them again)');
+    expect(again.statuses).toEqual({ COMPLETED: 6 });
+    expect(tasks.flatMap((t) => store.sessions.listByTask(t.task.task_id))).toHaveLength(6);
   } finally {
     store.close();
   }
