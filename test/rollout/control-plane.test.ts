@@ -64,6 +64,27 @@ test('submit validates the whole TaskRequest with the gateway\'s rules and answe
   expect(store.tasks.get('bad')).toBeNull();
 });
 
+test('node registration, heartbeat and handback are strict at every depth: an unknown key is a 400 naming its path, and all issues at once', async () => {
+  const { server, node } = setup();
+  const stages = { init: 0, ready: 0, running: 0, postrun: 0, queued: 0 };
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    ['/nodes/register', { node_id: 'n1', url: node.url, capacity, zzz: 1 }, /zzz: unknown key/],
+    ['/nodes/register', { node_id: 'n1', url: node.url, capacity: { ...capacity, max_run_worker: 1 } }, /capacity\.max_run_worker: unknown key/],
+    ['/nodes/n1/heartbeat', { zzz: 1 }, /stages: .*; zzz: unknown key/],
+    ['/nodes/n1/heartbeat', { stages: { ...stages, runing: 1 } }, /stages\.runing: unknown key/],
+    ['/nodes/n1/heartbeat', { stages, pools: { init_workers: 1, ready_buffer: 1, postrun_workers: 1 } }, /pools\.postrun_workers: unknown key/],
+    ['/nodes/n1/handback', { session_ids: ['s'], resaon: 'typo' }, /resaon: unknown key/],
+  ];
+  expect((await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity })).status).toBe(200);
+  for (const [path, body, message] of cases) {
+    const r = await post(`${server.url}${path}`, body);
+    expect({ path, status: r.status }).toEqual({ path, status: 400 });
+    expect(String(r.body.error)).toMatch(message);
+  }
+  // The node registered first is unchanged by the refused re-registration.
+  expect(server.listNodes().map((n) => [n.node_id, n.capacity.max_run_workers])).toEqual([['n1', capacity.max_run_workers]]);
+});
+
 test('a gateway refusal fails that session only: no retry, the node stays healthy, the good task beside it completes', async () => {
   const { server, store, node } = setup((spec) => (spec.task.task_id === 'poison' ? Response.json({ error: 'unknown harness "x"' }, { status: 400 }) : null));
   await post(`${server.url}/nodes/register`, { node_id: 'n1', url: node.url, capacity });

@@ -1,10 +1,12 @@
 /**
  * Gateway ↔ rollout server control plane: node registration (`POST /nodes/register`), heartbeats
- * (`POST /nodes/{id}/heartbeat`), stage counts and capacity, and the headers every control-plane call carries.
+ * (`POST /nodes/{id}/heartbeat`), stage counts and capacity, and the headers every control-plane call carries. What a
+ * node sends is strict at every depth (an unknown key is a 400 naming its path, as on every other endpoint); only
+ * the server's answers are read loosely.
  */
 import { z } from 'zod';
 
-export const stageCountsSchema = z.object({
+export const stageCountsSchema = z.strictObject({
   init: z.number().int().min(0),
   ready: z.number().int().min(0),
   running: z.number().int().min(0),
@@ -13,14 +15,14 @@ export const stageCountsSchema = z.object({
 });
 
 /** Stage sizes of a gateway node (its worker pools). */
-export const nodeCapacitySchema = z.object({
+export const nodeCapacitySchema = z.strictObject({
   init_workers: z.number().int().min(0),
   ready_buffer: z.number().int().min(0),
   max_run_workers: z.number().int().min(0),
   postrun_workers: z.number().int().min(0),
 });
 
-export const nodeRegistrationSchema = z.object({
+export const nodeRegistrationSchema = z.strictObject({
   node_id: z.string().min(1).max(200),
   url: z.url(),
   capacity: nodeCapacitySchema,
@@ -30,7 +32,7 @@ export const nodeRegistrationSchema = z.object({
  * The INIT pool and READY buffer a node uses now. With `pool_sizing: auto` they are sized from observed stage times
  * (src/gateway/pool-sizing.ts) and may be below the registered capacity's, which the scheduler must then use.
  */
-export const poolSizesSchema = z.object({
+export const poolSizesSchema = z.strictObject({
   init_workers: z.number().int().min(0),
   ready_buffer: z.number().int().min(0),
 });
@@ -40,7 +42,7 @@ export const poolSizesSchema = z.object({
  * unknown statuses are ignored so a newer node can report more. The server takes a session id listed here as seen by
  * the node when the counts were taken (a dispatch not listed yet still counts as queued on the node).
  */
-export const heartbeatSchema = z.object({
+export const heartbeatSchema = z.strictObject({
   stages: stageCountsSchema,
   sessions: z.record(z.string().min(1), z.string()).optional(),
   /** Whether the node's inference engine answers its health checks (absent: the node does not check). */
@@ -54,7 +56,7 @@ export const heartbeatSchema = z.object({
  * it holds but has not started (queued, or READY with no harness started); the server queues again those it
  * dispatched there and still has open, and answers `{node_id, requeued: [ids]}`. The node drops exactly those.
  */
-export const handbackSchema = z.object({
+export const handbackSchema = z.strictObject({
   session_ids: z.array(z.string().min(1).max(512)).min(1).max(10_000),
   /** Why (logged and in the server's event), e.g. "engine down for 60 s: connect ECONNREFUSED". */
   reason: z.string().max(2000).optional(),
