@@ -38,26 +38,27 @@ import f34 from '../../examples/swe/repos/calc/test_calc.py' with { type: 'file'
 import f35 from '../../examples/swe/sim-add.yaml' with { type: 'file' };
 import f36 from '../../examples/swe/sim-shout.yaml' with { type: 'file' };
 import f37 from '../../examples/systemd/polar-serve.service' with { type: 'file' };
-import f38 from '../../examples/tasks/mean-empty/repo/stats.py' with { type: 'file' };
-import f39 from '../../examples/tasks/mean-empty/repo/test_stats.py' with { type: 'file' };
-import f40 from '../../examples/tasks/mean-empty/sim.yaml' with { type: 'file' };
-import f41 from '../../examples/tasks/mean-empty/task.yaml' with { type: 'file' };
-import f42 from '../../examples/tasks/range-sum/repo/ranges.py' with { type: 'file' };
-import f43 from '../../examples/tasks/range-sum/repo/test_ranges.py' with { type: 'file' };
-import f44 from '../../examples/tasks/range-sum/sim.yaml' with { type: 'file' };
-import f45 from '../../examples/tasks/range-sum/task.yaml' with { type: 'file' };
-import f46 from '../../examples/tasks/shopping-cart/repo/cart.py' with { type: 'file' };
-import f47 from '../../examples/tasks/shopping-cart/repo/test_cart.py' with { type: 'file' };
-import f48 from '../../examples/tasks/shopping-cart/sim.yaml' with { type: 'file' };
-import f49 from '../../examples/tasks/shopping-cart/task.yaml' with { type: 'file' };
-import f50 from '../../examples/tasks/temperature/repo/convert.py' with { type: 'file' };
-import f51 from '../../examples/tasks/temperature/repo/test_convert.py' with { type: 'file' };
-import f52 from '../../examples/tasks/temperature/sim.yaml' with { type: 'file' };
-import f53 from '../../examples/tasks/temperature/task.yaml' with { type: 'file' };
-import f54 from '../../examples/tasks/word-count/repo/test_words.py' with { type: 'file' };
-import f55 from '../../examples/tasks/word-count/repo/words.py' with { type: 'file' };
-import f56 from '../../examples/tasks/word-count/sim.yaml' with { type: 'file' };
-import f57 from '../../examples/tasks/word-count/task.yaml' with { type: 'file' };
+import f38 from '../../examples/task-request.json' with { type: 'file' };
+import f39 from '../../examples/tasks/mean-empty/repo/stats.py' with { type: 'file' };
+import f40 from '../../examples/tasks/mean-empty/repo/test_stats.py' with { type: 'file' };
+import f41 from '../../examples/tasks/mean-empty/sim.yaml' with { type: 'file' };
+import f42 from '../../examples/tasks/mean-empty/task.yaml' with { type: 'file' };
+import f43 from '../../examples/tasks/range-sum/repo/ranges.py' with { type: 'file' };
+import f44 from '../../examples/tasks/range-sum/repo/test_ranges.py' with { type: 'file' };
+import f45 from '../../examples/tasks/range-sum/sim.yaml' with { type: 'file' };
+import f46 from '../../examples/tasks/range-sum/task.yaml' with { type: 'file' };
+import f47 from '../../examples/tasks/shopping-cart/repo/cart.py' with { type: 'file' };
+import f48 from '../../examples/tasks/shopping-cart/repo/test_cart.py' with { type: 'file' };
+import f49 from '../../examples/tasks/shopping-cart/sim.yaml' with { type: 'file' };
+import f50 from '../../examples/tasks/shopping-cart/task.yaml' with { type: 'file' };
+import f51 from '../../examples/tasks/temperature/repo/convert.py' with { type: 'file' };
+import f52 from '../../examples/tasks/temperature/repo/test_convert.py' with { type: 'file' };
+import f53 from '../../examples/tasks/temperature/sim.yaml' with { type: 'file' };
+import f54 from '../../examples/tasks/temperature/task.yaml' with { type: 'file' };
+import f55 from '../../examples/tasks/word-count/repo/test_words.py' with { type: 'file' };
+import f56 from '../../examples/tasks/word-count/repo/words.py' with { type: 'file' };
+import f57 from '../../examples/tasks/word-count/sim.yaml' with { type: 'file' };
+import f58 from '../../examples/tasks/word-count/task.yaml' with { type: 'file' };
 
 /** examples/ path → the file (a path Bun.file reads). */
 export const EXAMPLE_FILES: Readonly<Record<string, string>> = {
@@ -99,26 +100,27 @@ export const EXAMPLE_FILES: Readonly<Record<string, string>> = {
   "swe/sim-add.yaml": f35 as unknown as string,
   "swe/sim-shout.yaml": f36 as unknown as string,
   "systemd/polar-serve.service": f37 as unknown as string,
-  "tasks/mean-empty/repo/stats.py": f38 as unknown as string,
-  "tasks/mean-empty/repo/test_stats.py": f39 as unknown as string,
-  "tasks/mean-empty/sim.yaml": f40 as unknown as string,
-  "tasks/mean-empty/task.yaml": f41 as unknown as string,
-  "tasks/range-sum/repo/ranges.py": f42 as unknown as string,
-  "tasks/range-sum/repo/test_ranges.py": f43 as unknown as string,
-  "tasks/range-sum/sim.yaml": f44 as unknown as string,
-  "tasks/range-sum/task.yaml": f45 as unknown as string,
-  "tasks/shopping-cart/repo/cart.py": f46 as unknown as string,
-  "tasks/shopping-cart/repo/test_cart.py": f47 as unknown as string,
-  "tasks/shopping-cart/sim.yaml": f48 as unknown as string,
-  "tasks/shopping-cart/task.yaml": f49 as unknown as string,
-  "tasks/temperature/repo/convert.py": f50 as unknown as string,
-  "tasks/temperature/repo/test_convert.py": f51 as unknown as string,
-  "tasks/temperature/sim.yaml": f52 as unknown as string,
-  "tasks/temperature/task.yaml": f53 as unknown as string,
-  "tasks/word-count/repo/test_words.py": f54 as unknown as string,
-  "tasks/word-count/repo/words.py": f55 as unknown as string,
-  "tasks/word-count/sim.yaml": f56 as unknown as string,
-  "tasks/word-count/task.yaml": f57 as unknown as string,
+  "task-request.json": f38 as unknown as string,
+  "tasks/mean-empty/repo/stats.py": f39 as unknown as string,
+  "tasks/mean-empty/repo/test_stats.py": f40 as unknown as string,
+  "tasks/mean-empty/sim.yaml": f41 as unknown as string,
+  "tasks/mean-empty/task.yaml": f42 as unknown as string,
+  "tasks/range-sum/repo/ranges.py": f43 as unknown as string,
+  "tasks/range-sum/repo/test_ranges.py": f44 as unknown as string,
+  "tasks/range-sum/sim.yaml": f45 as unknown as string,
+  "tasks/range-sum/task.yaml": f46 as unknown as string,
+  "tasks/shopping-cart/repo/cart.py": f47 as unknown as string,
+  "tasks/shopping-cart/repo/test_cart.py": f48 as unknown as string,
+  "tasks/shopping-cart/sim.yaml": f49 as unknown as string,
+  "tasks/shopping-cart/task.yaml": f50 as unknown as string,
+  "tasks/temperature/repo/convert.py": f51 as unknown as string,
+  "tasks/temperature/repo/test_convert.py": f52 as unknown as string,
+  "tasks/temperature/sim.yaml": f53 as unknown as string,
+  "tasks/temperature/task.yaml": f54 as unknown as string,
+  "tasks/word-count/repo/test_words.py": f55 as unknown as string,
+  "tasks/word-count/repo/words.py": f56 as unknown as string,
+  "tasks/word-count/sim.yaml": f57 as unknown as string,
+  "tasks/word-count/task.yaml": f58 as unknown as string,
 };
 
 /** The ones written with mode 0755 (scripts). */
